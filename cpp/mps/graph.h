@@ -1,0 +1,63 @@
+// The MPS op graph: what the lowering produces and both executors run. One op is one MPSGraph call
+// with MPSGraph's semantics (op_kinds.def says which call and what it assumes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/dtype.h"
+
+namespace jmp::mps {
+
+enum class OpKind : uint16_t {
+#define JMP_MPS_OP(name, macos, selector) k##name,
+#include "mps/op_kinds.def"
+#undef JMP_MPS_OP
+};
+
+inline constexpr OpKind kAllOpKinds[] = {
+#define JMP_MPS_OP(name, macos, selector) OpKind::k##name,
+#include "mps/op_kinds.def"
+#undef JMP_MPS_OP
+};
+
+std::string_view OpKindName(OpKind kind);       // "Add"
+std::string_view OpKindSelector(OpKind kind);   // the MPSGraph selector
+int OpKindMacOS(OpKind kind);                   // 1100 = macOS 11.0
+
+struct TensorType {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  int64_t NumElements() const;
+  size_t ByteSize() const { return static_cast<size_t>(NumElements()) * jmp::ByteSize(dtype); }
+  std::string ToString() const;  // "f32[2,3]"
+};
+
+struct Op {
+  OpKind kind;
+  std::vector<int> inputs;    // value ids
+  std::vector<int> outputs;   // value ids
+  // Attributes: each op kind's comment in op_kinds.def names the ones it reads.
+  std::vector<int64_t> axes;
+  std::vector<int64_t> starts;
+  std::vector<int64_t> ends;
+  std::vector<int64_t> strides;
+  double scalar = 0;
+  std::vector<uint8_t> data;
+  std::string location;       // source location of the StableHLO op it came from, for errors
+};
+
+struct Graph {
+  std::vector<TensorType> values;  // indexed by value id
+  std::vector<int> inputs;         // the executable's parameters, in order
+  std::vector<int> outputs;        // its results, in order (may repeat, may be inputs)
+  std::vector<Op> ops;             // in execution order
+
+  int AddValue(DType dtype, std::vector<int64_t> shape);
+  const TensorType& type(int value) const { return values[static_cast<size_t>(value)]; }
+  std::string ToString() const;    // one op a line: "%3 = Add(%1, %2) : f32[4]"
+};
+
+}  // namespace jmp::mps

@@ -1,0 +1,102 @@
+// What the reader produces from a VHLO portable artifact: StableHLO ops in their newest form, with
+// value ids, types and attributes. The lowering (cpp/mps) reads this and nothing else.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/dtype.h"
+#include "support/status.h"
+
+namespace jmp::shlo {
+
+struct Type {
+  enum class Kind : uint8_t { kTensor, kTuple, kToken, kOther };
+  Kind kind = Kind::kTensor;
+  DType dtype = DType::kF32;     // kTensor
+  std::vector<int64_t> shape;    // kTensor: static dims (a dynamic dim is rejected by the reader)
+  std::vector<Type> elements;    // kTuple
+  std::string other;             // kOther: its VHLO name, for error messages
+
+  int64_t NumElements() const;
+  std::string ToString() const;  // "tensor<2x3xf32>", "tuple<...>", "!stablehlo.token"
+};
+
+struct Attr;
+using AttrMap = std::map<std::string, Attr>;
+
+// A VHLO attribute. Integer lists (broadcast_dimensions, permutation, dimension numbers' fields,
+// start_indices, ...) arrive as kInts whatever VHLO used to encode them (tensor_v1 of i64, array of
+// integers, dense array); dense element constants (`value` of stablehlo.constant) stay kTensor.
+struct Attr {
+  enum class Kind : uint8_t {
+    kUnit, kBool, kInt, kFloat, kString, kSymbol, kEnum, kType, kInts, kTensor, kArray, kDict,
+  };
+  Kind kind = Kind::kUnit;
+  bool b = false;                // kBool
+  int64_t i = 0;                 // kInt; kEnum: the enum's numeric value
+  double f = 0;                  // kFloat
+  std::string s;                 // kString; kSymbol: the name without '@'; kEnum: StableHLO spelling ("LT", "TOTALORDER", "RFFT")
+  std::vector<int64_t> ints;     // kInts
+  Type type;                     // kType; kTensor: the tensor's type; kInt/kFloat: the element type
+  std::vector<uint8_t> data;     // kTensor: little-endian elements, i1 one byte per element (0/1), every element present (splats expanded)
+  std::vector<Attr> array;       // kArray
+  AttrMap dict;                  // kDict; also the fields of structured attributes such as
+                                 // dot_dimension_numbers { lhs_batching_dimensions: kInts, ... }
+
+  std::string ToString() const;
+};
+
+struct Region;
+
+struct Op {
+  std::string name;              // "stablehlo.add", "stablehlo.return", "func.return", "func.call"
+  std::vector<int> operands;     // value ids
+  std::vector<int> results;      // value ids
+  AttrMap attrs;                 // inherent and kept discardable attributes, by name
+  std::vector<Region> regions;
+  std::string location;          // "file.py:12:3" when the artifact says so, else ""
+
+  const Attr* Find(const std::string& attr_name) const;
+};
+
+struct Block {
+  std::vector<int> args;         // value ids
+  std::vector<Op> ops;
+};
+
+struct Region {
+  std::vector<Block> blocks;
+};
+
+struct Func {
+  std::string name;
+  bool is_public = false;
+  std::vector<Type> arg_types;
+  std::vector<Type> result_types;
+  Region body;
+  // Value ids are unique across the function and every region nested in it; this gives each one's type.
+  std::vector<Type> value_types;
+};
+
+struct Module {
+  std::string producer;          // "StableHLO_v1.9.0"
+  int version[3] = {0, 0, 0};    // from the producer string
+  std::vector<Func> funcs;
+
+  const Func* FindFunc(const std::string& name) const;  // "main" is the entry point
+};
+
+// The newest StableHLO version the reader handles; advertised to JAX as stablehlo_current_version.
+inline constexpr int64_t kNewestVersion[3] = {1, 13, 0};
+inline constexpr int64_t kOldestVersion[3] = {0, 9, 0};
+
+// Reads a VHLO portable artifact. Input is untrusted: every failure is a status naming what and where.
+StatusOr<Module> ReadArtifact(const uint8_t* data, size_t size);
+
+// Our IR as text, one op a line, MLIR-like; stable enough for tests to search in.
+std::string PrintModule(const Module& module);
+
+}  // namespace jmp::shlo

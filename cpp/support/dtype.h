@@ -1,0 +1,79 @@
+// Element types shared by the reader, the MPS op graph, the executors and PJRT.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace jmp {
+
+// kF64 and kC128 exist so the reader can name them in errors; MPSGraph has neither.
+enum class DType : uint8_t {
+  kBool,
+  kI8, kI16, kI32, kI64,
+  kU8, kU16, kU32, kU64,
+  kF16, kBF16, kF32, kF64,
+  kC64, kC128,
+};
+
+inline constexpr DType kAllDTypes[] = {
+    DType::kBool, DType::kI8,  DType::kI16,  DType::kI32, DType::kI64, DType::kU8,  DType::kU16, DType::kU32,
+    DType::kU64,  DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128};
+
+constexpr size_t ByteSize(DType t) {
+  switch (t) {
+    case DType::kBool: case DType::kI8: case DType::kU8: return 1;
+    case DType::kI16: case DType::kU16: case DType::kF16: case DType::kBF16: return 2;
+    case DType::kI32: case DType::kU32: case DType::kF32: return 4;
+    case DType::kI64: case DType::kU64: case DType::kF64: case DType::kC64: return 8;
+    case DType::kC128: return 16;
+  }
+  return 0;
+}
+
+// Bits of the integer or float type (bool counts as 1).
+constexpr int BitWidth(DType t) { return t == DType::kBool ? 1 : static_cast<int>(ByteSize(t) * 8); }
+
+constexpr bool IsFloat(DType t) {
+  return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
+}
+constexpr bool IsComplex(DType t) { return t == DType::kC64 || t == DType::kC128; }
+constexpr bool IsSignedInt(DType t) {
+  return t == DType::kI8 || t == DType::kI16 || t == DType::kI32 || t == DType::kI64;
+}
+constexpr bool IsUnsignedInt(DType t) {
+  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
+}
+constexpr bool IsInteger(DType t) { return IsSignedInt(t) || IsUnsignedInt(t); }
+
+// MLIR spelling: "f32", "bf16", "i1", "ui32", "complex<f32>".
+constexpr std::string_view DTypeName(DType t) {
+  switch (t) {
+    case DType::kBool: return "i1";
+    case DType::kI8: return "i8";
+    case DType::kI16: return "i16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "ui8";
+    case DType::kU16: return "ui16";
+    case DType::kU32: return "ui32";
+    case DType::kU64: return "ui64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kC64: return "complex<f32>";
+    case DType::kC128: return "complex<f64>";
+  }
+  return "?";
+}
+
+// The integer type of the same width (used by bitcasts and bitwise decompositions).
+constexpr DType UnsignedOfWidth(int bits) {
+  return bits == 8 ? DType::kU8 : bits == 16 ? DType::kU16 : bits == 32 ? DType::kU32 : DType::kU64;
+}
+constexpr DType SignedOfWidth(int bits) {
+  return bits == 8 ? DType::kI8 : bits == 16 ? DType::kI16 : bits == 32 ? DType::kI32 : DType::kI64;
+}
+
+}  // namespace jmp
