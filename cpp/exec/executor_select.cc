@@ -1,0 +1,24 @@
+#include <cstdlib>
+#include <string>
+
+#include "exec/executor.h"
+
+namespace jmp::exec {
+
+StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor() {
+  const char* env = std::getenv("JAX_METAL_EXECUTOR");
+  std::string choice = env ? env : "";
+  if (!choice.empty() && choice != "host" && choice != "metal")
+    return InvalidArgument("JAX_METAL_EXECUTOR must be 'host' or 'metal', not '" + choice + "'");
+  if (choice == "host") return CreateHostExecutor();
+#ifdef JMP_HAVE_METAL
+  if (auto metal = CreateMetalExecutor()) return std::unique_ptr<Executor>(std::move(metal));
+  if (choice == "metal") return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this Mac has no Metal device");
+#else
+  if (choice == "metal")
+    return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this build has no Metal executor (not macOS)");
+#endif
+  return CreateHostExecutor();
+}
+
+}  // namespace jmp::exec

@@ -1,0 +1,83 @@
+#include "mps/graph.h"
+
+#include <sstream>
+
+namespace jmp::mps {
+
+namespace {
+
+struct OpKindInfo {
+  std::string_view name;
+  int macos;
+  std::string_view selector;
+};
+
+constexpr OpKindInfo kOpKindInfo[] = {
+#define JMP_MPS_OP(name, macos, selector) {#name, macos, selector},
+#include "mps/op_kinds.def"
+#undef JMP_MPS_OP
+};
+
+const OpKindInfo& Info(OpKind kind) { return kOpKindInfo[static_cast<size_t>(kind)]; }
+
+void PrintInts(std::ostream& os, const char* label, const std::vector<int64_t>& v) {
+  if (v.empty()) return;
+  os << ' ' << label << "=[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << ']';
+}
+
+}  // namespace
+
+std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
+std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
+int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
+
+int64_t TensorType::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorType::ToString() const {
+  std::ostringstream os;
+  os << DTypeName(dtype) << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+int Graph::AddValue(DType dtype, std::vector<int64_t> shape) {
+  values.push_back(TensorType{dtype, std::move(shape)});
+  return static_cast<int>(values.size()) - 1;
+}
+
+std::string Graph::ToString() const {
+  std::ostringstream os;
+  os << "graph(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    os << (i ? ", " : "") << '%' << inputs[i] << ": " << type(inputs[i]).ToString();
+  os << ") {\n";
+  for (const Op& op : ops) {
+    os << "  ";
+    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << '%' << op.outputs[i];
+    os << " = " << OpKindName(op.kind) << '(';
+    for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << '%' << op.inputs[i];
+    os << ')';
+    PrintInts(os, "axes", op.axes);
+    PrintInts(os, "starts", op.starts);
+    PrintInts(os, "ends", op.ends);
+    PrintInts(os, "strides", op.strides);
+    if (op.kind == OpKind::kPad) os << " value=" << op.scalar;
+    if (op.kind == OpKind::kConstant) os << " bytes=" << op.data.size();
+    os << " : ";
+    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << type(op.outputs[i]).ToString();
+    os << '\n';
+  }
+  os << "  return ";
+  for (size_t i = 0; i < outputs.size(); ++i) os << (i ? ", " : "") << '%' << outputs[i];
+  os << "\n}\n";
+  return os.str();
+}
+
+}  // namespace jmp::mps
