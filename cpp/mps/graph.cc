@@ -52,14 +52,15 @@ int Graph::AddValue(DType dtype, std::vector<int64_t> shape) {
   return static_cast<int>(values.size()) - 1;
 }
 
-std::string Graph::ToString() const {
-  std::ostringstream os;
+namespace {
+
+void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent) {
   os << "graph(";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    os << (i ? ", " : "") << '%' << inputs[i] << ": " << type(inputs[i]).ToString();
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    os << (i ? ", " : "") << '%' << g.inputs[i] << ": " << g.type(g.inputs[i]).ToString();
   os << ") {\n";
-  for (const Op& op : ops) {
-    os << "  ";
+  for (const Op& op : g.ops) {
+    os << indent << "  ";
     for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << '%' << op.outputs[i];
     os << " = " << OpKindName(op.kind) << '(';
     for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << '%' << op.inputs[i];
@@ -68,15 +69,27 @@ std::string Graph::ToString() const {
     PrintInts(os, "starts", op.starts);
     PrintInts(os, "ends", op.ends);
     PrintInts(os, "strides", op.strides);
+    if (op.int_attr != 0) os << " int=" << op.int_attr;
     if (op.kind == OpKind::kPad) os << " value=" << op.scalar;
     if (op.kind == OpKind::kConstant) os << " bytes=" << op.data.size();
     os << " : ";
-    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << type(op.outputs[i]).ToString();
+    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << g.type(op.outputs[i]).ToString();
     os << '\n';
+    for (const Graph& sub : op.subgraphs) {
+      os << indent << "    ";
+      PrintGraph(os, sub, indent + "    ");
+    }
   }
-  os << "  return ";
-  for (size_t i = 0; i < outputs.size(); ++i) os << (i ? ", " : "") << '%' << outputs[i];
-  os << "\n}\n";
+  os << indent << "  return ";
+  for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? ", " : "") << '%' << g.outputs[i];
+  os << '\n' << indent << "}\n";
+}
+
+}  // namespace
+
+std::string Graph::ToString() const {
+  std::ostringstream os;
+  PrintGraph(os, *this, "");
   return os.str();
 }
 

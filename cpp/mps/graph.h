@@ -35,6 +35,8 @@ struct TensorType {
   std::string ToString() const;  // "f32[2,3]"
 };
 
+struct Graph;
+
 struct Op {
   OpKind kind;
   std::vector<int> inputs;    // value ids
@@ -45,7 +47,9 @@ struct Op {
   std::vector<int64_t> ends;
   std::vector<int64_t> strides;
   double scalar = 0;
+  int64_t int_attr = 0;       // op-specific integer (k, mode, flags, groups)
   std::vector<uint8_t> data;
+  std::vector<Graph> subgraphs;  // While and If (op_kinds.def); value ids are local to each subgraph
   std::string location;       // source location of the StableHLO op it came from, for errors
 };
 
