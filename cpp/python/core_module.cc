@@ -21,11 +21,10 @@ namespace {
 
 jmp::shlo::Module Read(py::bytes data) {
   std::string bytes = data;
-  jmp::StatusOr<jmp::shlo::Module> module;
-  {
+  jmp::StatusOr<jmp::shlo::Module> module = [&] {
     py::gil_scoped_release release;
-    module = jmp::shlo::ReadArtifact(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  }
+    return jmp::shlo::ReadArtifact(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }();
   if (!module.ok()) Raise(module.status());
   return std::move(module).value();
 }
