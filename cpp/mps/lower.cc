@@ -1,0 +1,41 @@
+#include "mps/lower.h"
+
+#include "mps/lower_context.h"
+
+namespace jmp::mps {
+
+StatusOr<Graph> LowerModule(const shlo::Module& module) {
+  const shlo::Func* main = module.FindFunc("main");
+  if (!main) return InvalidArgument("the module has no function @main");
+  if (main->body.blocks.size() != 1) return Unimplemented("@main must have exactly one block");
+  const shlo::Block& block = main->body.blocks[0];
+  if (block.args.size() != main->arg_types.size())
+    return InvalidArgument("@main's block arguments do not match its signature");
+
+  Graph graph;
+  Scope scope;
+  scope.graph = &graph;
+  scope.func = main;
+  for (size_t i = 0; i < block.args.size(); ++i) {
+    const shlo::Type& t = main->arg_types[i];
+    if (t.kind != shlo::Type::Kind::kTensor)
+      return Unimplemented("@main argument " + std::to_string(i) + " has type " + t.ToString() +
+                           "; only tensors are supported");
+    if (t.dtype == DType::kF64 || t.dtype == DType::kC128)
+      return Unimplemented("@main argument " + std::to_string(i) + " is " + t.ToString() +
+                           ": float64 is not supported by MPSGraph (keep jax_enable_x64 off)");
+    int v = graph.AddValue(t.dtype, t.shape);
+    graph.inputs.push_back(v);
+    scope.env[block.args[i]] = v;
+  }
+  LowerContext cx(module);
+  cx.SwapScope(&scope);
+  JMP_ASSIGN_OR_RETURN(const shlo::Op* ret, cx.LowerBlock(block));
+  for (int operand : ret->operands) {
+    JMP_ASSIGN_OR_RETURN(int v, cx.Value(operand));
+    graph.outputs.push_back(v);
+  }
+  return graph;
+}
+
+}  // namespace jmp::mps

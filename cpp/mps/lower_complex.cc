@@ -1,0 +1,38 @@
+// real, imag and complex: complex64 built from and taken apart into float32 parts.
+#include "mps/lower_context.h"
+
+namespace jmp::mps {
+
+namespace {
+
+template <OpKind K>
+Status Part(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  const shlo::Type& out = cx.OutType(0);
+  if (cx.DTypeOf(x) != DType::kC64) {
+    // real/imag of a real value: itself, or zeros.
+    cx.Bind(0, K == OpKind::kRealPart ? x : cx.Splat(out.dtype, out.shape, 0));
+    return Status::Ok();
+  }
+  cx.Bind(0, cx.Emit(K, {x}, DType::kF32, out.shape).outputs[0]);
+  return Status::Ok();
+}
+
+Status ComplexOp(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int re, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int im, cx.In(1));
+  const shlo::Type& out = cx.OutType(0);
+  if (out.dtype != DType::kC64) return cx.Unsupported("only complex64 is supported");
+  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, out.shape).outputs[0]);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterComplexRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "stablehlo.real", &Part<OpKind::kRealPart>);
+  RegisterRule(r, "stablehlo.imag", &Part<OpKind::kImaginaryPart>);
+  RegisterRule(r, "stablehlo.complex", &ComplexOp);
+}
+
+}  // namespace jmp::mps

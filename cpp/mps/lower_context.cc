@@ -1,0 +1,427 @@
+#include "mps/lower_context.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "support/float16.h"
+
+namespace jmp::mps {
+
+namespace {
+
+constexpr int kMaxInlineDepth = 64;
+
+template <typename T>
+std::vector<uint8_t> Bytes(T v) {
+  std::vector<uint8_t> out(sizeof(T));
+  std::memcpy(out.data(), &v, sizeof(T));
+  return out;
+}
+
+// Saturating double -> integer (a NaN becomes 0), so no out-of-range conversion is UB.
+template <typename T>
+T SaturateTo(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
+  switch (dtype) {
+    case DType::kBool: return {static_cast<uint8_t>(v != 0)};
+    case DType::kI8: return Bytes(SaturateTo<int8_t>(v));
+    case DType::kI16: return Bytes(SaturateTo<int16_t>(v));
+    case DType::kI32: return Bytes(SaturateTo<int32_t>(v));
+    case DType::kI64: return Bytes(SaturateTo<int64_t>(v));
+    case DType::kU8: return Bytes(SaturateTo<uint8_t>(v));
+    case DType::kU16: return Bytes(SaturateTo<uint16_t>(v));
+    case DType::kU32: return Bytes(SaturateTo<uint32_t>(v));
+    case DType::kU64: return Bytes(SaturateTo<uint64_t>(v));
+    case DType::kF16: return Bytes(FloatToHalf(static_cast<float>(v)));
+    case DType::kBF16: return Bytes(FloatToBFloat16(static_cast<float>(v)));
+    case DType::kF32: return Bytes(static_cast<float>(v));
+    case DType::kF64: return Bytes(v);
+    case DType::kC64: {
+      float parts[2] = {static_cast<float>(v), 0.0f};
+      std::vector<uint8_t> out(8);
+      std::memcpy(out.data(), parts, 8);
+      return out;
+    }
+    case DType::kC128: {
+      double parts[2] = {v, 0.0};
+      std::vector<uint8_t> out(16);
+      std::memcpy(out.data(), parts, 16);
+      return out;
+    }
+  }
+  return {};
+}
+
+std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits) {
+  std::vector<uint8_t> out(ByteSize(dtype));
+  for (size_t i = 0; i < out.size() && i < 8; ++i) out[i] = static_cast<uint8_t>(bits >> (8 * i));
+  return out;
+}
+
+double LowestValue(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return 0;
+    case DType::kI8: return std::numeric_limits<int8_t>::lowest();
+    case DType::kI16: return std::numeric_limits<int16_t>::lowest();
+    case DType::kI32: return std::numeric_limits<int32_t>::lowest();
+    case DType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::lowest());
+    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: return 0;
+    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64:
+    case DType::kC64: case DType::kC128: return -std::numeric_limits<double>::infinity();
+  }
+  return 0;
+}
+
+double HighestValue(DType dtype) {
+  switch (dtype) {
+    case DType::kBool: return 1;
+    case DType::kI8: return std::numeric_limits<int8_t>::max();
+    case DType::kI16: return std::numeric_limits<int16_t>::max();
+    case DType::kI32: return std::numeric_limits<int32_t>::max();
+    case DType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::max());
+    case DType::kU8: return std::numeric_limits<uint8_t>::max();
+    case DType::kU16: return std::numeric_limits<uint16_t>::max();
+    case DType::kU32: return std::numeric_limits<uint32_t>::max();
+    case DType::kU64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
+    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64:
+    case DType::kC64: case DType::kC128: return std::numeric_limits<double>::infinity();
+  }
+  return 0;
+}
+
+void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, LowerRule rule) {
+  rules[name] = rule;
+}
+
+// ---- scopes and values
+
+StatusOr<int> LowerContext::LookupIn(Scope* s, int shlo_id) {
+  auto it = s->env.find(shlo_id);
+  if (it != s->env.end()) return it->second;
+  if (!s->parent) return Internal("value %" + std::to_string(shlo_id) + " is used before it is defined");
+  JMP_ASSIGN_OR_RETURN(int outer, LookupIn(s->parent, shlo_id));
+  TensorType type = s->parent->graph->type(outer);
+  int inner = s->graph->AddValue(type.dtype, type.shape);
+  s->graph->inputs.push_back(inner);
+  s->captures.push_back({outer, inner});
+  s->env[shlo_id] = inner;
+  auto splat = splats_.find({s->parent->graph, outer});
+  if (splat != splats_.end()) splats_[{s->graph, inner}] = splat->second;
+  return inner;
+}
+
+StatusOr<int> LowerContext::Value(int shlo_id) { return LookupIn(scope_, shlo_id); }
+
+const shlo::Type& LowerContext::ShloType(int shlo_id) const {
+  return scope_->func->value_types.at(static_cast<size_t>(shlo_id));
+}
+
+void LowerContext::Bind(size_t result_index, int mps_value) {
+  scope_->env[op_->results.at(result_index)] = mps_value;
+}
+
+Status LowerContext::Unsupported(const std::string& what) const {
+  std::ostringstream os;
+  os << what;
+  if (op_) {
+    os << ": '" << op_->name << "'";
+    if (!op_->operands.empty()) {
+      os << " on ";
+      for (size_t i = 0; i < op_->operands.size(); ++i)
+        os << (i ? ", " : "") << ShloType(op_->operands[i]).ToString();
+    }
+    if (!op_->results.empty()) {
+      os << " -> ";
+      for (size_t i = 0; i < op_->results.size(); ++i)
+        os << (i ? ", " : "") << ShloType(op_->results[i]).ToString();
+    }
+    if (!op_->location.empty()) os << " at " << op_->location;
+  }
+  return Unimplemented(os.str());
+}
+
+StatusOr<const shlo::Op*> LowerContext::LowerBlock(const shlo::Block& block) {
+  for (const shlo::Op& op : block.ops) {
+    if (op.name == "func.return" || op.name == "stablehlo.return") return &op;
+    JMP_RETURN_IF_ERROR(LowerOp(op));
+  }
+  return InvalidArgument("a block ends without a terminator");
+}
+
+StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& params, const SubgraphBuilder& build,
+                                            std::vector<int>* captures) {
+  Graph sub;
+  Scope s;
+  s.graph = &sub;
+  s.func = scope_->func;
+  s.parent = scope_;
+  std::vector<int> param_values;
+  for (const TensorType& t : params) {
+    int v = sub.AddValue(t.dtype, t.shape);
+    sub.inputs.push_back(v);
+    param_values.push_back(v);
+  }
+  const shlo::Op* saved_op = op_;
+  Scope* outer = SwapScope(&s);
+  StatusOr<std::vector<int>> outputs = build(param_values);
+  SwapScope(outer);
+  op_ = saved_op;
+  // Facts recorded about this subgraph's values must not outlive it (its address will be reused).
+  for (auto it = splats_.begin(); it != splats_.end();) it = it->first.first == &sub ? splats_.erase(it) : std::next(it);
+  for (auto it = iota_axis_.begin(); it != iota_axis_.end();) it = it->first.first == &sub ? iota_axis_.erase(it) : std::next(it);
+  if (!outputs.ok()) return outputs.status();
+  sub.outputs = *outputs;
+  captures->clear();
+  for (auto& [outer_value, inner] : s.captures) captures->push_back(outer_value);
+  return sub;
+}
+
+StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region,
+                                                    const std::vector<TensorType>& params,
+                                                    std::vector<int>* captures) {
+  if (region.blocks.size() != 1) return Unsupported("regions with several blocks are not supported");
+  const shlo::Block& block = region.blocks[0];
+  if (block.args.size() != params.size())
+    return Internal("region has " + std::to_string(block.args.size()) + " arguments, expected " +
+                    std::to_string(params.size()));
+  return BuildSubgraph(
+      params,
+      [&](const std::vector<int>& values) -> StatusOr<std::vector<int>> {
+        for (size_t i = 0; i < values.size(); ++i) BindShlo(block.args[i], values[i]);
+        JMP_ASSIGN_OR_RETURN(const shlo::Op* terminator, LowerBlock(block));
+        std::vector<int> outputs;
+        for (int operand : terminator->operands) {
+          JMP_ASSIGN_OR_RETURN(int v, Value(operand));
+          outputs.push_back(v);
+        }
+        return outputs;
+      },
+      captures);
+}
+
+StatusOr<std::vector<int>> LowerContext::InlineCall(const shlo::Func& callee, const std::vector<int>& args) {
+  if (inline_depth_ >= kMaxInlineDepth) return Unsupported("calls nest too deeply (recursion?)");
+  if (callee.body.blocks.size() != 1) return Unsupported("functions with several blocks are not supported");
+  const shlo::Block& block = callee.body.blocks[0];
+  if (block.args.size() != args.size())
+    return InvalidArgument("call to @" + callee.name + " passes " + std::to_string(args.size()) +
+                           " arguments, it takes " + std::to_string(block.args.size()));
+  Scope s;
+  s.graph = scope_->graph;
+  s.func = &callee;
+  for (size_t i = 0; i < args.size(); ++i) s.env[block.args[i]] = args[i];
+  const shlo::Op* saved_op = op_;
+  Scope* outer = SwapScope(&s);
+  ++inline_depth_;
+  StatusOr<const shlo::Op*> terminator = LowerBlock(block);
+  std::vector<int> results;
+  Status status = terminator.status();
+  if (status.ok()) {
+    op_ = *terminator;
+    for (int operand : (*terminator)->operands) {
+      StatusOr<int> v = Value(operand);
+      if (!v.ok()) { status = v.status(); break; }
+      results.push_back(*v);
+    }
+  }
+  --inline_depth_;
+  SwapScope(outer);
+  op_ = saved_op;
+  JMP_RETURN_IF_ERROR(status);
+  return results;
+}
+
+Status LowerContext::LowerOp(const shlo::Op& op) {
+  op_ = &op;
+  for (const auto* ids : {&op.operands, &op.results}) {
+    for (int id : *ids) {
+      const shlo::Type& t = ShloType(id);
+      if (t.kind == shlo::Type::Kind::kTensor && (t.dtype == DType::kF64 || t.dtype == DType::kC128))
+        return Unsupported(std::string(t.dtype == DType::kF64 ? "float64" : "complex128") +
+                           " is not supported by MPSGraph (use float32/complex64, or keep jax_enable_x64 off)");
+      if (t.kind == shlo::Type::Kind::kTuple) return Unsupported("tuple values are not supported");
+    }
+  }
+  const auto& rules = LowerRules();
+  auto it = rules.find(op.name);
+  if (it == rules.end()) return Unsupported("unsupported op");
+  Status status = it->second(*this);
+  op_ = &op;
+  return status;
+}
+
+// ---- emitting
+
+Op& LowerContext::Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape) {
+  Graph& g = graph();
+  int out = g.AddValue(dtype, std::move(shape));
+  Op op;
+  op.kind = kind;
+  op.inputs = std::move(inputs);
+  op.outputs = {out};
+  if (op_) op.location = op_->location;
+  g.ops.push_back(std::move(op));
+  return g.ops.back();
+}
+
+int LowerContext::EmitMulti(OpKind kind, std::vector<int> inputs, const std::vector<TensorType>& outputs,
+                            Op** op_out) {
+  Graph& g = graph();
+  Op op;
+  op.kind = kind;
+  op.inputs = std::move(inputs);
+  for (const TensorType& t : outputs) op.outputs.push_back(g.AddValue(t.dtype, t.shape));
+  if (op_) op.location = op_->location;
+  g.ops.push_back(std::move(op));
+  if (op_out) *op_out = &g.ops.back();
+  return g.ops.back().outputs.empty() ? -1 : g.ops.back().outputs[0];
+}
+
+int LowerContext::Unary(OpKind kind, int x) {
+  TensorType t = Type(x);
+  return Emit(kind, {x}, t.dtype, t.shape).outputs[0];
+}
+
+int LowerContext::Binary(OpKind kind, int a, int b) {
+  TensorType t = Type(a);
+  return Emit(kind, {a, b}, t.dtype, t.shape).outputs[0];
+}
+
+int LowerContext::Compare(OpKind kind, int a, int b) {
+  Shape shape = ShapeOf(a);
+  return Emit(kind, {a, b}, DType::kBool, shape).outputs[0];
+}
+
+int LowerContext::Select(int pred, int on_true, int on_false) {
+  TensorType t = Type(on_true);
+  if (ShapeOf(pred) != t.shape) pred = BroadcastTo(pred, t.shape);
+  return Emit(OpKind::kSelect, {pred, on_true, on_false}, t.dtype, t.shape).outputs[0];
+}
+
+int LowerContext::Cast(int x, DType to) {
+  if (DTypeOf(x) == to) return x;
+  Shape shape = ShapeOf(x);
+  return Emit(OpKind::kCast, {x}, to, shape).outputs[0];
+}
+
+int LowerContext::Reinterpret(int x, DType to) {
+  if (DTypeOf(x) == to) return x;
+  Shape shape = ShapeOf(x);
+  return Emit(OpKind::kReinterpretCast, {x}, to, shape).outputs[0];
+}
+
+int LowerContext::Reshape(int x, Shape shape) {
+  if (ShapeOf(x) == shape) return x;
+  double splat;
+  bool known = KnownSplat(x, &splat);
+  DType dtype = DTypeOf(x);
+  int y = Emit(OpKind::kReshape, {x}, dtype, std::move(shape)).outputs[0];
+  if (known) splats_[{&graph(), y}] = splat;
+  return y;
+}
+
+int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
+  if (identity) return x;
+  Shape in = ShapeOf(x), out;
+  for (int64_t p : perm) out.push_back(in[static_cast<size_t>(p)]);
+  Op& op = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out);
+  op.axes = perm;
+  return op.outputs[0];
+}
+
+int LowerContext::BroadcastTo(int x, const Shape& shape) {
+  Shape in = ShapeOf(x);
+  if (in == shape) return x;
+  if (in.size() < shape.size()) {
+    Shape padded(shape.size() - in.size(), 1);
+    padded.insert(padded.end(), in.begin(), in.end());
+    x = Reshape(x, padded);
+    if (padded == shape) return x;
+  }
+  double splat;
+  bool known = KnownSplat(x, &splat);
+  int y = Emit(OpKind::kBroadcast, {x}, DTypeOf(x), shape).outputs[0];
+  if (known) splats_[{&graph(), y}] = splat;
+  return y;
+}
+
+int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
+  Shape in = ShapeOf(x);
+  if (strides.empty()) strides.assign(in.size(), 1);
+  Shape out(in.size());
+  bool whole = true;
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = ends[i] <= starts[i] ? 0 : (ends[i] - starts[i] + strides[i] - 1) / strides[i];
+    whole &= starts[i] == 0 && ends[i] == in[i] && strides[i] == 1;
+  }
+  if (whole) return x;
+  Op& op = Emit(OpKind::kSlice, {x}, DTypeOf(x), out);
+  op.starts = std::move(starts);
+  op.ends = std::move(ends);
+  op.strides = std::move(strides);
+  return op.outputs[0];
+}
+
+int LowerContext::Scalar(DType dtype, double value) {
+  Op& op = Emit(OpKind::kConstant, {}, dtype, {});
+  op.data = EncodeScalar(dtype, value);
+  int v = op.outputs[0];
+  splats_[{&graph(), v}] = value;
+  return v;
+}
+
+int LowerContext::ScalarBits(DType dtype, uint64_t bits) {
+  Op& op = Emit(OpKind::kConstant, {}, dtype, {});
+  op.data = EncodeBits(dtype, bits);
+  return op.outputs[0];
+}
+
+int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data) {
+  Op& op = Emit(OpKind::kConstant, {}, dtype, std::move(shape));
+  op.data = std::move(data);
+  return op.outputs[0];
+}
+
+void LowerContext::RecordSplat(int v, double value) { splats_[{&graph(), v}] = value; }
+
+StatusOr<std::vector<int64_t>> LowerContext::IntsAttr(const std::string& name) const {
+  const shlo::Attr* a = op_->Find(name);
+  if (!a) return Unsupported("missing attribute " + name);
+  if (a->kind == shlo::Attr::Kind::kInts) return a->ints;
+  if (a->kind == shlo::Attr::Kind::kInt) return std::vector<int64_t>{a->i};
+  return Unsupported("attribute " + name + " is not a list of integers");
+}
+
+StatusOr<int64_t> LowerContext::IntAttr(const std::string& name) const {
+  const shlo::Attr* a = op_->Find(name);
+  if (!a) return Unsupported("missing attribute " + name);
+  if (a->kind == shlo::Attr::Kind::kInt || a->kind == shlo::Attr::Kind::kEnum) return a->i;
+  if (a->kind == shlo::Attr::Kind::kInts && a->ints.size() == 1) return a->ints[0];
+  return Unsupported("attribute " + name + " is not an integer");
+}
+
+bool LowerContext::KnownSplat(int v, double* value) {
+  auto it = splats_.find({&graph(), v});
+  if (it == splats_.end()) return false;
+  *value = it->second;
+  return true;
+}
+
+bool LowerContext::IsIotaAlong(int v, int64_t axis) {
+  auto it = iota_axis_.find({&graph(), v});
+  return it != iota_axis_.end() && it->second == axis;
+}
+
+}  // namespace jmp::mps

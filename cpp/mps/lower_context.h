@@ -1,0 +1,130 @@
+// The lowering's working state and the small vocabulary every op family's lowering is written in:
+// scopes that map StableHLO values to MPS values (regions capture outer values as extra subgraph
+// parameters), and one helper per MPS op idiom (constants, broadcasts, casts, ...).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mps/graph.h"
+#include "stablehlo/ir.h"
+#include "support/dtype.h"
+#include "support/status.h"
+
+namespace jmp::mps {
+
+using Shape = std::vector<int64_t>;
+
+// Where values live while one graph (the executable's or a While/If subgraph) is being built.
+struct Scope {
+  Graph* graph = nullptr;
+  const shlo::Func* func = nullptr;    // whose value ids env maps
+  std::map<int, int> env;              // StableHLO value id -> MPS value id in graph
+  Scope* parent = nullptr;             // a region's enclosing scope: values found there are captured
+  std::vector<std::pair<int, int>> captures;  // (parent MPS value, our parameter), in capture order
+};
+
+class LowerContext {
+ public:
+  explicit LowerContext(const shlo::Module& module) : module_(module) {}
+
+  const shlo::Module& module() const { return module_; }
+  Scope& scope() { return *scope_; }
+  Graph& graph() { return *scope_->graph; }
+
+  // Lowers every op of a block into the current scope (stops at, and returns, its terminator).
+  StatusOr<const shlo::Op*> LowerBlock(const shlo::Block& block);
+  // Lowers a region into a fresh subgraph whose parameters are `params` (types) followed by one per
+  // captured outer value; the terminator's operands become its outputs. `captures` receives the outer
+  // MPS values captured, in parameter order.
+  StatusOr<Graph> LowerRegionToSubgraph(
+      const shlo::Region& region, const std::vector<TensorType>& params, std::vector<int>* captures);
+  // The general form: `build` emits into the fresh subgraph's scope given its parameter values and
+  // returns the values that become its outputs.
+  using SubgraphBuilder = std::function<StatusOr<std::vector<int>>(const std::vector<int>& params)>;
+  StatusOr<Graph> BuildSubgraph(const std::vector<TensorType>& params, const SubgraphBuilder& build,
+                                std::vector<int>* captures);
+  // Lowers a function body inline: args are bound to `args`, the return operands come back.
+  StatusOr<std::vector<int>> InlineCall(const shlo::Func& callee, const std::vector<int>& args);
+
+  // ---- values of the op being lowered
+  const shlo::Op& op() const { return *op_; }
+  StatusOr<int> Value(int shlo_id);                 // captures from enclosing scopes as needed
+  StatusOr<int> In(size_t i) { return Value(op_->operands.at(i)); }
+  const shlo::Type& ShloType(int shlo_id) const;
+  const shlo::Type& InType(size_t i) const { return ShloType(op_->operands.at(i)); }
+  const shlo::Type& OutType(size_t i) const { return ShloType(op_->results.at(i)); }
+  void Bind(size_t result_index, int mps_value);
+  void BindShlo(int shlo_id, int mps_value) { scope_->env[shlo_id] = mps_value; }
+
+  // ---- errors that name the op, its types and its source location
+  Status Unsupported(const std::string& what) const;
+
+  // ---- emitting MPS ops (location taken from the op being lowered)
+  Op& Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape);
+  int EmitMulti(OpKind kind, std::vector<int> inputs, const std::vector<TensorType>& outputs, Op** op_out);
+  const TensorType& Type(int v) { return graph().type(v); }
+  DType DTypeOf(int v) { return Type(v).dtype; }
+  const Shape& ShapeOf(int v) { return Type(v).shape; }
+
+  int Unary(OpKind kind, int x);                    // same type out
+  int Binary(OpKind kind, int a, int b);            // same type as a out; shapes must match
+  int Compare(OpKind kind, int a, int b);           // bool out
+  int Select(int pred, int on_true, int on_false);  // pred broadcast to the operands' shape if scalar
+  int Cast(int x, DType to);                        // no-op when already `to`
+  int Reinterpret(int x, DType to);                 // same width only here
+  int Reshape(int x, Shape shape);                  // no-op when already that shape
+  int Transpose(int x, const std::vector<int64_t>& perm);  // no-op for the identity
+  int BroadcastTo(int x, const Shape& shape);       // x rank <= shape rank, NumPy rules, trailing aligned
+  int Slice(int x, Shape starts, Shape ends, Shape strides = {});
+
+  // Constants. `Scalar` is a rank-0 tensor; `Splat` a broadcast of one.
+  int Scalar(DType dtype, double value);
+  int ScalarBits(DType dtype, uint64_t bits);       // exact integers and bit patterns of any width
+  int Splat(DType dtype, const Shape& shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
+  int SplatBits(DType dtype, const Shape& shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
+  int ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data);
+  void RecordSplat(int v, double value);
+  // Attributes of the op being lowered; a missing or mistyped one is an error naming it.
+  StatusOr<std::vector<int64_t>> IntsAttr(const std::string& name) const;
+  StatusOr<int64_t> IntAttr(const std::string& name) const;
+  // The value when v is a constant with every element equal (splat or scalar).
+  bool KnownSplat(int v, double* value);
+
+  // Records that v is iota along `axis` (used by argmax/sort pattern matching).
+  void MarkIota(int v, int64_t axis) { iota_axis_[{scope_->graph, v}] = axis; }
+  bool IsIotaAlong(int v, int64_t axis);
+
+  // The scope swap used by control flow and inlining.
+  Scope* SwapScope(Scope* s) { Scope* old = scope_; scope_ = s; return old; }
+
+  // Lowers one op into the current scope.
+  Status LowerOp(const shlo::Op& op);
+
+ private:
+  StatusOr<int> LookupIn(Scope* s, int shlo_id);
+
+  const shlo::Module& module_;
+  Scope* scope_ = nullptr;
+  const shlo::Op* op_ = nullptr;
+  int inline_depth_ = 0;
+  std::map<std::pair<const Graph*, int>, double> splats_;
+  std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
+};
+
+// Element-type helpers for constants.
+std::vector<uint8_t> EncodeScalar(DType dtype, double value);
+std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits);
+double LowestValue(DType dtype);   // -inf for floats, the minimum for integers, 0 for bool
+double HighestValue(DType dtype);  // +inf for floats, the maximum for integers, 1 for bool
+
+// One lowering rule per StableHLO op name; each op family registers its rules (lower_registry.cc).
+using LowerRule = Status (*)(LowerContext& cx);
+void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, LowerRule rule);
+const std::map<std::string, LowerRule>& LowerRules();
+
+}  // namespace jmp::mps

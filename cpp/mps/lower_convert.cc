@@ -1,0 +1,96 @@
+// convert and bitcast_convert. Integer narrowing keeps the low bits through a reinterpretation
+// (exact on any device) rather than trusting how a cast treats out-of-range integers.
+#include "mps/lower_context.h"
+
+namespace jmp::mps {
+
+namespace {
+
+// The low `to`-sized part of each element: reinterpret as `to_width` pieces and keep piece 0
+// (little-endian, as on every Apple GPU and on the host).
+int LowBits(LowerContext& cx, int x, DType to) {
+  Shape shape = cx.ShapeOf(x);
+  int ratio = static_cast<int>(ByteSize(cx.DTypeOf(x)) / ByteSize(to));
+  Shape one = shape;
+  one.push_back(1);
+  Shape pieces = shape;
+  pieces.push_back(ratio);
+  int y = cx.Reshape(x, one);
+  y = cx.Emit(OpKind::kReinterpretCast, {y}, to, pieces).outputs[0];
+  Shape starts(pieces.size(), 0), ends = pieces;
+  ends.back() = 1;
+  return cx.Reshape(cx.Slice(y, starts, ends), shape);
+}
+
+int ConvertValue(LowerContext& cx, int x, DType to) {
+  DType from = cx.DTypeOf(x);
+  const Shape shape = cx.ShapeOf(x);
+  if (from == to) return x;
+  if (to == DType::kBool) {
+    if (from == DType::kC64) {
+      int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0];
+      int im = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0];
+      int zero = cx.Splat(DType::kF32, shape, 0);
+      return cx.Binary(OpKind::kLogicalOr, cx.Compare(OpKind::kNotEqual, re, zero), cx.Compare(OpKind::kNotEqual, im, zero));
+    }
+    return cx.Compare(OpKind::kNotEqual, x, cx.Splat(from, shape, 0));
+  }
+  if (from == DType::kC64) {
+    int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0];
+    return ConvertValue(cx, re, to);
+  }
+  if (to == DType::kC64) {
+    int re = ConvertValue(cx, x, DType::kF32);
+    return cx.Emit(OpKind::kComplexFromParts, {re, cx.Splat(DType::kF32, shape, 0)}, DType::kC64, shape).outputs[0];
+  }
+  if (IsFloat(from) && IsInteger(to)) {
+    // NaN -> 0 explicitly; the cast truncates toward zero and saturates (op_kinds.def: Cast).
+    x = cx.Select(cx.Unary(OpKind::kIsNaN, x), cx.Splat(from, shape, 0), x);
+    return cx.Cast(x, to);
+  }
+  if (IsInteger(from) && IsInteger(to)) {
+    size_t fw = ByteSize(from), tw = ByteSize(to);
+    if (tw < fw) return cx.Reinterpret(LowBits(cx, x, UnsignedOfWidth(BitWidth(to))), to);
+    if (tw == fw) return cx.Reinterpret(x, to);
+    return cx.Cast(x, to);  // widening: sign- or zero-extends by the source's signedness
+  }
+  return cx.Cast(x, to);
+}
+
+Status Convert(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  cx.Bind(0, ConvertValue(cx, x, cx.OutType(0).dtype));
+  return Status::Ok();
+}
+
+Status BitcastConvert(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  DType from = cx.DTypeOf(x), to = cx.OutType(0).dtype;
+  const Shape& out_shape = cx.OutType(0).shape;
+  if (from == DType::kBool || to == DType::kBool || IsComplex(from) || IsComplex(to))
+    return cx.Unsupported("bitcast_convert of bool or complex");
+  size_t fw = ByteSize(from), tw = ByteSize(to);
+  if (fw == tw) {
+    cx.Bind(0, cx.Reinterpret(x, to));
+  } else if (fw > tw) {  // [S] -> [S, fw/tw]
+    Shape one = cx.ShapeOf(x);
+    one.push_back(1);
+    int y = cx.Reshape(x, one);
+    cx.Bind(0, cx.Emit(OpKind::kReinterpretCast, {y}, to, out_shape).outputs[0]);
+  } else {  // [S, tw/fw] -> [S]
+    Shape one = out_shape;
+    one.push_back(1);
+    int y = cx.Emit(OpKind::kReinterpretCast, {x}, to, one).outputs[0];
+    cx.Bind(0, cx.Reshape(y, out_shape));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterConversionRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "stablehlo.convert", &Convert);
+  RegisterRule(r, "stablehlo.bitcast_convert", &BitcastConvert);
+}
+
+}  // namespace jmp::mps

@@ -1,0 +1,161 @@
+// reduce: MPSGraph has no reduction with an arbitrary body, so the body is recognised: each result
+// combined by one of add/multiply/maximum/minimum/and/or, or the (value, index) pair argmax/argmin
+// JAX emits. Anything else is an error naming the body's ops.
+#include <set>
+
+#include "mps/lower_context.h"
+
+namespace jmp::mps {
+
+namespace {
+
+struct Monoid {
+  OpKind reduction;
+  OpKind combine;
+  double identity;
+};
+
+bool MonoidFor(const std::string& name, DType t, Monoid* m) {
+  bool b = t == DType::kBool;
+  if (name == "stablehlo.add") {
+    *m = b ? Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0} : Monoid{OpKind::kReductionSum, OpKind::kAdd, 0};
+  } else if (name == "stablehlo.multiply") {
+    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1} : Monoid{OpKind::kReductionProduct, OpKind::kMultiply, 1};
+  } else if (name == "stablehlo.maximum") {
+    *m = b ? Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0} : Monoid{OpKind::kReductionMaximum, OpKind::kMaximum, LowestValue(t)};
+  } else if (name == "stablehlo.minimum") {
+    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1} : Monoid{OpKind::kReductionMinimum, OpKind::kMinimum, HighestValue(t)};
+  } else if (name == "stablehlo.and" && b) {
+    *m = Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1};
+  } else if (name == "stablehlo.or" && b) {
+    *m = Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0};
+  } else {
+    return false;
+  }
+  if (t == DType::kC64 && m->reduction != OpKind::kReductionSum) return false;
+  return true;
+}
+
+Shape KeptShape(const Shape& in, const std::vector<int64_t>& axes) {
+  Shape kept = in;
+  for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
+  return kept;
+}
+
+// Reduces x over axes with the monoid and folds in init (skipped when init is the identity).
+int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::vector<int64_t>& axes, const Shape& out) {
+  const Shape in = cx.ShapeOf(x);
+  DType t = cx.DTypeOf(x);
+  bool empty = false;
+  for (int64_t a : axes) empty |= in[static_cast<size_t>(a)] == 0;
+  if (empty) return cx.BroadcastTo(init, out);
+  int r = x;
+  if (!axes.empty()) {
+    Op& op = cx.Emit(m.reduction, {x}, t, KeptShape(in, axes));
+    op.axes = axes;
+    r = cx.Reshape(op.outputs[0], out);
+  }
+  double init_value;
+  if (cx.KnownSplat(init, &init_value) && init_value == m.identity && t != DType::kC64) return r;
+  return cx.Binary(m.combine, r, cx.BroadcastTo(init, out));
+}
+
+const shlo::Op* Producer(const shlo::Block& body, int value) {
+  for (const shlo::Op& op : body.ops)
+    for (int r : op.results)
+      if (r == value) return &op;
+  return nullptr;
+}
+
+std::string BodyOps(const shlo::Block& body) {
+  std::string s;
+  for (const shlo::Op& op : body.ops) s += (s.empty() ? "" : ", ") + op.name;
+  return s;
+}
+
+// JAX's argmax/argmin body over (value, index) pairs: it picks by a GT (argmax) or LT (argmin)
+// compare of the two values, prefers NaN and breaks ties by the smaller index — exactly
+// ReductionArgMaximum/Minimum's rule (op_kinds.def).
+bool MatchArgReduce(const shlo::Block& body, OpKind* arg_kind, OpKind* value_kind) {
+  if (body.args.size() != 4) return false;
+  for (const shlo::Op& op : body.ops) {
+    if (op.name != "stablehlo.compare" || op.operands.size() != 2) continue;
+    if (op.operands[0] != body.args[0] || op.operands[1] != body.args[2]) continue;
+    const shlo::Attr* dir = op.Find("comparison_direction");
+    if (!dir) continue;
+    if (dir->s == "GT") {
+      *arg_kind = OpKind::kReductionArgMaximum;
+      *value_kind = OpKind::kReductionMaximum;
+      return true;
+    }
+    if (dir->s == "LT") {
+      *arg_kind = OpKind::kReductionArgMinimum;
+      *value_kind = OpKind::kReductionMinimum;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status Reduce(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  size_t n = op.operands.size() / 2;
+  if (n == 0 || op.operands.size() != 2 * n || op.results.size() != n) return cx.Unsupported("malformed reduce");
+  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> axes, cx.IntsAttr("dimensions"));
+  std::sort(axes.begin(), axes.end());
+  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return cx.Unsupported("reduce without a body");
+  const shlo::Block& body = op.regions[0].blocks[0];
+  if (body.ops.empty() || body.args.size() != 2 * n) return cx.Unsupported("malformed reduce body");
+  const shlo::Op& ret = body.ops.back();
+  std::vector<int> inputs(n), inits(n);
+  for (size_t i = 0; i < n; ++i) {
+    JMP_ASSIGN_OR_RETURN(inputs[i], cx.In(i));
+    JMP_ASSIGN_OR_RETURN(inits[i], cx.In(n + i));
+  }
+  for (int64_t a : axes)
+    if (a < 0 || a >= static_cast<int64_t>(cx.ShapeOf(inputs[0]).size())) return cx.Unsupported("reduce dimension out of range");
+
+  // Each result combined on its own by one elementwise op.
+  bool independent = ret.operands.size() == n;
+  std::vector<Monoid> monoids(n);
+  for (size_t i = 0; i < n && independent; ++i) {
+    const shlo::Op* p = Producer(body, ret.operands[i]);
+    independent = p && p->operands.size() == 2 &&
+                  ((p->operands[0] == body.args[i] && p->operands[1] == body.args[n + i]) ||
+                   (p->operands[0] == body.args[n + i] && p->operands[1] == body.args[i])) &&
+                  MonoidFor(p->name, cx.DTypeOf(inputs[i]), &monoids[i]);
+  }
+  if (independent) {
+    for (size_t i = 0; i < n; ++i) cx.Bind(i, ReduceWith(cx, inputs[i], inits[i], monoids[i], axes, cx.OutType(i).shape));
+    return Status::Ok();
+  }
+
+  OpKind arg_kind, value_kind;
+  if (n == 2 && axes.size() == 1 && MatchArgReduce(body, &arg_kind, &value_kind) &&
+      cx.IsIotaAlong(inputs[1], axes[0]) && cx.DTypeOf(inputs[0]) != DType::kBool && cx.DTypeOf(inputs[0]) != DType::kC64) {
+    const Shape in = cx.ShapeOf(inputs[0]);
+    const Shape& out = cx.OutType(0).shape;
+    if (in[static_cast<size_t>(axes[0])] == 0) {
+      cx.Bind(0, cx.BroadcastTo(inits[0], out));
+      cx.Bind(1, cx.BroadcastTo(inits[1], out));
+      return Status::Ok();
+    }
+    Shape kept = KeptShape(in, axes);
+    Op& values = cx.Emit(value_kind, {inputs[0]}, cx.DTypeOf(inputs[0]), kept);
+    values.axes = axes;
+    int value = cx.Reshape(values.outputs[0], out);
+    Op& indices = cx.Emit(arg_kind, {inputs[0]}, DType::kI32, kept);
+    indices.axes = axes;
+    int index = cx.Cast(cx.Reshape(indices.outputs[0], out), cx.OutType(1).dtype);
+    cx.Bind(0, value);
+    cx.Bind(1, index);
+    return Status::Ok();
+  }
+  return cx.Unsupported("reduce body not recognised (" + BodyOps(body) + ")");
+}
+
+}  // namespace
+
+void RegisterReduceRules(std::map<std::string, LowerRule>& r) { RegisterRule(r, "stablehlo.reduce", &Reduce); }
+
+}  // namespace jmp::mps

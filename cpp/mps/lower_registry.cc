@@ -1,0 +1,32 @@
+// The one list of op families: each registers the StableHLO ops it lowers. A new family adds a line.
+#include "mps/lower_context.h"
+
+namespace jmp::mps {
+
+using Rules = std::map<std::string, LowerRule>;
+void RegisterElementwiseRules(Rules& rules);
+void RegisterConversionRules(Rules& rules);
+void RegisterShapeRules(Rules& rules);
+void RegisterDotRules(Rules& rules);
+void RegisterReduceRules(Rules& rules);
+void RegisterControlFlowRules(Rules& rules);
+void RegisterDynamicSliceRules(Rules& rules);
+void RegisterComplexRules(Rules& rules);
+
+const Rules& LowerRules() {
+  static const Rules* rules = [] {
+    auto* r = new Rules;
+    RegisterElementwiseRules(*r);
+    RegisterConversionRules(*r);
+    RegisterShapeRules(*r);
+    RegisterDotRules(*r);
+    RegisterReduceRules(*r);
+    RegisterControlFlowRules(*r);
+    RegisterDynamicSliceRules(*r);
+    RegisterComplexRules(*r);
+    return r;
+  }();
+  return *rules;
+}
+
+}  // namespace jmp::mps
