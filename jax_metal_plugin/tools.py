@@ -1,0 +1,36 @@
+"""Developer tools: look at what the plugin makes of a jitted function, without running it."""
+
+from __future__ import annotations
+
+import jax
+from jaxlib.mlir.dialects import stablehlo as _stablehlo
+
+from . import _core
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def artifact_version() -> str:
+    """The StableHLO version JAX sends this plugin: the older of jaxlib's and ours."""
+    ours = tuple(_core.stablehlo_newest_version)
+    theirs = _version_tuple(_stablehlo.get_current_version())
+    return ".".join(str(v) for v in min(ours, theirs))
+
+
+def portable_artifact(fn, *args, version: str | None = None, **kwargs) -> bytes:
+    """The VHLO portable artifact of jax.jit(fn) for these arguments, as JAX's PJRT client makes it."""
+    lowered = jax.jit(fn).lower(*args, **kwargs)
+    text = str(lowered.compiler_ir("stablehlo"))
+    return _stablehlo.serialize_portable_artifact_str(text, version or artifact_version())
+
+
+def stablehlo_ir(fn, *args, **kwargs) -> str:
+    """Our reader's view of jax.jit(fn)'s program."""
+    return _core.parse_artifact(portable_artifact(fn, *args, **kwargs))
+
+
+def mps_graph(fn, *args, **kwargs) -> str:
+    """The MPS op graph of jax.jit(fn) for these arguments: one MPSGraph call a line."""
+    return _core.lower_artifact(portable_artifact(fn, *args, **kwargs))
