@@ -1,0 +1,26 @@
+"""Test set-up: run JAX with both the metal plugin and the CPU backend, so every test can compare."""
+
+import os
+
+# Before jax is imported anywhere: both platforms, metal first. A plugin that fails to load must fail
+# the tests, never skip them.
+os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
+os.environ.setdefault("JAX_ENABLE_X64", "0")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    platforms = {d.platform for d in jax.devices("metal")} | {d.platform for d in jax.devices("cpu")}
+    assert platforms == {"metal", "cpu"}, f"expected metal and cpu devices, got {platforms}"
+
+
+@pytest.fixture(scope="session")
+def metal_device():
+    return jax.devices("metal")[0]
+
+
+@pytest.fixture(scope="session")
+def cpu_device():
+    return jax.devices("cpu")[0]

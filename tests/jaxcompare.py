@@ -1,0 +1,89 @@
+"""Run one function on the metal plugin and on JAX's CPU backend and compare, with tolerances per dtype."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+# (rtol, atol) per result dtype; integers and bools compare exactly.
+TOLERANCES = {
+    np.dtype(np.float32): (2e-5, 1e-6),
+    np.dtype(np.float16): (2e-3, 1e-4),
+    np.dtype(ml_dtypes.bfloat16): (1.6e-2, 1e-3),
+    np.dtype(np.complex64): (2e-5, 1e-6),
+}
+
+
+def device(platform: str):
+    return jax.devices(platform)[0]
+
+
+def run_on(platform: str, fn, *args, jit: bool = True):
+    dev = device(platform)
+    args = jax.device_put(args, dev)
+    f = jax.jit(fn) if jit else fn
+    out = f(*args)
+    for leaf in jax.tree.leaves(out):
+        assert leaf.devices() == {dev}, f"result on {leaf.devices()}, expected {dev}"
+    return jax.tree.map(np.asarray, out)
+
+
+def assert_close(actual, expected, rtol=None, atol=None, exact=False, what=""):
+    actual_leaves, expected_leaves = jax.tree.leaves(actual), jax.tree.leaves(expected)
+    assert len(actual_leaves) == len(expected_leaves), what
+    for a, e in zip(actual_leaves, expected_leaves):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.dtype == e.dtype, f"{what}: dtype {a.dtype} != {e.dtype}"
+        assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
+        if exact or e.dtype not in TOLERANCES:
+            if e.dtype.kind in "fcV" or e.dtype == ml_dtypes.bfloat16:
+                wide = np.complex128 if e.dtype.kind == "c" else np.float64
+                aw, ew = a.astype(wide), e.astype(wide)
+                np.testing.assert_array_equal(aw, ew, err_msg=what)
+                if e.dtype.kind != "c":  # -0.0 and +0.0 differ too
+                    np.testing.assert_array_equal(np.signbit(aw) & ~np.isnan(aw), np.signbit(ew) & ~np.isnan(ew), err_msg=what)
+            else:
+                np.testing.assert_array_equal(a, e, err_msg=what)
+            continue
+        r, t = TOLERANCES[e.dtype]
+        r = rtol if rtol is not None else r
+        t = atol if atol is not None else t
+        np.testing.assert_allclose(a.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
+                                   e.astype(np.complex128 if e.dtype.kind == "c" else np.float64),
+                                   rtol=r, atol=t, equal_nan=True, err_msg=what)
+
+
+def check(fn, *args, rtol=None, atol=None, exact=False, jit=True):
+    """fn on metal equals fn on cpu; returns the metal result."""
+    expected = run_on("cpu", fn, *args, jit=jit)
+    actual = run_on("metal", fn, *args, jit=jit)
+    assert_close(actual, expected, rtol=rtol, atol=atol, exact=exact, what=getattr(fn, "__name__", str(fn)))
+    return actual
+
+
+FLOAT_DTYPES = [jnp.float32, jnp.float16, jnp.bfloat16]
+SIGNED_DTYPES = [jnp.int8, jnp.int16, jnp.int32]
+UNSIGNED_DTYPES = [jnp.uint8, jnp.uint16, jnp.uint32]
+INT_DTYPES = SIGNED_DTYPES + UNSIGNED_DTYPES
+
+
+def random_array(rng: np.random.Generator, shape, dtype, low=-3.0, high=3.0):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    if dtype.kind == "c":
+        return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)).astype(dtype)
+    return rng.uniform(low, high, shape).astype(dtype)
+
+
+def special_floats(dtype):
+    """Values where implementations differ: zeros, infinities, NaN, tiny and huge."""
+    dtype = np.dtype(dtype)
+    big = float(ml_dtypes.finfo(dtype).max) if dtype == ml_dtypes.bfloat16 else float(np.finfo(dtype).max)
+    vals = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, np.inf, -np.inf, np.nan, 1e-3, -7.25, big, -big, 100.0]
+    return np.array(vals, dtype=np.float32).astype(dtype)

@@ -1,0 +1,91 @@
+"""while, fori_loop, scan, cond and switch on metal against JAX's CPU backend."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxcompare import check, random_array
+
+RNG = np.random.default_rng(3)
+
+
+def test_while_loop_with_captured_values():
+    x = random_array(RNG, (4,), np.float32)
+    scale = random_array(RNG, (4,), np.float32)
+
+    def f(x, scale):
+        def cond(c):
+            return c[0] < 10
+
+        def body(c):
+            i, v = c
+            return i + 1, jnp.tanh(v * scale) + 0.1  # scale is captured from outside the loop
+
+        return lax.while_loop(cond, body, (0, x))
+
+    check(f, x, scale)
+
+
+def test_fori_loop_and_scan():
+    x = random_array(RNG, (5, 3), np.float32)
+    check(lambda x: lax.fori_loop(0, 7, lambda i, v: v * 0.9 + i, x), x)
+
+    def rnn(xs):
+        w = jnp.eye(3) * 0.5
+
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h.sum()
+
+        return lax.scan(step, jnp.zeros(3), xs)
+
+    check(rnn, x)
+    check(lambda x: lax.scan(lambda c, x: (c + x, c * x), jnp.zeros(3), x, reverse=True), x)
+
+
+def test_nested_loops():
+    def f(x):
+        def outer(i, v):
+            return lax.fori_loop(0, i, lambda j, w: w + j * 0.5, v)
+
+        return lax.fori_loop(0, 4, outer, x)
+
+    check(f, random_array(RNG, (3,), np.float32))
+
+
+def test_cond_and_switch():
+    x = random_array(RNG, (3,), np.float32)
+    y = random_array(RNG, (3,), np.float32)
+    check(lambda p, x, y: lax.cond(p, lambda: x + y, lambda: x * y), np.bool_(True), x, y)
+    check(lambda p, x, y: lax.cond(p, lambda: x + y, lambda: x * y), np.bool_(False), x, y)
+    branches = [lambda x: x + 1, lambda x: x * 2, lambda x: jnp.sin(x)]
+    for i in [-1, 0, 1, 2, 5]:
+        check(lambda i, x: lax.switch(i, branches, x), np.int32(i), x)
+
+
+def test_cond_inside_loop_with_tuple_carry():
+    def f(x):
+        def body(i, c):
+            a, b = c
+            a = lax.cond(i % 2 == 0, lambda: a + b, lambda: a - 1.0)
+            return a, b * 1.5
+
+        return lax.fori_loop(0, 5, body, (x, x))
+
+    check(f, random_array(RNG, (2, 2), np.float32))
+
+
+def test_grad_through_scan():
+    xs = random_array(RNG, (6, 4), np.float32)
+    w = random_array(RNG, (4, 4), np.float32) * 0.3
+
+    def loss(w, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h
+
+        _, hs = lax.scan(step, jnp.zeros(4), xs)
+        return jnp.sum(hs ** 2)
+
+    check(jax.grad(loss), w, xs, rtol=1e-4, atol=1e-5)

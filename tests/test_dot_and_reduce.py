@@ -1,0 +1,87 @@
+"""dot_general and reductions on metal against JAX's CPU backend."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxcompare import FLOAT_DTYPES, check, random_array
+
+RNG = np.random.default_rng(2)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [jnp.int32, jnp.int8], ids=lambda d: np.dtype(d).name)
+def test_matmul_shapes(dtype):
+    low, high = (-3, 3)
+    a = random_array(RNG, (5, 7), dtype, low, high)
+    b = random_array(RNG, (7, 3), dtype, low, high)
+    v = random_array(RNG, (7,), dtype, low, high)
+    if np.dtype(dtype).kind in "iu":
+        a, b, v = (np.clip(t, -9, 9).astype(dtype) for t in (a, b, v))
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype in (jnp.float16, jnp.bfloat16) else {}
+    check(jnp.matmul, a, b, **tol)
+    check(jnp.dot, a, v, **tol)
+    check(jnp.dot, v, v, **tol)
+    check(lambda a, b: a.T @ a @ b, a, b, **tol)
+
+
+def test_dot_general_dimension_numbers():
+    a = random_array(RNG, (2, 3, 4, 5), np.float32)
+    b = random_array(RNG, (2, 5, 4, 6), np.float32)
+    check(lambda a, b: jnp.einsum("bijk,bkjl->bil", a, b), a, b, rtol=1e-4)
+    check(lambda a, b: lax.dot_general(a, b, (((3, 2), (1, 2)), ((0,), (0,)))), a, b, rtol=1e-4)
+    check(lambda a, b: jnp.einsum("bijk,bkjl->lib", a, b), a, b, rtol=1e-4)
+    check(lambda a: jnp.einsum("bijk,cijk->bc", a, a), a, rtol=1e-4)
+    check(lambda a, b: jnp.einsum("bijk,bkjl->bijl", a, b), a, b, rtol=1e-4)
+
+
+def test_mixed_precision_dot():
+    a = random_array(RNG, (16, 32), jnp.bfloat16)
+    b = random_array(RNG, (32, 8), jnp.bfloat16)
+    check(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32), a, b, rtol=1e-3, atol=1e-3)
+    h = random_array(RNG, (16, 32), jnp.float16)
+    check(lambda a, b: jnp.matmul(a, b.astype(jnp.float16), preferred_element_type=jnp.float32), h, b,
+          rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [jnp.int32, jnp.uint8], ids=lambda d: np.dtype(d).name)
+def test_reductions(dtype):
+    x = random_array(RNG, (4, 5, 6), dtype)
+    tol = {"rtol": 1e-2, "atol": 1e-1} if dtype in (jnp.float16, jnp.bfloat16) else {}
+    check(lambda x: jnp.sum(x, axis=1), x, **tol)
+    check(lambda x: jnp.sum(x), x, **tol)
+    check(lambda x: jnp.max(x, axis=(0, 2)), x)
+    check(lambda x: jnp.min(x, axis=-1), x)
+    check(lambda x: jnp.prod(x[:2, :2, :3], axis=0), x, **tol)
+    check(lambda x: lax.reduce(x, np.array(1, dtype), lax.add, (0,)), x, **tol)  # a non-identity init
+
+
+def test_boolean_reductions():
+    x = RNG.random((3, 8)) < 0.5
+    check(lambda x: (jnp.any(x, axis=1), jnp.all(x, axis=0), jnp.any(x), jnp.all(x[:, :0])), x)
+
+
+def test_reductions_with_nan_and_empty():
+    x = np.array([[1.0, np.nan, 3.0], [-np.inf, 2.0, 0.0]], np.float32)
+    check(lambda x: (jnp.max(x, axis=1), jnp.min(x, axis=0), jnp.sum(x, axis=1)), x)
+    check(lambda x: (jnp.sum(x[:, :0], axis=1), jnp.max(x[:0], axis=0, initial=-5.0)), x)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [jnp.int32, jnp.uint8], ids=lambda d: np.dtype(d).name)
+def test_argmax_argmin(dtype):
+    x = random_array(RNG, (6, 9), dtype)
+    x[2, 3] = x[2, 7] = x[2].max()  # ties: the first index wins
+    check(lambda x: (jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.argmax(x)), x, exact=True)
+
+
+def test_argmax_nan():
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [3.0, 3.0, -1.0, 2.0]], np.float32)
+    check(lambda x: (jnp.argmax(x, axis=1), jnp.argmin(x, axis=1)), x, exact=True)
+
+
+def test_softmax_and_logsumexp():
+    x = random_array(RNG, (8, 10), np.float32)
+    check(jax.nn.softmax, x)
+    check(lambda x: jax.nn.logsumexp(x, axis=-1), x)
+    check(jax.nn.log_softmax, x)

@@ -1,0 +1,68 @@
+"""Constants, iota and the shape ops on metal against JAX's CPU backend."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxcompare import FLOAT_DTYPES, INT_DTYPES, check, random_array
+
+RNG = np.random.default_rng(1)
+DTYPES = FLOAT_DTYPES + INT_DTYPES + [jnp.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_constants_and_iota(dtype):
+    dense = random_array(RNG, (3, 4), dtype)
+    check(lambda x: (x, jnp.asarray(dense), jnp.full((2, 3), dense[0, 0]), jnp.zeros((0, 3), dtype)), dense[:1])
+    if dtype != jnp.bool_:
+        check(lambda x: x + lax.broadcasted_iota(dtype, (3, 4), 1) + lax.broadcasted_iota(dtype, (3, 4), 0), dense)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_reshape_transpose_broadcast(dtype):
+    x = random_array(RNG, (2, 3, 4), dtype)
+    check(lambda x: x.reshape(4, 6), x)
+    check(lambda x: x.reshape(-1), x)
+    check(lambda x: jnp.transpose(x, (2, 0, 1)), x)
+    check(lambda x: jnp.transpose(x, (1, 2, 0)), x)
+    check(lambda x: jnp.broadcast_to(x[:, :1, :], (2, 3, 4)), x)
+    check(lambda x: lax.broadcast_in_dim(x[0, 0], (3, 4, 2), (1,)), x)
+    check(lambda x: lax.broadcast_in_dim(x[0], (4, 5, 3), (2, 0)), x)
+    check(lambda x: jnp.broadcast_to(x[0, 0, 0], (3, 2)), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_slice_concat_reverse(dtype):
+    x = random_array(RNG, (6, 7), dtype)
+    check(lambda x: x[1:5, 2:7:2], x)
+    check(lambda x: x[::3, ::-1], x)
+    check(lambda x: lax.slice(x, (0, 1), (6, 7), (4, 3)), x)
+    check(lambda x: jnp.concatenate([x, x[:2], x[1:3]], axis=0), x)
+    check(lambda x: jnp.concatenate([x, x[:, :0], x[:, 3:]], axis=1), x)
+    check(lambda x: lax.rev(x, (0, 1)), x)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.uint8, jnp.bool_],
+                         ids=lambda d: np.dtype(d).name)
+def test_pad(dtype):
+    x = random_array(RNG, (4, 5), dtype)
+    v = random_array(RNG, (), dtype)
+    check(lambda x: jnp.pad(x, ((1, 2), (0, 3))), x)
+    check(lambda x: lax.pad(x, v, ((1, 2, 1), (2, 0, 2))), x)
+    check(lambda x: lax.pad(x, v, ((-1, 2, 0), (1, -2, 1))), x)
+    check(lambda x, v: lax.pad(x, v, ((-2, -1, 3), (0, 0, 0))), x, v)  # padding value not a constant
+    check(lambda x: jnp.pad(x, 2, mode="edge"), x)
+    check(lambda x: jnp.pad(x, ((1, 1), (2, 2)), mode="reflect"), x)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.int32, jnp.bool_], ids=lambda d: np.dtype(d).name)
+def test_dynamic_slice_and_update(dtype):
+    x = random_array(RNG, (6, 5, 3), dtype)
+    u = random_array(RNG, (2, 3, 3), dtype)
+    for start in [(0, 0, 0), (1, 2, 0), (5, 4, 1), (-3, 9, 0), (4, -1, 2)]:
+        s = np.array(start, np.int32)
+        check(lambda x, s: lax.dynamic_slice(x, (s[0], s[1], s[2]), (2, 3, 3)), x, s)
+        check(lambda x, u, s: lax.dynamic_update_slice(x, u, (s[0], s[1], s[2])), x, u, s)
+    check(lambda x, i: x[i], x, np.int32(4))
+    check(lambda x, i: x.at[i].set(x[0]), x, np.int32(2))
