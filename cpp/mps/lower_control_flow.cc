@@ -169,8 +169,15 @@ Status Call(LowerContext& cx) {
   return CallFunc(cx, callee->s);
 }
 
-// A composite is its decomposition unless a family lowers it directly (see lower_composites).
+// A composite is its decomposition unless a family registered a rule "composite:<name>" for it
+// (e.g. chlo.top_k onto MPSGraph's topK).
 Status Composite(LowerContext& cx) {
+  const shlo::Attr* name = cx.op().Find("name");
+  if (name) {
+    const auto& rules = LowerRules();
+    auto it = rules.find("composite:" + name->s);
+    if (it != rules.end()) return it->second(cx);
+  }
   const shlo::Attr* decomposition = cx.op().Find("decomposition");
   if (!decomposition) return cx.Unsupported("composite without a decomposition");
   return CallFunc(cx, decomposition->s);

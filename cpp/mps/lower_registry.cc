@@ -12,6 +12,13 @@ void RegisterReduceRules(Rules& rules);
 void RegisterControlFlowRules(Rules& rules);
 void RegisterDynamicSliceRules(Rules& rules);
 void RegisterComplexRules(Rules& rules);
+void RegisterFftRules(Rules& rules);
+void RegisterSortRules(Rules& rules);
+void RegisterConvRules(Rules& rules);
+void RegisterGatherScatterRules(Rules& rules);
+void RegisterSpecialRules(Rules& rules);
+void RegisterPoolingRules(Rules& rules);
+void RegisterReduceWindowRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -24,6 +31,13 @@ const Rules& LowerRules() {
     RegisterControlFlowRules(*r);
     RegisterDynamicSliceRules(*r);
     RegisterComplexRules(*r);
+    RegisterFftRules(*r);
+    RegisterSortRules(*r);
+    RegisterConvRules(*r);
+    RegisterGatherScatterRules(*r);
+    RegisterSpecialRules(*r);
+    RegisterPoolingRules(*r);
+    RegisterReduceWindowRules(*r);
     return r;
   }();
   return *rules;
