@@ -5,6 +5,13 @@ from __future__ import annotations
 import jax
 from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
+try:  # what JAX's PJRT client itself runs: legalizes chlo (into composites) before serializing
+    from jax._src.lib import _jax
+
+    _serialize = _jax.mlir.serialize_portable_artifact
+except (ImportError, AttributeError):  # older or newer jaxlib layouts: plain StableHLO only
+    _serialize = _stablehlo.serialize_portable_artifact_str
+
 from . import _core
 
 
@@ -23,7 +30,7 @@ def portable_artifact(fn, *args, version: str | None = None, **kwargs) -> bytes:
     """The VHLO portable artifact of jax.jit(fn) for these arguments, as JAX's PJRT client makes it."""
     lowered = jax.jit(fn).lower(*args, **kwargs)
     text = str(lowered.compiler_ir("stablehlo"))
-    return _stablehlo.serialize_portable_artifact_str(text, version or artifact_version())
+    return _serialize(text, version or artifact_version())
 
 
 def stablehlo_ir(fn, *args, **kwargs) -> str:
