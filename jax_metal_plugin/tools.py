@@ -29,7 +29,7 @@ def artifact_version() -> str:
 def portable_artifact(fn, *args, version: str | None = None, **kwargs) -> bytes:
     """The VHLO portable artifact of jax.jit(fn) for these arguments, as JAX's PJRT client makes it."""
     lowered = jax.jit(fn).lower(*args, **kwargs)
-    text = str(lowered.compiler_ir("stablehlo"))
+    text = lowered.as_text(dialect="stablehlo", debug_info=True)  # with source locations, as JAX sends it
     return _serialize(text, version or artifact_version())
 
 
