@@ -1,0 +1,146 @@
+// Our StableHLO IR as text (MLIR-like, one op a line) and the small IR helpers.
+#include <sstream>
+
+#include "stablehlo/ir.h"
+
+namespace jmp::shlo {
+
+int64_t Type::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > INT64_MAX / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string Type::ToString() const {
+  std::ostringstream os;
+  switch (kind) {
+    case Kind::kTensor:
+      os << "tensor<";
+      for (int64_t d : shape) os << d << 'x';
+      os << DTypeName(dtype) << '>';
+      break;
+    case Kind::kTuple:
+      os << "tuple<";
+      for (size_t i = 0; i < elements.size(); ++i) os << (i ? ", " : "") << elements[i].ToString();
+      os << '>';
+      break;
+    case Kind::kToken: os << "!stablehlo.token"; break;
+    case Kind::kOther: os << '!' << other; break;
+  }
+  return os.str();
+}
+
+std::string Attr::ToString() const {
+  std::ostringstream os;
+  switch (kind) {
+    case Kind::kUnit: os << "unit"; break;
+    case Kind::kBool: os << (b ? "true" : "false"); break;
+    case Kind::kInt: os << i; break;
+    case Kind::kFloat: os << f; break;
+    case Kind::kString: os << '"' << s << '"'; break;
+    case Kind::kSymbol: os << '@' << s; break;
+    case Kind::kEnum: os << s; break;
+    case Kind::kType: os << type.ToString(); break;
+    case Kind::kInts:
+      os << '[';
+      for (size_t k = 0; k < ints.size(); ++k) os << (k ? ", " : "") << ints[k];
+      os << ']';
+      break;
+    case Kind::kTensor: os << "dense<" << data.size() << " bytes> : " << type.ToString(); break;
+    case Kind::kArray:
+      os << '[';
+      for (size_t k = 0; k < array.size(); ++k) os << (k ? ", " : "") << array[k].ToString();
+      os << ']';
+      break;
+    case Kind::kDict: {
+      os << '{';
+      bool first = true;
+      for (const auto& [name, value] : dict) {
+        os << (first ? "" : ", ") << name << " = " << value.ToString();
+        first = false;
+      }
+      os << '}';
+      break;
+    }
+  }
+  return os.str();
+}
+
+const Attr* Op::Find(const std::string& attr_name) const {
+  auto it = attrs.find(attr_name);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+
+const Func* Module::FindFunc(const std::string& name) const {
+  for (const Func& f : funcs)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+namespace {
+
+void PrintRegion(std::ostream& os, const Func& f, const Region& region, int indent);
+
+void PrintOp(std::ostream& os, const Func& f, const Op& op, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  os << pad;
+  for (size_t i = 0; i < op.results.size(); ++i) os << (i ? ", " : "") << '%' << op.results[i];
+  if (!op.results.empty()) os << " = ";
+  os << op.name << '(';
+  for (size_t i = 0; i < op.operands.size(); ++i) os << (i ? ", " : "") << '%' << op.operands[i];
+  os << ')';
+  if (!op.attrs.empty()) {
+    os << " {";
+    bool first = true;
+    for (const auto& [name, value] : op.attrs) {
+      os << (first ? "" : ", ") << name << " = " << value.ToString();
+      first = false;
+    }
+    os << '}';
+  }
+  os << " : (";
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    os << (i ? ", " : "") << f.value_types[static_cast<size_t>(op.operands[i])].ToString();
+  os << ") -> (";
+  for (size_t i = 0; i < op.results.size(); ++i)
+    os << (i ? ", " : "") << f.value_types[static_cast<size_t>(op.results[i])].ToString();
+  os << ')';
+  if (!op.location.empty()) os << " loc(\"" << op.location << "\")";
+  os << '\n';
+  for (const Region& r : op.regions) PrintRegion(os, f, r, indent + 2);
+}
+
+void PrintRegion(std::ostream& os, const Func& f, const Region& region, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  os << pad << "{\n";
+  for (size_t b = 0; b < region.blocks.size(); ++b) {
+    const Block& block = region.blocks[b];
+    os << pad << "^bb" << b << '(';
+    for (size_t i = 0; i < block.args.size(); ++i)
+      os << (i ? ", " : "") << '%' << block.args[i] << ": " << f.value_types[static_cast<size_t>(block.args[i])].ToString();
+    os << "):\n";
+    for (const Op& op : block.ops) PrintOp(os, f, op, indent + 2);
+  }
+  os << pad << "}\n";
+}
+
+}  // namespace
+
+std::string PrintModule(const Module& module) {
+  std::ostringstream os;
+  os << "// producer " << module.producer << '\n';
+  for (const Func& f : module.funcs) {
+    os << "func " << (f.is_public ? "public " : "private ") << '@' << f.name << '(';
+    for (size_t i = 0; i < f.arg_types.size(); ++i) os << (i ? ", " : "") << f.arg_types[i].ToString();
+    os << ") -> (";
+    for (size_t i = 0; i < f.result_types.size(); ++i) os << (i ? ", " : "") << f.result_types[i].ToString();
+    os << ")\n";
+    PrintRegion(os, f, f.body, 0);
+  }
+  return os.str();
+}
+
+}  // namespace jmp::shlo
