@@ -1,1 +1,253 @@
-// Placeholder: being written.
+// The host executor: compiles an MPS op graph into a plan once (buffer sizes, constants), then runs
+// it with every intermediate in one per-run arena, so several threads can run one executable at once.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "exec/executor.h"
+#include "exec/host/host_kernels.h"
+
+namespace jmp::exec {
+
+namespace host {
+
+Status OpArgs::Unsupported(const char* what) const {
+  std::string dtypes;
+  for (size_t i = 0; i < op.inputs.size(); ++i) dtypes += (i ? ", " : "") + InType(i).ToString();
+  return Unimplemented(std::string("host executor: ") + std::string(mps::OpKindName(op.kind)) + " " + what + " (" +
+                       dtypes + ")" + (op.location.empty() ? "" : " at " + op.location));
+}
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class HostMemory : public DeviceMemory {
+ public:
+  explicit HostMemory(size_t size) : size_(size) {
+    data_ = size ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(size))) : nullptr;
+  }
+  ~HostMemory() override { std::free(data_); }
+  bool ok() const { return size_ == 0 || data_ != nullptr; }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_;
+};
+
+// Where each value of a graph lives during a run.
+struct Plan {
+  const mps::Graph* graph = nullptr;
+  std::vector<int64_t> arena_offset;   // per value: offset in the arena, or -1
+  std::vector<int> input_index;        // per value: index into the run's inputs, or -1
+  size_t arena_bytes = 0;
+  std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
+  std::vector<size_t> subplan_first;            // per op: index of its first subplan
+};
+
+std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
+  auto plan = std::make_unique<Plan>();
+  plan->graph = &g;
+  plan->arena_offset.assign(g.values.size(), -1);
+  plan->input_index.assign(g.values.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); ++i) plan->input_index[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
+  size_t offset = 0;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (plan->input_index[v] >= 0) continue;
+    plan->arena_offset[v] = static_cast<int64_t>(offset);
+    offset += AlignUp(g.values[v].ByteSize());
+  }
+  plan->arena_bytes = offset;
+  for (const mps::Op& op : g.ops) {
+    plan->subplan_first.push_back(plan->subplans.size());
+    for (const mps::Graph& sub : op.subgraphs) plan->subplans.push_back(MakePlan(sub));
+  }
+  return plan;
+}
+
+
+uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v) {
+  int in = plan.input_index[static_cast<size_t>(v)];
+  if (in >= 0) return const_cast<uint8_t*>(inputs[static_cast<size_t>(in)]);
+  return arena + plan.arena_offset[static_cast<size_t>(v)];
+}
+
+Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs);
+
+// Runs a subgraph with `inputs`, copying its outputs into `outputs`.
+Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
+  return ExecutePlan(plan, inputs, outputs);
+}
+
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
+  const mps::Graph& g = a.graph;
+  size_t n = a.op.inputs.size();
+  // Two carry buffers swapped each iteration.
+  std::vector<std::vector<uint8_t>> cur(n), next(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = g.type(a.op.inputs[i]).ByteSize();
+    cur[i].assign(a.in[i], a.in[i] + bytes);
+    next[i].resize(bytes);
+  }
+  uint8_t pred = 0;
+  for (;;) {
+    std::vector<const uint8_t*> ins(n);
+    for (size_t i = 0; i < n; ++i) ins[i] = cur[i].data();
+    JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, {&pred}));
+    if (!pred) break;
+    std::vector<uint8_t*> outs(n);
+    for (size_t i = 0; i < n; ++i) outs[i] = next[i].data();
+    JMP_RETURN_IF_ERROR(RunSubgraph(body, ins, outs));
+    std::swap(cur, next);
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!cur[i].empty()) std::memcpy(a.out[i], cur[i].data(), cur[i].size());
+  return Status::Ok();
+}
+
+Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan) {
+  bool pred = a.in[0][0] != 0;
+  std::vector<const uint8_t*> ins(a.in.begin() + 1, a.in.end());
+  return RunSubgraph(pred ? then_plan : else_plan, ins, a.out);
+}
+
+Status RunConstant(const OpArgs& a) {
+  size_t bytes = a.OutType().ByteSize();
+  if (a.op.data.size() != bytes) return Internal("constant has the wrong number of bytes");
+  if (bytes) std::memcpy(a.out[0], a.op.data.data(), bytes);
+  return Status::Ok();
+}
+
+Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
+  using K = mps::OpKind;
+  switch (a.op.kind) {
+    case K::kConstant: return RunConstant(a);
+    case K::kCoordinateAlongAxis: return RunCoordinate(a);
+    case K::kIdentity: case K::kReshape: case K::kReinterpretCast: return RunCopyLike(a);
+    case K::kNegative: case K::kAbsolute: case K::kSign: case K::kExponent: case K::kExponentBase2:
+    case K::kLogarithm: case K::kLogarithm2: case K::kSquareRoot: case K::kReverseSquareRoot:
+    case K::kReciprocal: case K::kSin: case K::kCos: case K::kTan: case K::kTanh: case K::kAsin:
+    case K::kAcos: case K::kAtan: case K::kSinh: case K::kCosh: case K::kAsinh: case K::kAcosh:
+    case K::kAtanh: case K::kErf: case K::kSigmoid: case K::kFloor: case K::kCeil: case K::kRint:
+    case K::kRound: case K::kTruncate: case K::kIsFinite: case K::kIsNaN: case K::kIsInfinite:
+    case K::kNot: case K::kBitwiseNot: case K::kPopulationCount:
+      return RunUnary(a);
+    case K::kAdd: case K::kSubtract: case K::kMultiply: case K::kDivide: case K::kModulo:
+    case K::kMaximum: case K::kMinimum: case K::kPower: case K::kAtan2: case K::kEqual:
+    case K::kNotEqual: case K::kLessThan: case K::kLessThanOrEqualTo: case K::kGreaterThan:
+    case K::kGreaterThanOrEqualTo: case K::kLogicalAnd: case K::kLogicalOr: case K::kLogicalXor:
+    case K::kBitwiseAnd: case K::kBitwiseOr: case K::kBitwiseXor: case K::kBitwiseLeftShift:
+    case K::kBitwiseRightShift:
+      return RunBinary(a);
+    case K::kSelect: return RunSelect(a);
+    case K::kClamp: return RunClamp(a);
+    case K::kCast: return RunCast(a);
+    case K::kTranspose: return RunTranspose(a);
+    case K::kBroadcast: return RunBroadcast(a);
+    case K::kSlice: return RunSlice(a);
+    case K::kConcat: return RunConcat(a);
+    case K::kPad: return RunPad(a);
+    case K::kReverse: return RunReverse(a);
+    case K::kMatMul: return RunMatMul(a);
+    case K::kReductionSum: case K::kReductionProduct: case K::kReductionMaximum: case K::kReductionMinimum:
+    case K::kReductionAnd: case K::kReductionOr:
+      return RunReduction(a);
+    case K::kReductionArgMaximum: case K::kReductionArgMinimum: return RunArgReduction(a);
+    case K::kRealPart: case K::kImaginaryPart: case K::kComplexFromParts: case K::kConjugate:
+      return RunComplexParts(a);
+    case K::kFFT: case K::kRealToHermiteanFFT: case K::kHermiteanToRealFFT:
+      return a.Unsupported("is not implemented on the host yet");
+    case K::kSort: case K::kArgSort: return RunSort(a);
+    case K::kTopK: return RunTopK(a);
+    case K::kCumulativeSum: case K::kCumulativeProduct: case K::kCumulativeMaximum: case K::kCumulativeMinimum:
+      return RunCumulative(a);
+    case K::kGatherAlongAxis: return RunGatherAlongAxis(a);
+    case K::kGatherND: return RunGatherND(a);
+    case K::kScatterND: return RunScatterND(a);
+    case K::kScatterAlongAxis: return RunScatterAlongAxis(a);
+    case K::kConv2D: case K::kMaxPool4D: case K::kAvgPool4D: case K::kMaxPool4DGradient:
+      return a.Unsupported("is not implemented on the host yet");
+    case K::kWhile: {
+      size_t first = plan.subplan_first[op_index];
+      return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);
+    }
+    case K::kIf: {
+      size_t first = plan.subplan_first[op_index];
+      return RunIf(a, *plan.subplans[first], *plan.subplans[first + 1]);
+    }
+  }
+  return Internal("unknown op kind");
+}
+
+Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
+  const mps::Graph& g = *plan.graph;
+  if (inputs.size() != g.inputs.size()) return Internal("wrong number of inputs");
+  std::unique_ptr<uint8_t[], void (*)(void*)> arena(
+      plan.arena_bytes ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, plan.arena_bytes)) : nullptr, std::free);
+  if (plan.arena_bytes && !arena) return ResourceExhausted("host executor: out of memory");
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    OpArgs a{op, g, {}, {}};
+    for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    size_t bytes = g.type(g.outputs[i]).ByteSize();
+    const uint8_t* src = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
+    if (bytes && outputs[i] != src) std::memmove(outputs[i], src, bytes);
+  }
+  return Status::Ok();
+}
+
+class HostExecutable : public Executable {
+ public:
+  explicit HostExecutable(const mps::Graph& graph) : graph_(graph), plan_(MakePlan(graph_)) {}
+  Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
+    if (inputs.size() != graph_.inputs.size() || outputs.size() != graph_.outputs.size())
+      return InvalidArgument("executable called with the wrong number of buffers");
+    std::vector<const uint8_t*> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i]->size() < graph_.type(graph_.inputs[i]).ByteSize())
+        return InvalidArgument("input " + std::to_string(i) + " is smaller than its type");
+      in.push_back(static_cast<const uint8_t*>(inputs[i]->data()));
+    }
+    std::vector<uint8_t*> out;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i]->size() < graph_.type(graph_.outputs[i]).ByteSize())
+        return InvalidArgument("output " + std::to_string(i) + " is smaller than its type");
+      out.push_back(static_cast<uint8_t*>(outputs[i]->data()));
+    }
+    return ExecutePlan(*plan_, in, out);
+  }
+
+ private:
+  mps::Graph graph_;
+  std::unique_ptr<Plan> plan_;
+};
+
+class HostExecutor : public Executor {
+ public:
+  std::string name() const override { return "host"; }
+  StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override {
+    auto m = std::make_shared<HostMemory>(bytes);
+    if (!m->ok()) return ResourceExhausted("could not allocate " + std::to_string(bytes) + " bytes");
+    return std::shared_ptr<DeviceMemory>(m);
+  }
+  StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
+    return std::unique_ptr<Executable>(new HostExecutable(graph));
+  }
+};
+
+}  // namespace
+
+}  // namespace host
+
+std::unique_ptr<Executor> CreateHostExecutor() { return std::make_unique<host::HostExecutor>(); }
+
+}  // namespace jmp::exec

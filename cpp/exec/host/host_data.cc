@@ -1,0 +1,238 @@
+// Data movement kernels. Every layout op is one strided copy: output element i reads input offset
+// base + Σ idx_d · stride_d, with strides permuted (transpose), zero (broadcast), scaled (slice) or
+// negative (reverse); copies move raw elements of the dtype's width.
+#include <cstring>
+#include <vector>
+
+#include "exec/host/host_kernels.h"
+#include "exec/host/host_types.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+Shape RowMajorStrides(const Shape& shape) {
+  Shape s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+template <typename W>
+void StridedCopyT(uint8_t* dst, const Shape& dst_strides, const uint8_t* src, int64_t src_base, const Shape& src_strides,
+                  const Shape& shape) {
+  size_t rank = shape.size();
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  if (total == 0) return;
+  W* out = reinterpret_cast<W*>(dst);
+  const W* in = reinterpret_cast<const W*>(src);
+  if (rank == 0) {
+    out[0] = in[src_base];
+    return;
+  }
+  int64_t inner = shape[rank - 1];
+  int64_t in_step = src_strides[rank - 1], out_step = dst_strides[rank - 1];
+  std::vector<int64_t> idx(rank, 0);
+  int64_t in_off = src_base, out_off = 0;
+  for (int64_t done = 0; done < total; done += inner) {
+    const W* s = in + in_off;
+    W* d = out + out_off;
+    if (in_step == 1 && out_step == 1) {
+      std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(W));
+    } else {
+      for (int64_t i = 0; i < inner; ++i) d[i * out_step] = s[i * in_step];
+    }
+    for (size_t k = rank - 1; k-- > 0;) {  // advance the outer index
+      ++idx[k];
+      in_off += src_strides[k];
+      out_off += dst_strides[k];
+      if (idx[k] < shape[k]) break;
+      in_off -= src_strides[k] * shape[k];
+      out_off -= dst_strides[k] * shape[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+struct C16 { uint64_t a, b; };
+
+void StridedCopy(size_t width, uint8_t* dst, const Shape& dst_strides, const uint8_t* src, int64_t src_base,
+                 const Shape& src_strides, const Shape& shape) {
+  switch (width) {
+    case 1: return StridedCopyT<uint8_t>(dst, dst_strides, src, src_base, src_strides, shape);
+    case 2: return StridedCopyT<uint16_t>(dst, dst_strides, src, src_base, src_strides, shape);
+    case 4: return StridedCopyT<uint32_t>(dst, dst_strides, src, src_base, src_strides, shape);
+    case 8: return StridedCopyT<uint64_t>(dst, dst_strides, src, src_base, src_strides, shape);
+    default: return StridedCopyT<C16>(dst, dst_strides, src, src_base, src_strides, shape);
+  }
+}
+
+size_t Width(const OpArgs& a) { return ByteSize(a.OutType().dtype); }
+
+}  // namespace
+
+Status RunCopyLike(const OpArgs& a) {
+  size_t bytes = a.OutType().ByteSize();
+  if (a.InType(0).ByteSize() != bytes) return a.Unsupported("changes the byte size");
+  if (bytes && a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], bytes);
+  return Status::Ok();
+}
+
+Status RunTranspose(const OpArgs& a) {
+  const Shape& in = a.InType(0).shape;
+  Shape in_strides = RowMajorStrides(in), src(in.size());
+  if (a.op.axes.size() != in.size()) return a.Unsupported("has a permutation of the wrong rank");
+  for (size_t i = 0; i < in.size(); ++i) src[i] = in_strides[static_cast<size_t>(a.op.axes[i])];
+  const Shape& out = a.OutType().shape;
+  StridedCopy(Width(a), a.out[0], RowMajorStrides(out), a.in[0], 0, src, out);
+  return Status::Ok();
+}
+
+Status RunBroadcast(const OpArgs& a) {
+  const Shape& in = a.InType(0).shape;
+  const Shape& out = a.OutType().shape;
+  if (in.size() > out.size()) return a.Unsupported("broadcasts to a lower rank");
+  Shape in_strides = RowMajorStrides(in), src(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != out[lead + i] && in[i] != 1) return a.Unsupported("has incompatible shapes");
+    src[lead + i] = in[i] == 1 ? 0 : in_strides[i];
+  }
+  StridedCopy(Width(a), a.out[0], RowMajorStrides(out), a.in[0], 0, src, out);
+  return Status::Ok();
+}
+
+Status RunSlice(const OpArgs& a) {
+  const Shape& in = a.InType(0).shape;
+  const Shape& out = a.OutType().shape;
+  Shape in_strides = RowMajorStrides(in), src(in.size());
+  int64_t base = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    base += a.op.starts[i] * in_strides[i];
+    src[i] = in_strides[i] * a.op.strides[i];
+  }
+  StridedCopy(Width(a), a.out[0], RowMajorStrides(out), a.in[0], base, src, out);
+  return Status::Ok();
+}
+
+Status RunReverse(const OpArgs& a) {
+  const Shape& in = a.InType(0).shape;
+  Shape strides = RowMajorStrides(in), src = strides;
+  int64_t base = 0;
+  for (int64_t axis : a.op.axes) {
+    size_t d = static_cast<size_t>(axis);
+    if (in[d] == 0) return Status::Ok();
+    base += (in[d] - 1) * strides[d];
+    src[d] = -strides[d];
+  }
+  StridedCopy(Width(a), a.out[0], strides, a.in[0], base, src, in);
+  return Status::Ok();
+}
+
+Status RunConcat(const OpArgs& a) {
+  const Shape& out = a.OutType().shape;
+  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  Shape out_strides = RowMajorStrides(out);
+  int64_t offset = 0;
+  size_t width = Width(a);
+  for (size_t i = 0; i < a.in.size(); ++i) {
+    const Shape& in = a.InType(i).shape;
+    StridedCopy(width, a.out[0] + offset * out_strides[axis] * static_cast<int64_t>(width), out_strides, a.in[i], 0,
+                RowMajorStrides(in), in);
+    offset += in[axis];
+  }
+  return Status::Ok();
+}
+
+Status RunPad(const OpArgs& a) {
+  const Shape& in = a.InType(0).shape;
+  const Shape& out = a.OutType().shape;
+  size_t width = Width(a);
+  int64_t n = a.OutType().NumElements();
+  // Fill with the padding value, then copy the input into its window.
+  Dispatch(a.OutType().dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T fill;
+    if constexpr (kIsComplex<T>) fill = T(static_cast<typename T::value_type>(a.op.scalar), 0);
+    else if constexpr (kIsBool<T>) fill = T{static_cast<uint8_t>(a.op.scalar != 0)};
+    else fill = Num<T>::Store(static_cast<typename Num<T>::C>(a.op.scalar));
+    T* y = reinterpret_cast<T*>(a.out[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = fill;
+    return 0;
+  });
+  Shape out_strides = RowMajorStrides(out);
+  int64_t base = 0;
+  for (size_t i = 0; i < in.size(); ++i) base += a.op.starts[i] * out_strides[i];
+  StridedCopy(width, a.out[0] + base * static_cast<int64_t>(width), out_strides, a.in[0], 0, RowMajorStrides(in), in);
+  return Status::Ok();
+}
+
+Status RunCoordinate(const OpArgs& a) {
+  const Shape& out = a.OutType().shape;
+  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  Shape strides = RowMajorStrides(out);
+  int64_t n = a.OutType().NumElements();
+  int64_t dim = out[axis], inner = strides[axis];
+  return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (!kIsInt<T>) {
+      return a.Unsupported("produces integers only");
+    } else {
+      T* y = reinterpret_cast<T*>(a.out[0]);
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((i / inner) % dim);
+      return Status::Ok();
+    }
+  });
+}
+
+namespace {
+
+// Reads index element i as int64 from an int32 or int64 tensor.
+int64_t IndexAt(const uint8_t* p, DType t, int64_t i) {
+  if (t == DType::kI64) {
+    int64_t v;
+    std::memcpy(&v, p + i * 8, 8);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, p + i * 4, 4);
+  return v;
+}
+
+}  // namespace
+
+Status RunGatherAlongAxis(const OpArgs& a) {
+  const Shape& data = a.InType(0).shape;
+  const Shape& out = a.OutType().shape;
+  DType it = a.InType(1).dtype;
+  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  size_t width = Width(a);
+  Shape ds = RowMajorStrides(data), os = RowMajorStrides(out);
+  int64_t n = a.OutType().NumElements();
+  std::vector<int64_t> idx(out.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, src = 0;
+    for (size_t d = 0; d < out.size(); ++d) {
+      idx[d] = rem / os[d];
+      rem %= os[d];
+    }
+    for (size_t d = 0; d < out.size(); ++d) {
+      int64_t k = idx[d];
+      if (d == axis) {
+        k = IndexAt(a.in[1], it, i);
+        if (k < 0 || k >= data[d]) return Internal("GatherAlongAxis: index " + std::to_string(k) + " out of range");
+      }
+      src += k * ds[d];
+    }
+    std::memcpy(a.out[0] + i * static_cast<int64_t>(width), a.in[0] + src * static_cast<int64_t>(width), width);
+  }
+  return Status::Ok();
+}
+
+Status RunScatterAlongAxis(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
+Status RunGatherND(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
+Status RunScatterND(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
+
+}  // namespace jmp::exec::host

@@ -1,0 +1,397 @@
+// Elementwise kernels: one typed loop per op and dtype, chosen once per op (never per element).
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "exec/host/host_kernels.h"
+#include "exec/host/host_types.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+using K = mps::OpKind;
+
+template <typename T>
+using U = std::make_unsigned_t<T>;
+
+template <typename T, typename F>
+void Map1(const OpArgs& a, F f) {
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  int64_t n = a.OutType().NumElements();
+  using N = Num<T>;
+  auto* y = reinterpret_cast<T*>(a.out[0]);
+  for (int64_t i = 0; i < n; ++i) y[i] = N::Store(f(N::Load(x[i])));
+}
+
+template <typename T, typename F>
+void MapPredicate(const OpArgs& a, F f) {
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  int64_t n = a.OutType().NumElements();
+  uint8_t* y = a.out[0];
+  for (int64_t i = 0; i < n; ++i) y[i] = f(Num<T>::Load(x[i])) ? 1 : 0;
+}
+
+float Erf(float x) { return std::erf(x); }
+
+template <typename T>
+Status FloatUnary(const OpArgs& a) {
+  using C = typename Num<T>::C;
+  switch (a.op.kind) {
+    case K::kExponent: Map1<T>(a, [](C x) { return C(std::exp(x)); }); return Status::Ok();
+    case K::kExponentBase2: Map1<T>(a, [](C x) { return C(std::exp2(x)); }); return Status::Ok();
+    case K::kLogarithm: Map1<T>(a, [](C x) { return C(std::log(x)); }); return Status::Ok();
+    case K::kLogarithm2: Map1<T>(a, [](C x) { return C(std::log2(x)); }); return Status::Ok();
+    case K::kSquareRoot: Map1<T>(a, [](C x) { return C(std::sqrt(x)); }); return Status::Ok();
+    case K::kReverseSquareRoot: Map1<T>(a, [](C x) { return C(1) / C(std::sqrt(x)); }); return Status::Ok();
+    case K::kReciprocal: Map1<T>(a, [](C x) { return C(1) / x; }); return Status::Ok();
+    case K::kSin: Map1<T>(a, [](C x) { return C(std::sin(x)); }); return Status::Ok();
+    case K::kCos: Map1<T>(a, [](C x) { return C(std::cos(x)); }); return Status::Ok();
+    case K::kTan: Map1<T>(a, [](C x) { return C(std::tan(x)); }); return Status::Ok();
+    case K::kTanh: Map1<T>(a, [](C x) { return C(std::tanh(x)); }); return Status::Ok();
+    case K::kAsin: Map1<T>(a, [](C x) { return C(std::asin(x)); }); return Status::Ok();
+    case K::kAcos: Map1<T>(a, [](C x) { return C(std::acos(x)); }); return Status::Ok();
+    case K::kAtan: Map1<T>(a, [](C x) { return C(std::atan(x)); }); return Status::Ok();
+    case K::kSinh: Map1<T>(a, [](C x) { return C(std::sinh(x)); }); return Status::Ok();
+    case K::kCosh: Map1<T>(a, [](C x) { return C(std::cosh(x)); }); return Status::Ok();
+    case K::kAsinh: Map1<T>(a, [](C x) { return C(std::asinh(x)); }); return Status::Ok();
+    case K::kAcosh: Map1<T>(a, [](C x) { return C(std::acosh(x)); }); return Status::Ok();
+    case K::kAtanh: Map1<T>(a, [](C x) { return C(std::atanh(x)); }); return Status::Ok();
+    case K::kErf: Map1<T>(a, [](C x) { return C(std::erf(x)); }); return Status::Ok();
+    case K::kSigmoid: Map1<T>(a, [](C x) { return C(1) / (C(1) + C(std::exp(-x))); }); return Status::Ok();
+    case K::kFloor: Map1<T>(a, [](C x) { return C(std::floor(x)); }); return Status::Ok();
+    case K::kCeil: Map1<T>(a, [](C x) { return C(std::ceil(x)); }); return Status::Ok();
+    case K::kRint: Map1<T>(a, [](C x) { return C(std::nearbyint(x)); }); return Status::Ok();
+    case K::kRound: Map1<T>(a, [](C x) { return C(std::round(x)); }); return Status::Ok();
+    case K::kTruncate: Map1<T>(a, [](C x) { return C(std::trunc(x)); }); return Status::Ok();
+    case K::kNegative: Map1<T>(a, [](C x) { return -x; }); return Status::Ok();
+    case K::kAbsolute: Map1<T>(a, [](C x) { return C(std::fabs(x)); }); return Status::Ok();
+    // Sign: NaN gives 0 (MPSGraph's documented behaviour), ±0 kept.
+    case K::kSign: Map1<T>(a, [](C x) { return x > 0 ? C(1) : x < 0 ? C(-1) : x == 0 ? x : C(0); }); return Status::Ok();
+    case K::kIsFinite: MapPredicate<T>(a, [](C x) { return std::isfinite(x); }); return Status::Ok();
+    case K::kIsNaN: MapPredicate<T>(a, [](C x) { return std::isnan(x); }); return Status::Ok();
+    case K::kIsInfinite: MapPredicate<T>(a, [](C x) { return std::isinf(x); }); return Status::Ok();
+    default: return a.Unsupported("is not defined for floats");
+  }
+}
+
+template <typename T>
+Status IntUnary(const OpArgs& a) {
+  switch (a.op.kind) {
+    case K::kNegative: Map1<T>(a, [](T x) { return static_cast<T>(U<T>(0) - static_cast<U<T>>(x)); }); return Status::Ok();
+    case K::kAbsolute:
+      Map1<T>(a, [](T x) { return x < 0 ? static_cast<T>(U<T>(0) - static_cast<U<T>>(x)) : x; });
+      return Status::Ok();
+    case K::kSign: Map1<T>(a, [](T x) { return static_cast<T>(x > 0 ? 1 : x < 0 ? -1 : 0); }); return Status::Ok();
+    case K::kBitwiseNot: Map1<T>(a, [](T x) { return static_cast<T>(~x); }); return Status::Ok();
+    case K::kPopulationCount:
+      Map1<T>(a, [](T x) { return static_cast<T>(__builtin_popcountll(static_cast<uint64_t>(static_cast<U<T>>(x)))); });
+      return Status::Ok();
+    default: return a.Unsupported("is not defined for integers");
+  }
+}
+
+template <typename T>
+Status ComplexUnary(const OpArgs& a) {
+  switch (a.op.kind) {
+    case K::kExponent: Map1<T>(a, [](T x) { return std::exp(x); }); return Status::Ok();
+    case K::kLogarithm: Map1<T>(a, [](T x) { return std::log(x); }); return Status::Ok();
+    case K::kSquareRoot: Map1<T>(a, [](T x) { return std::sqrt(x); }); return Status::Ok();
+    case K::kNegative: Map1<T>(a, [](T x) { return -x; }); return Status::Ok();
+    case K::kIdentity: Map1<T>(a, [](T x) { return x; }); return Status::Ok();
+    default: return a.Unsupported("is not defined for complex values");
+  }
+}
+
+// ---- binary
+
+template <typename T, typename R, typename F>
+void Map2(const OpArgs& a, F f) {
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  const T* y = reinterpret_cast<const T*>(a.in[1]);
+  auto* z = reinterpret_cast<R*>(a.out[0]);
+  int64_t n = a.OutType().NumElements();
+  using N = Num<T>;
+  for (int64_t i = 0; i < n; ++i) z[i] = f(N::Load(x[i]), N::Load(y[i]));
+}
+
+template <typename T, typename F>
+void Arith(const OpArgs& a, F f) {
+  using N = Num<T>;
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  const T* y = reinterpret_cast<const T*>(a.in[1]);
+  auto* z = reinterpret_cast<T*>(a.out[0]);
+  int64_t n = a.OutType().NumElements();
+  for (int64_t i = 0; i < n; ++i) z[i] = N::Store(f(N::Load(x[i]), N::Load(y[i])));
+}
+
+template <typename T>
+bool Compare(const OpArgs& a) {
+  using C = typename Num<T>::C;
+  switch (a.op.kind) {
+    case K::kEqual: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x == y); }); return true;
+    case K::kNotEqual: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x != y); }); return true;
+    default: break;
+  }
+  if constexpr (!kIsComplex<T>) {
+    switch (a.op.kind) {
+      case K::kLessThan: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x < y); }); return true;
+      case K::kLessThanOrEqualTo: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x <= y); }); return true;
+      case K::kGreaterThan: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x > y); }); return true;
+      case K::kGreaterThanOrEqualTo: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x >= y); }); return true;
+      default: break;
+    }
+  }
+  return false;
+}
+
+template <typename T>
+Status FloatBinary(const OpArgs& a) {
+  using C = typename Num<T>::C;
+  if (Compare<T>(a)) return Status::Ok();
+  switch (a.op.kind) {
+    case K::kAdd: Arith<T>(a, [](C x, C y) { return x + y; }); return Status::Ok();
+    case K::kSubtract: Arith<T>(a, [](C x, C y) { return x - y; }); return Status::Ok();
+    case K::kMultiply: Arith<T>(a, [](C x, C y) { return x * y; }); return Status::Ok();
+    case K::kDivide: Arith<T>(a, [](C x, C y) { return x / y; }); return Status::Ok();
+    case K::kModulo: Arith<T>(a, [](C x, C y) { return C(std::fmod(x, y)); }); return Status::Ok();
+    case K::kMaximum:
+      Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x > y ? x : x < y ? y : (std::signbit(x) ? y : x); });
+      return Status::Ok();
+    case K::kMinimum:
+      Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x < y ? x : x > y ? y : (std::signbit(x) ? x : y); });
+      return Status::Ok();
+    case K::kPower: Arith<T>(a, [](C x, C y) { return C(std::pow(x, y)); }); return Status::Ok();
+    case K::kAtan2: Arith<T>(a, [](C x, C y) { return C(std::atan2(x, y)); }); return Status::Ok();
+    default: return a.Unsupported("is not defined for floats");
+  }
+}
+
+template <typename T>
+Status IntBinary(const OpArgs& a) {
+  if (Compare<T>(a)) return Status::Ok();
+  using UT = U<T>;
+  constexpr int bits = static_cast<int>(sizeof(T) * 8);
+  switch (a.op.kind) {
+    case K::kAdd: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) + static_cast<UT>(y)); }); return Status::Ok();
+    case K::kSubtract: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) - static_cast<UT>(y)); }); return Status::Ok();
+    case K::kMultiply:
+      Arith<T>(a, [](T x, T y) {
+        using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, UT>;
+        return static_cast<T>(static_cast<UT>(static_cast<W>(static_cast<UT>(x)) * static_cast<W>(static_cast<UT>(y))));
+      });
+      return Status::Ok();
+    // Divide truncates; x/0 -> 0 and MIN/-1 -> MIN here (the lowering selects StableHLO's results).
+    case K::kDivide:
+      Arith<T>(a, [](T x, T y) {
+        if (y == 0) return T(0);
+        if constexpr (std::is_signed_v<T>) if (y == T(-1)) return static_cast<T>(UT(0) - static_cast<UT>(x));
+        return static_cast<T>(x / y);
+      });
+      return Status::Ok();
+    case K::kModulo:
+      Arith<T>(a, [](T x, T y) {
+        if (y == 0) return T(0);
+        if constexpr (std::is_signed_v<T>) if (y == T(-1)) return T(0);
+        return static_cast<T>(x % y);
+      });
+      return Status::Ok();
+    case K::kMaximum: Arith<T>(a, [](T x, T y) { return x > y ? x : y; }); return Status::Ok();
+    case K::kMinimum: Arith<T>(a, [](T x, T y) { return x < y ? x : y; }); return Status::Ok();
+    case K::kBitwiseAnd: Arith<T>(a, [](T x, T y) { return static_cast<T>(x & y); }); return Status::Ok();
+    case K::kBitwiseOr: Arith<T>(a, [](T x, T y) { return static_cast<T>(x | y); }); return Status::Ok();
+    case K::kBitwiseXor: Arith<T>(a, [](T x, T y) { return static_cast<T>(x ^ y); }); return Status::Ok();
+    // Shifts: amounts outside [0, bits) give 0, or the sign fill for a signed right shift.
+    case K::kBitwiseLeftShift:
+      Arith<T>(a, [](T x, T y) {
+        UT s = static_cast<UT>(y);
+        return s >= UT(bits) ? T(0) : static_cast<T>(static_cast<UT>(static_cast<UT>(x) << s));
+      });
+      return Status::Ok();
+    case K::kBitwiseRightShift:
+      Arith<T>(a, [](T x, T y) {
+        UT s = static_cast<UT>(y);
+        if constexpr (std::is_signed_v<T>) {
+          if (s >= UT(bits)) return x < 0 ? T(-1) : T(0);
+          return static_cast<T>(x >> s);
+        } else {
+          return s >= UT(bits) ? T(0) : static_cast<T>(x >> s);
+        }
+      });
+      return Status::Ok();
+    default: return a.Unsupported("is not defined for integers");
+  }
+}
+
+Status BoolBinary(const OpArgs& a) {
+  if (Compare<boolean>(a)) return Status::Ok();
+  switch (a.op.kind) {
+    case K::kLogicalAnd: Arith<boolean>(a, [](bool x, bool y) { return x && y; }); return Status::Ok();
+    case K::kLogicalOr: Arith<boolean>(a, [](bool x, bool y) { return x || y; }); return Status::Ok();
+    case K::kLogicalXor: Arith<boolean>(a, [](bool x, bool y) { return x != y; }); return Status::Ok();
+    default: return a.Unsupported("is not defined for bool");
+  }
+}
+
+template <typename T>
+Status ComplexBinary(const OpArgs& a) {
+  if (Compare<T>(a)) return Status::Ok();
+  switch (a.op.kind) {
+    case K::kAdd: Arith<T>(a, [](T x, T y) { return x + y; }); return Status::Ok();
+    case K::kSubtract: Arith<T>(a, [](T x, T y) { return x - y; }); return Status::Ok();
+    case K::kMultiply: Arith<T>(a, [](T x, T y) { return x * y; }); return Status::Ok();
+    case K::kDivide: Arith<T>(a, [](T x, T y) { return x / y; }); return Status::Ok();
+    default: return a.Unsupported("is not defined for complex values");
+  }
+}
+
+// Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast).
+template <typename To, typename From>
+To ConvertScalar(From v) {
+  if constexpr (kIsBool<To>) {
+    return To{static_cast<uint8_t>(Num<From>::Load(v) != typename Num<From>::C(0))};
+  } else if constexpr (kIsComplex<To>) {
+    if constexpr (kIsComplex<From>) return To(v);
+    else return To(static_cast<typename To::value_type>(Num<From>::Load(v)), 0);
+  } else if constexpr (kIsComplex<From>) {
+    return Num<To>::Store(static_cast<typename Num<To>::C>(v.real()));
+  } else if constexpr (kIsInt<To> && (kIsFloat<From>)) {
+    double d = static_cast<double>(Num<From>::Load(v));
+    if (std::isnan(d)) return To(0);
+    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr (kIsBool<From>) {
+    return Num<To>::Store(static_cast<typename Num<To>::C>(v.v ? 1 : 0));
+  } else if constexpr (kIsInt<To> && kIsInt<From>) {
+    return static_cast<To>(v);  // wraps: keeps the low bits
+  } else {
+    return Num<To>::Store(static_cast<typename Num<To>::C>(Num<From>::Load(v)));
+  }
+}
+
+}  // namespace
+
+Status RunUnary(const OpArgs& a) {
+  DType t = a.InType(0).dtype;
+  if (a.op.kind == K::kNot) {
+    if (t != DType::kBool) return a.Unsupported("needs bool");
+    Map1<boolean>(a, [](bool x) { return !x; });
+    return Status::Ok();
+  }
+  return Dispatch(t, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) return FloatUnary<T>(a);
+    else if constexpr (kIsInt<T>) return IntUnary<T>(a);
+    else if constexpr (kIsComplex<T>) return ComplexUnary<T>(a);
+    else return a.Unsupported("is not defined for bool");
+  });
+}
+
+Status RunBinary(const OpArgs& a) {
+  DType t = a.InType(0).dtype;
+  if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape) return a.Unsupported("needs operands of one type");
+  return Dispatch(t, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) return FloatBinary<T>(a);
+    else if constexpr (kIsInt<T>) return IntBinary<T>(a);
+    else if constexpr (kIsComplex<T>) return ComplexBinary<T>(a);
+    else return BoolBinary(a);
+  });
+}
+
+Status RunSelect(const OpArgs& a) {
+  size_t width = ByteSize(a.OutType().dtype);
+  int64_t n = a.OutType().NumElements();
+  const uint8_t* p = a.in[0];
+  const uint8_t* x = a.in[1];
+  const uint8_t* y = a.in[2];
+  bool scalar_pred = a.InType(0).NumElements() == 1 && n != 1;
+  auto run = [&](auto w) {
+    using W = decltype(w);
+    const W* xs = reinterpret_cast<const W*>(x);
+    const W* ys = reinterpret_cast<const W*>(y);
+    W* out = reinterpret_cast<W*>(a.out[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = p[scalar_pred ? 0 : i] ? xs[i] : ys[i];
+  };
+  switch (width) {
+    case 1: run(uint8_t{}); break;
+    case 2: run(uint16_t{}); break;
+    case 4: run(uint32_t{}); break;
+    case 8: run(uint64_t{}); break;
+    default:
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(a.out[0] + i * width, (p[scalar_pred ? 0 : i] ? x : y) + i * width, width);
+  }
+  return Status::Ok();
+}
+
+Status RunClamp(const OpArgs& a) {
+  return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsComplex<T> || kIsBool<T>) {
+      return a.Unsupported("is not defined for this type");
+    } else {
+      using N = Num<T>;
+      const T* x = reinterpret_cast<const T*>(a.in[0]);
+      const T* lo = reinterpret_cast<const T*>(a.in[1]);
+      const T* hi = reinterpret_cast<const T*>(a.in[2]);
+      T* y = reinterpret_cast<T*>(a.out[0]);
+      int64_t n = a.OutType().NumElements();
+      for (int64_t i = 0; i < n; ++i) {
+        auto v = N::Load(x[i]);
+        auto l = N::Load(lo[i]);
+        auto h = N::Load(hi[i]);
+        v = v < l ? l : v;
+        y[i] = N::Store(v > h ? h : v);
+      }
+      return Status::Ok();
+    }
+  });
+}
+
+Status RunCast(const OpArgs& a) {
+  int64_t n = a.OutType().NumElements();
+  return Dispatch(a.InType(0).dtype, [&](auto from_tag) -> Status {
+    using From = typename decltype(from_tag)::type;
+    return Dispatch(a.OutType().dtype, [&](auto to_tag) -> Status {
+      using To = typename decltype(to_tag)::type;
+      const From* x = reinterpret_cast<const From*>(a.in[0]);
+      To* y = reinterpret_cast<To*>(a.out[0]);
+      for (int64_t i = 0; i < n; ++i) y[i] = ConvertScalar<To, From>(x[i]);
+      return Status::Ok();
+    });
+  });
+}
+
+Status RunComplexParts(const OpArgs& a) {
+  int64_t n = a.OutType().NumElements();
+  switch (a.op.kind) {
+    case K::kRealPart:
+    case K::kImaginaryPart: {
+      if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
+      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
+      float* y = reinterpret_cast<float*>(a.out[0]);
+      bool real = a.op.kind == K::kRealPart;
+      for (int64_t i = 0; i < n; ++i) y[i] = real ? z[i].real() : z[i].imag();
+      return Status::Ok();
+    }
+    case K::kComplexFromParts: {
+      if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32 parts");
+      const float* re = reinterpret_cast<const float*>(a.in[0]);
+      const float* im = reinterpret_cast<const float*>(a.in[1]);
+      c64* z = reinterpret_cast<c64*>(a.out[0]);
+      for (int64_t i = 0; i < n; ++i) z[i] = c64(re[i], im[i]);
+      return Status::Ok();
+    }
+    case K::kConjugate: {
+      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
+      c64* y = reinterpret_cast<c64*>(a.out[0]);
+      for (int64_t i = 0; i < n; ++i) y[i] = std::conj(z[i]);
+      return Status::Ok();
+    }
+    default: return a.Unsupported("is not a complex-part op");
+  }
+}
+
+}  // namespace jmp::exec::host

@@ -1,0 +1,50 @@
+// The host executor's kernels, one function per MPS op family, each following op_kinds.def exactly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mps/graph.h"
+#include "support/status.h"
+
+namespace jmp::exec::host {
+
+// What a kernel sees of one op: its buffers and types.
+struct OpArgs {
+  const mps::Op& op;
+  const mps::Graph& graph;
+  std::vector<const uint8_t*> in;
+  std::vector<uint8_t*> out;
+  const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
+  const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }
+  Status Unsupported(const char* what) const;
+};
+
+Status RunUnary(const OpArgs& a);        // math, Negative/Absolute/Sign, IsFinite/NaN/Infinite, Not, bitwise not, popcount
+Status RunBinary(const OpArgs& a);       // arithmetic, compare, logical, bitwise, shifts
+Status RunSelect(const OpArgs& a);
+Status RunClamp(const OpArgs& a);
+Status RunCast(const OpArgs& a);
+Status RunComplexParts(const OpArgs& a); // RealPart, ImaginaryPart, ComplexFromParts, Conjugate
+
+Status RunCopyLike(const OpArgs& a);     // Identity, Reshape, ReinterpretCast
+Status RunTranspose(const OpArgs& a);
+Status RunBroadcast(const OpArgs& a);
+Status RunSlice(const OpArgs& a);
+Status RunConcat(const OpArgs& a);
+Status RunPad(const OpArgs& a);
+Status RunReverse(const OpArgs& a);
+Status RunCoordinate(const OpArgs& a);
+Status RunGatherAlongAxis(const OpArgs& a);
+Status RunScatterAlongAxis(const OpArgs& a);
+Status RunGatherND(const OpArgs& a);
+Status RunScatterND(const OpArgs& a);
+
+Status RunMatMul(const OpArgs& a);
+Status RunReduction(const OpArgs& a);
+Status RunArgReduction(const OpArgs& a);
+Status RunCumulative(const OpArgs& a);
+Status RunSort(const OpArgs& a);         // Sort, ArgSort
+Status RunTopK(const OpArgs& a);
+
+}  // namespace jmp::exec::host
