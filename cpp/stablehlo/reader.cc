@@ -312,8 +312,9 @@ StatusOr<const Attr*> ArtifactReader::AttrAt(uint64_t index, int depth) {
   } else if (IsDialect(dialects_, e.dialect, "builtin")) {
     status = DecodeBuiltinAttr(r, attr.get(), depth + 1);
   } else {
-    status = r.Error("attribute of unsupported dialect '" +
-                     std::string(e.dialect < dialects_.size() ? dialects_[e.dialect] : "?") + "'");
+    // Another dialect's attribute (sdy shardings, ...): kept opaque; nothing we lower reads it.
+    attr->kind = Attr::Kind::kUnit;
+    attr->s = "attribute of dialect " + std::string(e.dialect < dialects_.size() ? dialects_[e.dialect] : "?");
   }
   attr_busy_[index] = 0;
   JMP_RETURN_IF_ERROR(status);
@@ -985,7 +986,11 @@ Status ArtifactReader::ReadOp(ByteReader& r, ValueScope& scope, Block* block, Fu
     funcs->push_back(std::move(f));
     return Status::Ok();
   }
-  if (!func) return r.Error("op " + full + " outside a function");
+  if (!func) {
+    // Module-level ops other than functions (sdy.mesh, ...) carry nothing we run.
+    std::vector<Region> ignored;
+    return read_regions(&ignored, nullptr, false);
+  }
   if (dialect == "vhlo") {
     if (!info) return Unimplemented("unsupported op '" + full + "' (a VHLO op newer than this reader)");
     std::string base(info->base_name);
