@@ -65,4 +65,4 @@ def test_dynamic_slice_and_update(dtype):
         check(lambda x, s: lax.dynamic_slice(x, (s[0], s[1], s[2]), (2, 3, 3)), x, s)
         check(lambda x, u, s: lax.dynamic_update_slice(x, u, (s[0], s[1], s[2])), x, u, s)
     check(lambda x, i: x[i], x, np.int32(4))
-    check(lambda x, i: x.at[i].set(x[0]), x, np.int32(2))
+    check(lambda x, i: lax.dynamic_update_index_in_dim(x, x[0], i, 0), x, np.int32(2))

@@ -341,7 +341,7 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
   return op.outputs[0];
 }
 
-int LowerContext::BroadcastTo(int x, const Shape& shape) {
+int LowerContext::BroadcastTo(int x, Shape shape) {
   Shape in = ShapeOf(x);
   if (in == shape) return x;
   if (in.size() < shape.size()) {

@@ -79,14 +79,14 @@ class LowerContext {
   int Reinterpret(int x, DType to);                 // same width only here
   int Reshape(int x, Shape shape);                  // no-op when already that shape
   int Transpose(int x, const std::vector<int64_t>& perm);  // no-op for the identity
-  int BroadcastTo(int x, const Shape& shape);       // x rank <= shape rank, NumPy rules, trailing aligned
+  int BroadcastTo(int x, Shape shape);       // x rank <= shape rank, NumPy rules, trailing aligned
   int Slice(int x, Shape starts, Shape ends, Shape strides = {});
 
   // Constants. `Scalar` is a rank-0 tensor; `Splat` a broadcast of one.
   int Scalar(DType dtype, double value);
   int ScalarBits(DType dtype, uint64_t bits);       // exact integers and bit patterns of any width
-  int Splat(DType dtype, const Shape& shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
-  int SplatBits(DType dtype, const Shape& shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
+  int Splat(DType dtype, Shape shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
+  int SplatBits(DType dtype, Shape shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
   int ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data);
   void RecordSplat(int v, double value);
   // Attributes of the op being lowered; a missing or mistyped one is an error naming it.

@@ -52,7 +52,7 @@ Status Abs(LowerContext& cx) {
 Status Sign(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   DType t = cx.DTypeOf(x);
-  const Shape& shape = cx.ShapeOf(x);
+  const Shape shape = cx.ShapeOf(x);
   if (t == DType::kBool) return cx.Unsupported("sign of bool");
   if (t == DType::kC64) {
     // x / |x|, and 0 for 0.
@@ -76,7 +76,7 @@ Status Expm1(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
   int x = cx.Cast(x0, DType::kF32);
-  const Shape& shape = cx.ShapeOf(x);
+  const Shape shape = cx.ShapeOf(x);
   int u = cx.Unary(OpKind::kExponent, x);
   int one = cx.Splat(DType::kF32, shape, 1);
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
@@ -93,7 +93,7 @@ Status Log1p(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
   int x = cx.Cast(x0, DType::kF32);
-  const Shape& shape = cx.ShapeOf(x);
+  const Shape shape = cx.ShapeOf(x);
   int one = cx.Splat(DType::kF32, shape, 1);
   int u = cx.Binary(OpKind::kAdd, x, one);
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
@@ -106,7 +106,7 @@ Status Log1p(LowerContext& cx) {
 Status Cbrt(LowerContext& cx) {
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
-  const Shape& shape = cx.ShapeOf(x);
+  const Shape shape = cx.ShapeOf(x);
   DType t = cx.DTypeOf(x);
   int mag = cx.Binary(OpKind::kPower, cx.Unary(OpKind::kAbsolute, x), cx.Splat(t, shape, 1.0 / 3.0));
   // sign(x) * |x|^(1/3), keeping ±0 and NaN.

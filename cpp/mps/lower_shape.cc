@@ -168,7 +168,9 @@ int PadEdges(LowerContext& cx, int x, const Shape& low, const Shape& high, int v
   Op& mask_op = cx.Emit(OpKind::kPad, {inside}, DType::kBool, out);
   mask_op.starts = low;
   mask_op.ends = high;
-  return cx.Select(mask_op.outputs[0], padded, cx.BroadcastTo(value, out));
+  int mask = mask_op.outputs[0];
+  int fill = cx.BroadcastTo(value, out);
+  return cx.Select(mask, padded, fill);
 }
 
 Status PadOp(LowerContext& cx) {
