@@ -240,6 +240,9 @@ void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.reverse", &Reverse);
   RegisterRule(r, "stablehlo.pad", &PadOp);
   RegisterRule(r, "stablehlo.optimization_barrier", &PassThrough);
+  RegisterRule(r, "builtin.unrealized_conversion_cast", &PassThrough);
+  RegisterRule(r, "sdy.sharding_constraint", &PassThrough);  // one device: shardings mean nothing
+  RegisterRule(r, "sdy.reshard", &PassThrough);
 }
 
 }  // namespace jmp::mps

@@ -1035,6 +1035,13 @@ Status ArtifactReader::ReadOp(ByteReader& r, ValueScope& scope, Block* block, Fu
     }
     attrs["dot_dimension_numbers"] = dn;
   }
+  // Sharding round trips leave casts between a tensor and the same tensor in builtin types: the
+  // result is the operand.
+  if ((full == "builtin.unrealized_conversion_cast" || full == "sdy.sharding_constraint" || full == "sdy.reshard") &&
+      op.operands.size() == 1 && op.results.size() == 1) {
+    Type& result = func->value_types[static_cast<size_t>(op.results[0])];
+    if (result.kind != Type::Kind::kTensor) result = func->value_types[static_cast<size_t>(op.operands[0])];
+  }
   op.attrs = std::move(attrs);
   JMP_RETURN_IF_ERROR(read_regions(&op.regions, func, false));
   block->ops.push_back(std::move(op));
