@@ -1,8 +1,317 @@
-// (placeholder: this op family's lowering rules are being written)
+// gather and scatter with general dimension numbers, as one GatherND / ScatterND on a transposed
+// operand: the index vector moves last, batching dims become extra index components (iotas), indexed
+// dims move first, windows over indexed dims become explicit offsets, and the result is transposed
+// into StableHLO's order. Gather clamps its starts; scatter drops out-of-bounds windows by sending
+// them to a scratch row that is sliced off.
+#include <algorithm>
+#include <cstring>
+
 #include "mps/lower_families.h"
 
 namespace jmp::mps {
 
-void RegisterGatherScatterRules(std::map<std::string, LowerRule>& r) {}
+namespace {
+
+std::vector<int64_t> Field(const shlo::Op& op, const char* name) {
+  const shlo::Attr* a = op.Find(name);
+  if (!a) return {};
+  if (a->kind == shlo::Attr::Kind::kInts) return a->ints;
+  if (a->kind == shlo::Attr::Kind::kInt) return {a->i};
+  return {};
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+struct Indices {
+  int value = -1;                 // int32 [B..., K]
+  std::vector<int64_t> dims;      // operand dim of each index component
+  Shape batch;                    // B
+};
+
+// Index vector last, int32, batching dims appended as iota components.
+StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_vector_dim, std::vector<int64_t> dims,
+                                   const std::vector<int64_t>& operand_batching, const std::vector<int64_t>& index_batching) {
+  Shape s = cx.ShapeOf(indices);
+  int64_t rank = static_cast<int64_t>(s.size());
+  if (index_vector_dim < 0 || index_vector_dim > rank) return cx.Unsupported("index_vector_dim out of range");
+  int v = cx.Cast(indices, DType::kI32);
+  if (index_vector_dim == rank) {
+    s.push_back(1);
+    v = cx.Reshape(v, s);
+  } else if (index_vector_dim != rank - 1) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != index_vector_dim) perm.push_back(d);
+    perm.push_back(index_vector_dim);
+    v = cx.Transpose(v, perm);
+  }
+  Indices out;
+  out.dims = std::move(dims);
+  Shape full = cx.ShapeOf(v);
+  out.batch.assign(full.begin(), full.end() - 1);
+  if (full.back() != static_cast<int64_t>(out.dims.size())) return cx.Unsupported("index vector size does not match the index map");
+  for (size_t j = 0; j < operand_batching.size(); ++j) {
+    int64_t b = index_batching.at(j);
+    if (b > index_vector_dim) --b;  // the index vector moved last
+    Shape one = out.batch;
+    one.push_back(1);
+    Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, one);
+    iota.axes = {b};
+    int comp = iota.outputs[0];
+    Shape cat = out.batch;
+    cat.push_back(cx.ShapeOf(v).back() + 1);
+    Op& c = cx.Emit(OpKind::kConcat, {v, comp}, DType::kI32, cat);
+    c.axes = {static_cast<int64_t>(cat.size()) - 1};
+    v = c.outputs[0];
+    out.dims.push_back(operand_batching[j]);
+  }
+  out.value = v;
+  return out;
+}
+
+// A [K] int32 constant broadcast along [B..., K].
+int VectorConst(LowerContext& cx, const std::vector<int32_t>& values, const Shape& shape) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  int c = cx.ConstantData(DType::kI32, {static_cast<int64_t>(values.size())}, std::move(bytes));
+  return cx.BroadcastTo(c, shape);
+}
+
+// Adds window offsets: [B..., K] -> [B..., sizes..., K], offset w moving along index component comp[w].
+int ExpandWindows(LowerContext& cx, int idx, const Shape& batch, const std::vector<int64_t>& sizes,
+                  const std::vector<size_t>& comp, size_t k) {
+  if (sizes.empty()) return idx;
+  int64_t count = 1;
+  for (int64_t s : sizes) count *= s;
+  std::vector<int32_t> offsets(static_cast<size_t>(count) * k, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rem = i;
+    for (size_t w = sizes.size(); w-- > 0;) {
+      offsets[static_cast<size_t>(i) * k + comp[w]] = static_cast<int32_t>(rem % sizes[w]);
+      rem /= sizes[w];
+    }
+  }
+  std::vector<uint8_t> bytes(offsets.size() * 4);
+  std::memcpy(bytes.data(), offsets.data(), bytes.size());
+  Shape oshape(batch.size(), 1);
+  oshape.insert(oshape.end(), sizes.begin(), sizes.end());
+  oshape.push_back(static_cast<int64_t>(k));
+  Shape wshape(sizes.begin(), sizes.end());
+  wshape.push_back(static_cast<int64_t>(k));
+  int off = cx.Reshape(cx.ConstantData(DType::kI32, wshape, std::move(bytes)), oshape);
+  Shape bshape = batch;
+  bshape.insert(bshape.end(), sizes.size(), 1);
+  bshape.push_back(static_cast<int64_t>(k));
+  Shape full = batch;
+  full.insert(full.end(), sizes.begin(), sizes.end());
+  full.push_back(static_cast<int64_t>(k));
+  int base = cx.BroadcastTo(cx.Reshape(idx, bshape), full);
+  return cx.Binary(OpKind::kAdd, base, cx.BroadcastTo(off, full));
+}
+
+Status Gather(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  JMP_ASSIGN_OR_RETURN(int operand, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int indices, cx.In(1));
+  std::vector<int64_t> offset_dims = Field(op, "offset_dims"), collapsed = Field(op, "collapsed_slice_dims"),
+                       obd = Field(op, "operand_batching_dims"), ibd = Field(op, "start_indices_batching_dims"),
+                       sim = Field(op, "start_index_map"), slice_sizes = Field(op, "slice_sizes");
+  JMP_ASSIGN_OR_RETURN(int64_t ivd, cx.IntAttr("index_vector_dim"));
+  const Shape os = cx.ShapeOf(operand);
+  size_t rank = os.size();
+  if (slice_sizes.size() != rank) return cx.Unsupported("slice_sizes does not match the operand rank");
+  JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
+  collapsed.insert(collapsed.end(), obd.begin(), obd.end());
+  size_t k = ix.dims.size();
+  // Clamp starts so each slice lies inside the operand.
+  std::vector<int32_t> hi(k);
+  for (size_t c = 0; c < k; ++c) {
+    size_t d = static_cast<size_t>(ix.dims[c]);
+    if (d >= rank) return cx.Unsupported("start_index_map out of range");
+    hi[c] = static_cast<int32_t>(std::max<int64_t>(os[d] - slice_sizes[d], 0));
+  }
+  Shape ishape = cx.ShapeOf(ix.value);
+  int idx = cx.Binary(OpKind::kMaximum, ix.value, cx.Splat(DType::kI32, ishape, 0));
+  idx = cx.Binary(OpKind::kMinimum, idx, VectorConst(cx, hi, ishape));
+  // Indexed dims first (index order), then the rest ascending.
+  std::vector<int64_t> order(ix.dims.begin(), ix.dims.end()), rest;
+  for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
+    if (!Contains(ix.dims, d)) rest.push_back(d);
+  order.insert(order.end(), rest.begin(), rest.end());
+  int data = cx.Transpose(operand, order);
+  std::vector<int64_t> window_sizes, window_dims;
+  std::vector<size_t> window_comp;
+  for (size_t c = 0; c < k; ++c) {
+    if (Contains(collapsed, ix.dims[c])) continue;
+    window_dims.push_back(ix.dims[c]);
+    window_sizes.push_back(slice_sizes[static_cast<size_t>(ix.dims[c])]);
+    window_comp.push_back(c);
+  }
+  idx = ExpandWindows(cx, idx, ix.batch, window_sizes, window_comp, k);
+  Shape gshape = ix.batch;
+  gshape.insert(gshape.end(), window_sizes.begin(), window_sizes.end());
+  for (int64_t d : rest) gshape.push_back(os[static_cast<size_t>(d)]);
+  Op& g = cx.Emit(OpKind::kGatherND, {data, idx}, cx.DTypeOf(operand), gshape);
+  int y = g.outputs[0];
+  // Windows over the non-indexed dims start at 0.
+  Shape starts(gshape.size(), 0), ends = gshape;
+  size_t nb = ix.batch.size(), nw = window_sizes.size();
+  for (size_t r = 0; r < rest.size(); ++r) ends[nb + nw + r] = slice_sizes[static_cast<size_t>(rest[r])];
+  y = cx.Slice(y, starts, ends);
+  // Into StableHLO's order: offset dims take the non-collapsed operand dims ascending.
+  std::vector<int64_t> uncollapsed;
+  for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
+    if (!Contains(collapsed, d)) uncollapsed.push_back(d);
+  const Shape& out = cx.OutType(0).shape;
+  std::vector<int64_t> perm;
+  size_t next_batch = 0;
+  for (int64_t p = 0; p < static_cast<int64_t>(out.size()); ++p) {
+    auto it = std::find(offset_dims.begin(), offset_dims.end(), p);
+    if (it == offset_dims.end()) {
+      perm.push_back(static_cast<int64_t>(next_batch++));
+      continue;
+    }
+    int64_t od = uncollapsed.at(static_cast<size_t>(it - offset_dims.begin()));
+    auto w = std::find(window_dims.begin(), window_dims.end(), od);
+    if (w != window_dims.end()) perm.push_back(static_cast<int64_t>(nb + static_cast<size_t>(w - window_dims.begin())));
+    else perm.push_back(static_cast<int64_t>(nb + nw + static_cast<size_t>(std::find(rest.begin(), rest.end(), od) - rest.begin())));
+  }
+  if (perm.size() != cx.ShapeOf(y).size()) return cx.Unsupported("gather dimension numbers not understood");
+  y = cx.Transpose(y, perm);
+  cx.Bind(0, cx.Reshape(y, out));
+  return Status::Ok();
+}
+
+// The update computation: combine(x, u) or `return u` (set). ScatterND's mode numbers.
+bool ScatterMode(const shlo::Op& op, DType t, int64_t* mode) {
+  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
+  const shlo::Block& b = op.regions[0].blocks[0];
+  if (b.args.size() != 2 || b.ops.empty()) return false;
+  const shlo::Op& ret = b.ops.back();
+  if (ret.operands.size() != 1) return false;
+  if (ret.operands[0] == b.args[1] && b.ops.size() == 1) {
+    *mode = 6;
+    return true;
+  }
+  if (b.ops.size() != 2) return false;
+  const shlo::Op& f = b.ops[0];
+  if (f.results.size() != 1 || f.results[0] != ret.operands[0] || f.operands.size() != 2) return false;
+  bool args = (f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0]);
+  if (!args) return false;
+  bool boolean = t == DType::kBool;
+  if (f.name == "stablehlo.add" && !boolean) *mode = 0;
+  else if (f.name == "stablehlo.multiply" && !boolean) *mode = 2;
+  else if (f.name == "stablehlo.minimum" && !boolean) *mode = 4;
+  else if (f.name == "stablehlo.maximum" && !boolean) *mode = 5;
+  else return false;
+  return true;
+}
+
+Status Scatter(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (op.operands.size() != 3) return cx.Unsupported("variadic scatter is not supported");
+  JMP_ASSIGN_OR_RETURN(int operand, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int indices, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(int updates, cx.In(2));
+  int64_t mode;
+  if (!ScatterMode(op, cx.DTypeOf(operand), &mode)) return cx.Unsupported("scatter update computation not recognised");
+  std::vector<int64_t> uwd = Field(op, "update_window_dims"), inserted = Field(op, "inserted_window_dims"),
+                       obd = Field(op, "input_batching_dims"), ibd = Field(op, "scatter_indices_batching_dims"),
+                       sim = Field(op, "scatter_dims_to_operand_dims");
+  JMP_ASSIGN_OR_RETURN(int64_t ivd, cx.IntAttr("index_vector_dim"));
+  const Shape os = cx.ShapeOf(operand);
+  const Shape us = cx.ShapeOf(updates);
+  size_t rank = os.size();
+  JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
+  inserted.insert(inserted.end(), obd.begin(), obd.end());
+  size_t k = ix.dims.size();
+  // Update window dims map to the non-inserted operand dims ascending.
+  std::vector<int64_t> window_operand_dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
+    if (!Contains(inserted, d)) window_operand_dims.push_back(d);
+  if (window_operand_dims.size() != uwd.size()) return cx.Unsupported("scatter dimension numbers not understood");
+  auto window_size = [&](int64_t od) {
+    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
+    return j < uwd.size() ? us[static_cast<size_t>(uwd[j])] : int64_t{1};
+  };
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
+    if (!Contains(ix.dims, d)) {
+      rest.push_back(d);
+      if (window_size(d) != os[static_cast<size_t>(d)]) return cx.Unsupported("partial windows over unindexed dims");
+    }
+  // Which windows are in bounds (StableHLO skips the others whole).
+  std::vector<int32_t> hi(k);
+  std::vector<int64_t> window_sizes, window_dims;
+  std::vector<size_t> window_comp;
+  for (size_t c = 0; c < k; ++c) {
+    int64_t d = ix.dims[c];
+    int64_t s = Contains(inserted, d) ? 1 : window_size(d);
+    hi[c] = static_cast<int32_t>(os[static_cast<size_t>(d)] - s);
+    if (!Contains(inserted, d)) {
+      window_dims.push_back(d);
+      window_sizes.push_back(s);
+      window_comp.push_back(c);
+    }
+  }
+  Shape ishape = cx.ShapeOf(ix.value);
+  int ok_lo = cx.Compare(OpKind::kGreaterThanOrEqualTo, ix.value, cx.Splat(DType::kI32, ishape, 0));
+  int ok_hi = cx.Compare(OpKind::kLessThanOrEqualTo, ix.value, VectorConst(cx, hi, ishape));
+  Shape kept = ix.batch;
+  kept.push_back(1);
+  Op& all = cx.Emit(OpKind::kReductionAnd, {cx.Binary(OpKind::kLogicalAnd, ok_lo, ok_hi)}, DType::kBool, kept);
+  all.axes = {static_cast<int64_t>(kept.size()) - 1};
+  int valid = all.outputs[0];  // [B..., 1]
+  // Invalid windows go to a scratch slot past the end of the first indexed dim.
+  std::vector<int32_t> scratch(k, 0);
+  scratch[0] = static_cast<int32_t>(os[static_cast<size_t>(ix.dims[0])]);
+  int idx = cx.Select(cx.BroadcastTo(valid, ishape), ix.value, VectorConst(cx, scratch, ishape));
+  idx = ExpandWindows(cx, idx, ix.batch, window_sizes, window_comp, k);
+  // Operand: indexed dims first, padded by one scratch slot along the first.
+  std::vector<int64_t> order(ix.dims.begin(), ix.dims.end());
+  order.insert(order.end(), rest.begin(), rest.end());
+  int data = cx.Transpose(operand, order);
+  Shape dshape = cx.ShapeOf(data);
+  Shape lo(dshape.size(), 0), hi_pad(dshape.size(), 0);
+  hi_pad[0] = 1;
+  Shape padded_shape = dshape;
+  padded_shape[0] += 1;
+  Op& pad = cx.Emit(OpKind::kPad, {data}, cx.DTypeOf(data), padded_shape);
+  pad.starts = lo;
+  pad.ends = hi_pad;
+  data = pad.outputs[0];
+  // Updates: [B..., windows over indexed dims (index order)..., rest ascending].
+  std::vector<int64_t> scatter_update_dims;
+  for (int64_t d = 0; d < static_cast<int64_t>(us.size()); ++d)
+    if (!Contains(uwd, d)) scatter_update_dims.push_back(d);
+  std::vector<int64_t> uperm = scatter_update_dims;
+  auto uwd_of = [&](int64_t od) {
+    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
+    return uwd[j];
+  };
+  for (int64_t d : window_dims) uperm.push_back(uwd_of(d));
+  for (int64_t d : rest) uperm.push_back(uwd_of(d));
+  int u = cx.Transpose(updates, uperm);
+  Shape ushape = ix.batch;
+  ushape.insert(ushape.end(), window_sizes.begin(), window_sizes.end());
+  for (int64_t d : rest) ushape.push_back(os[static_cast<size_t>(d)]);
+  u = cx.Reshape(u, ushape);
+  Op& s = cx.Emit(OpKind::kScatterND, {data, u, idx}, cx.DTypeOf(data), padded_shape);
+  s.int_attr = mode;
+  int y = s.outputs[0];
+  Shape starts(padded_shape.size(), 0);
+  y = cx.Slice(y, starts, dshape);
+  std::vector<int64_t> inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  cx.Bind(0, cx.Transpose(y, inverse));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterGatherScatterRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "stablehlo.gather", &Gather);
+  RegisterRule(r, "stablehlo.scatter", &Scatter);
+}
 
 }  // namespace jmp::mps

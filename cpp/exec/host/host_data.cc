@@ -232,7 +232,94 @@ Status RunGatherAlongAxis(const OpArgs& a) {
 }
 
 Status RunScatterAlongAxis(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
-Status RunGatherND(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
-Status RunScatterND(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
+namespace {
+
+// The flat offset (in elements) of the slice an index row selects; false when out of range.
+bool RowOffset(const OpArgs& a, const Shape& data, int64_t row, int64_t k, const Shape& strides, int64_t* offset) {
+  DType it = a.op.kind == mps::OpKind::kGatherND ? a.InType(1).dtype : a.InType(2).dtype;
+  const uint8_t* idx = a.op.kind == mps::OpKind::kGatherND ? a.in[1] : a.in[2];
+  *offset = 0;
+  for (int64_t c = 0; c < k; ++c) {
+    int64_t v = IndexAt(idx, it, row * k + c);
+    if (v < 0 || v >= data[static_cast<size_t>(c)]) return false;
+    *offset += v * strides[static_cast<size_t>(c)];
+  }
+  return true;
+}
+
+}  // namespace
+
+Status RunGatherND(const OpArgs& a) {
+  if (a.op.int_attr != 0) return a.Unsupported("with batch dimensions is not implemented on the host");
+  const Shape& data = a.InType(0).shape;
+  const Shape& ishape = a.InType(1).shape;
+  int64_t k = ishape.empty() ? 0 : ishape.back();
+  if (k > static_cast<int64_t>(data.size())) return a.Unsupported("has more index components than data dims");
+  int64_t rows = k ? a.InType(1).NumElements() / k : 0;
+  int64_t slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < data.size(); ++d) slice *= data[d];
+  Shape strides = RowMajorStrides(data);
+  size_t bytes = static_cast<size_t>(slice) * Width(a);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off;
+    if (!RowOffset(a, data, r, k, strides, &off)) return Internal("GatherND: index out of range");
+    std::memcpy(a.out[0] + r * static_cast<int64_t>(bytes), a.in[0] + off * static_cast<int64_t>(Width(a)), bytes);
+  }
+  return Status::Ok();
+}
+
+Status RunScatterND(const OpArgs& a) {
+  if (a.InType(1).dtype != a.OutType().dtype) return a.Unsupported("needs updates of the data's type");
+  const Shape& data = a.InType(0).shape;
+  const Shape& ishape = a.InType(2).shape;
+  int64_t k = ishape.empty() ? 0 : ishape.back();
+  int64_t rows = k ? a.InType(2).NumElements() / k : 0;
+  int64_t slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < data.size(); ++d) slice *= data[d];
+  Shape strides = RowMajorStrides(data);
+  if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
+  int64_t mode = a.op.int_attr;
+  return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T* y = reinterpret_cast<T*>(a.out[0]);
+    const T* u = reinterpret_cast<const T*>(a.in[1]);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off;
+      if (!RowOffset(a, data, r, k, strides, &off)) return Internal("ScatterND: index out of range");
+      for (int64_t i = 0; i < slice; ++i) {
+        T& dst = y[off + i];
+        const T& src = u[r * slice + i];
+        if (mode == 6) {
+          dst = src;
+          continue;
+        }
+        if constexpr (kIsBool<T>) {
+          return a.Unsupported("combining bools is not supported");
+        } else if constexpr (kIsComplex<T>) {
+          if (mode == 0) dst = dst + src;
+          else if (mode == 1) dst = dst - src;
+          else if (mode == 2) dst = dst * src;
+          else return a.Unsupported("mode is not defined for complex values");
+        } else {
+          using N = Num<T>;
+          auto x = N::Load(dst), v = N::Load(src);
+          using C = decltype(x);
+          C res;
+          switch (mode) {
+            case 0: res = static_cast<C>(x + v); break;
+            case 1: res = static_cast<C>(x - v); break;
+            case 2: res = static_cast<C>(x * v); break;
+            case 3: res = v == C(0) ? C(0) : static_cast<C>(x / v); break;
+            case 4: res = (v != v || v < x) ? v : x; break;
+            case 5: res = (v != v || v > x) ? v : x; break;
+            default: return a.Unsupported("has an unknown mode");
+          }
+          dst = N::Store(res);
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
 
 }  // namespace jmp::exec::host
