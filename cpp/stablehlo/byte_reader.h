@@ -20,7 +20,7 @@ class ByteReader {
  public:
   // `origin` is the start of the whole artifact: offsets in errors and alignment are relative to it.
   ByteReader(Span span, const uint8_t* origin, std::string what)
-      : begin_(span.data), pos_(span.data), end_(span.data + span.size), origin_(origin), what_(std::move(what)) {}
+      : pos_(span.data), end_(span.data + span.size), origin_(origin), what_(std::move(what)) {}
 
   bool empty() const { return pos_ == end_; }
   size_t remaining() const { return static_cast<size_t>(end_ - pos_); }
@@ -129,7 +129,6 @@ class ByteReader {
   const std::string& what() const { return what_; }
 
  private:
-  const uint8_t* begin_;
   const uint8_t* pos_;
   const uint8_t* end_;
   const uint8_t* origin_;

@@ -32,7 +32,6 @@ void MapPredicate(const OpArgs& a, F f) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(Num<T>::Load(x[i])) ? 1 : 0;
 }
 
-float Erf(float x) { return std::erf(x); }
 
 template <typename T>
 Status FloatUnary(const OpArgs& a) {
