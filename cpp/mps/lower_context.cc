@@ -110,6 +110,7 @@ StatusOr<int> LowerContext::LookupIn(Scope* s, int shlo_id) {
   if (it != s->env.end()) return it->second;
   if (!s->parent) return Internal("value %" + std::to_string(shlo_id) + " is used before it is defined");
   JMP_ASSIGN_OR_RETURN(int outer, LookupIn(s->parent, shlo_id));
+  if (s->shares_parent_graph) return outer;
   TensorType type = s->parent->graph->type(outer);
   int inner = s->graph->AddValue(type.dtype, type.shape);
   s->graph->inputs.push_back(inner);
@@ -207,6 +208,32 @@ StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region,
         return outputs;
       },
       captures);
+}
+
+StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& block, const std::vector<int>& args) {
+  if (block.args.size() != args.size()) return Internal("inline block takes a different number of arguments");
+  Scope s;
+  s.graph = scope_->graph;
+  s.func = scope_->func;
+  s.parent = scope_;
+  s.shares_parent_graph = true;
+  for (size_t i = 0; i < args.size(); ++i) s.env[block.args[i]] = args[i];
+  const shlo::Op* saved_op = op_;
+  Scope* outer = SwapScope(&s);
+  StatusOr<const shlo::Op*> terminator = LowerBlock(block);
+  std::vector<int> results;
+  Status status = terminator.status();
+  if (status.ok()) {
+    for (int operand : (*terminator)->operands) {
+      StatusOr<int> v = Value(operand);
+      if (!v.ok()) { status = v.status(); break; }
+      results.push_back(*v);
+    }
+  }
+  SwapScope(outer);
+  op_ = saved_op;
+  JMP_RETURN_IF_ERROR(status);
+  return results;
 }
 
 StatusOr<std::vector<int>> LowerContext::InlineCall(const shlo::Func& callee, const std::vector<int>& args) {

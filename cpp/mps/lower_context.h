@@ -26,6 +26,7 @@ struct Scope {
   std::map<int, int> env;              // StableHLO value id -> MPS value id in graph
   Scope* parent = nullptr;             // a region's enclosing scope: values found there are captured
   std::vector<std::pair<int, int>> captures;  // (parent MPS value, our parameter), in capture order
+  bool shares_parent_graph = false;    // a block lowered inline: parent values are used directly
 };
 
 class LowerContext {
@@ -48,6 +49,9 @@ class LowerContext {
   using SubgraphBuilder = std::function<StatusOr<std::vector<int>>(const std::vector<int>& params)>;
   StatusOr<Graph> BuildSubgraph(const std::vector<TensorType>& params, const SubgraphBuilder& build,
                                 std::vector<int>* captures);
+  // Lowers a region's block inline on tensors (its scalar ops applied elementwise): args bound to
+  // `args`, the terminator's operands come back.
+  StatusOr<std::vector<int>> LowerBlockInline(const shlo::Block& block, const std::vector<int>& args);
   // Lowers a function body inline: args are bound to `args`, the return operands come back.
   StatusOr<std::vector<int>> InlineCall(const shlo::Func& callee, const std::vector<int>& args);
 
