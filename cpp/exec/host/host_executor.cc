@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 
 #include "exec/executor.h"
@@ -40,15 +41,26 @@ class HostMemory : public DeviceMemory {
   size_t size_;
 };
 
+class ArenaPool;
+
 // Where each value of a graph lives during a run.
 struct Plan {
   const mps::Graph* graph = nullptr;
   std::vector<int64_t> arena_offset;   // per value: offset in the arena, or -1
   std::vector<int> input_index;        // per value: index into the run's inputs, or -1
+  // Values computed once at compile time (constants and everything derived only from them).
+  std::vector<int64_t> folded_offset;  // per value: offset in `folded`, or -1
+  std::vector<uint8_t> folded_op;      // per op: 1 when its outputs are folded
+  std::vector<uint8_t> folded;
   size_t arena_bytes = 0;
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
   std::vector<size_t> subplan_first;            // per op: index of its first subplan
+  std::unique_ptr<ArenaPool, void (*)(ArenaPool*)> arenas{nullptr, nullptr};
 };
+
+ArenaPool* NewArenaPool();
+void DeleteArenaPool(ArenaPool* p);
+void FoldConstants(Plan& plan);
 
 std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   auto plan = std::make_unique<Plan>();
@@ -63,15 +75,19 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     offset += AlignUp(g.values[v].ByteSize());
   }
   plan->arena_bytes = offset;
+  plan->arenas = {NewArenaPool(), DeleteArenaPool};
   for (const mps::Op& op : g.ops) {
     plan->subplan_first.push_back(plan->subplans.size());
     for (const mps::Graph& sub : op.subgraphs) plan->subplans.push_back(MakePlan(sub));
   }
+  FoldConstants(*plan);
   return plan;
 }
 
 
 uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v) {
+  int64_t folded = plan.folded_offset[static_cast<size_t>(v)];
+  if (folded >= 0) return const_cast<uint8_t*>(plan.folded.data()) + folded;
   int in = plan.input_index[static_cast<size_t>(v)];
   if (in >= 0) return const_cast<uint8_t*>(inputs[static_cast<size_t>(in)]);
   return arena + plan.arena_offset[static_cast<size_t>(v)];
@@ -184,15 +200,99 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
   return Internal("unknown op kind");
 }
 
+// Arenas are reused across runs (a run takes one from the pool, or makes one), so steady-state steps
+// neither allocate nor fault in fresh pages.
+using Arena = std::unique_ptr<uint8_t[], void (*)(void*)>;
+
+class ArenaPool {
+ public:
+  Arena Take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        Arena a = std::move(free_.back());
+        free_.pop_back();
+        return a;
+      }
+    }
+    return Arena(bytes ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(bytes))) : nullptr, std::free);
+  }
+  void Give(Arena a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() < 4) free_.push_back(std::move(a));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Arena> free_;
+};
+
+// Runs, once, every op whose inputs are all known at compile time (splat broadcasts, iotas, constant
+// shape ops), keeping the results with the plan; runs then skip those ops.
+void FoldConstants(Plan& plan) {
+  const mps::Graph& g = *plan.graph;
+  plan.folded_offset.assign(g.values.size(), -1);
+  plan.folded_op.assign(g.ops.size(), 0);
+  std::vector<uint8_t> known(g.values.size(), 0);
+  size_t bytes = 0;
+  constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    bool all = op.subgraphs.empty();
+    for (int v : op.inputs) all &= known[static_cast<size_t>(v)] != 0;
+    size_t out_bytes = 0;
+    for (int v : op.outputs) out_bytes += AlignUp(g.type(v).ByteSize());
+    if (!all || bytes + out_bytes > kMaxFoldedBytes) continue;
+    plan.folded_op[i] = 1;
+    for (int v : op.outputs) {
+      known[static_cast<size_t>(v)] = 1;
+      plan.folded_offset[static_cast<size_t>(v)] = static_cast<int64_t>(bytes);
+      bytes += AlignUp(g.type(v).ByteSize());
+    }
+  }
+  plan.folded.assign(bytes + kAlign, 0);
+  // Offsets are relative to an aligned start inside the vector.
+  size_t shift = (kAlign - reinterpret_cast<uintptr_t>(plan.folded.data()) % kAlign) % kAlign;
+  for (auto& off : plan.folded_offset)
+    if (off >= 0) off += static_cast<int64_t>(shift);
+  std::vector<const uint8_t*> no_inputs;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (!plan.folded_op[i]) continue;
+    const mps::Op& op = g.ops[i];
+    bool inputs_folded = true;
+    for (int v : op.inputs) inputs_folded &= plan.folded_offset[static_cast<size_t>(v)] >= 0;
+    if (!inputs_folded) {
+      plan.folded_op[i] = 0;
+      for (int v : op.outputs) plan.folded_offset[static_cast<size_t>(v)] = -1;
+      continue;
+    }
+    OpArgs a{op, g, {}, {}};
+    for (int v : op.inputs) a.in.push_back(plan.folded.data() + plan.folded_offset[static_cast<size_t>(v)]);
+    for (int v : op.outputs) a.out.push_back(plan.folded.data() + plan.folded_offset[static_cast<size_t>(v)]);
+    if (!RunOp(a, plan, i).ok()) {  // leave a failing op to fail at run time, with its error
+      plan.folded_op[i] = 0;
+      for (int v : op.outputs) plan.folded_offset[static_cast<size_t>(v)] = -1;
+    }
+  }
+}
+
+ArenaPool* NewArenaPool() { return new ArenaPool; }
+void DeleteArenaPool(ArenaPool* p) { delete p; }
+
 Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
   const mps::Graph& g = *plan.graph;
   if (inputs.size() != g.inputs.size()) return Internal("wrong number of inputs");
-  std::unique_ptr<uint8_t[], void (*)(void*)> arena(
-      plan.arena_bytes ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, plan.arena_bytes)) : nullptr, std::free);
+  Arena arena = plan.arenas->Take(plan.arena_bytes);
   if (plan.arena_bytes && !arena) return ResourceExhausted("host executor: out of memory");
+  struct Return {
+    const Plan& plan;
+    Arena& arena;
+    ~Return() { plan.arenas->Give(std::move(arena)); }
+  } give_back{plan, arena};
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     OpArgs a{op, g, {}, {}};
+    if (plan.folded_op[i]) continue;
     for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
     JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
