@@ -25,12 +25,13 @@ CXX="${CXX:-clang++-16}"
 LLD="${LLD:-$(command -v ld64.lld-16 || command -v ld64.lld || echo /usr/lib/llvm-16/bin/ld64.lld)}"
 
 python3 "$root/scripts/fetch_pjrt_header.py" "$out/include" > /dev/null
+python3 "$root/scripts/fetch_fft_header.py" "$out/include" > /dev/null
 
 common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std=c++17 -O2 -fPIC
         -fvisibility=hidden -fvisibility-inlines-hidden
         -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -Werror=switch
-        -Werror=unguarded-availability-new -I"$root/cpp" -I"$out/include"
-        -DJMP_HAVE_METAL -DJMP_BLAS_ACCELERATE -DACCELERATE_NEW_LAPACK
+        -Werror=unguarded-availability-new -I"$root/cpp" -isystem "$out/include"
+        -DJMP_HAVE_METAL -DJMP_BLAS_ACCELERATE -DACCELERATE_NEW_LAPACK -DPOCKETFFT_NO_MULTITHREADING
         -D__ENVIRONMENT_OS_VERSION_MIN_REQUIRED__=140000)
 
 sources=()

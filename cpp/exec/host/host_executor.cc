@@ -176,8 +176,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kReductionArgMaximum: case K::kReductionArgMinimum: return RunArgReduction(a);
     case K::kRealPart: case K::kImaginaryPart: case K::kComplexFromParts: case K::kConjugate:
       return RunComplexParts(a);
-    case K::kFFT: case K::kRealToHermiteanFFT: case K::kHermiteanToRealFFT:
-      return a.Unsupported("is not implemented on the host yet");
+    case K::kFFT: case K::kRealToHermiteanFFT: case K::kHermiteanToRealFFT: return RunFFT(a);
     case K::kSort: case K::kArgSort: return RunSort(a);
     case K::kTopK: return RunTopK(a);
     case K::kCumulativeSum: case K::kCumulativeProduct: case K::kCumulativeMaximum: case K::kCumulativeMinimum:

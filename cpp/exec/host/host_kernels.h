@@ -46,5 +46,6 @@ Status RunArgReduction(const OpArgs& a);
 Status RunCumulative(const OpArgs& a);
 Status RunSort(const OpArgs& a);         // Sort, ArgSort
 Status RunTopK(const OpArgs& a);
+Status RunFFT(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
 
 }  // namespace jmp::exec::host
