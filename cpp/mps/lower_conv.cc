@@ -1,8 +1,213 @@
-// (placeholder: this op family's lowering rules are being written)
+// convolution as MPSGraph's Conv2D (NHWC x HWIO): dimension numbers become transposes, 1-D
+// convolutions get a unit height, 3-D ones a sum of 2-D convolutions over the depth taps, lhs dilation
+// becomes interior padding, negative padding a slice, and batch groups one convolution per group.
+#include <algorithm>
+
 #include "mps/lower_families.h"
 
 namespace jmp::mps {
 
-void RegisterConvRules(std::map<std::string, LowerRule>& r) {}
+namespace {
+
+int64_t Attr(const shlo::Op& op, const char* name, int64_t fallback) {
+  const shlo::Attr* a = op.Find(name);
+  if (!a) return fallback;
+  if (a->kind == shlo::Attr::Kind::kInt) return a->i;
+  if (a->kind == shlo::Attr::Kind::kInts && a->ints.size() == 1) return a->ints[0];
+  return fallback;
+}
+
+std::vector<int64_t> Ints(const shlo::Op& op, const char* name, size_t n, int64_t fallback) {
+  const shlo::Attr* a = op.Find(name);
+  if (a && a->kind == shlo::Attr::Kind::kInts && !a->ints.empty()) return a->ints;
+  return std::vector<int64_t>(n, fallback);
+}
+
+// Zeros between elements along `axis` (lhs dilation): [.., n, ..] -> [.., (n-1)*d+1, ..].
+int DilateAxis(LowerContext& cx, int x, size_t axis, int64_t d) {
+  Shape s = cx.ShapeOf(x);
+  if (d <= 1 || s[axis] <= 1) return x;
+  Shape split = s;
+  split.insert(split.begin() + static_cast<ptrdiff_t>(axis) + 1, 1);
+  int y = cx.Reshape(x, split);
+  Shape grown = split;
+  grown[axis + 1] = d;
+  Shape lo(split.size(), 0), hi(split.size(), 0);
+  hi[axis + 1] = d - 1;
+  Op& p = cx.Emit(OpKind::kPad, {y}, cx.DTypeOf(y), grown);
+  p.starts = lo;
+  p.ends = hi;
+  y = p.outputs[0];
+  Shape merged = s;
+  merged[axis] = s[axis] * d;
+  y = cx.Reshape(y, merged);
+  Shape starts(s.size(), 0), ends = merged;
+  ends[axis] = (s[axis] - 1) * d + 1;
+  return cx.Slice(y, starts, ends);
+}
+
+// One 2-D convolution: x [N,H,W,C], w [KH,KW,C/groups,O], padding already applied (non-negative).
+int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
+           const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
+  Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+  Shape out = {xs[0], 0, 0, ws[3]};
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t padded = xs[1 + i] + lo[i] + hi[i];
+    int64_t window = (ws[i] - 1) * dilation[i] + 1;
+    out[1 + i] = padded < window ? 0 : (padded - window) / strides[i] + 1;
+  }
+  Op& op = cx.Emit(OpKind::kConv2D, {x, w}, cx.DTypeOf(x), out);
+  op.strides = strides;
+  op.axes = dilation;
+  op.starts = lo;
+  op.ends = hi;
+  op.int_attr = groups;
+  return op.outputs[0];
+}
+
+Status Convolution(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int w, cx.In(1));
+  const Shape xs0 = cx.ShapeOf(x);
+  size_t s = xs0.size() - 2;
+  if (s < 1 || s > 3) return cx.Unsupported(std::to_string(s) + "-D convolution");
+  int64_t ib = Attr(op, "input_batch_dimension", 0), ifd = Attr(op, "input_feature_dimension", 1);
+  int64_t ki = Attr(op, "kernel_input_feature_dimension", 0), ko = Attr(op, "kernel_output_feature_dimension", 1);
+  int64_t ob = Attr(op, "output_batch_dimension", 0), of = Attr(op, "output_feature_dimension", 1);
+  std::vector<int64_t> isd = Ints(op, "input_spatial_dimensions", s, 0), ksd = Ints(op, "kernel_spatial_dimensions", s, 0),
+                       osd = Ints(op, "output_spatial_dimensions", s, 0);
+  std::vector<int64_t> strides = Ints(op, "window_strides", s, 1), lhs_dil = Ints(op, "lhs_dilation", s, 1),
+                       rhs_dil = Ints(op, "rhs_dilation", s, 1), padding = Ints(op, "padding", 2 * s, 0);
+  if (isd.size() != s || ksd.size() != s || osd.size() != s || strides.size() != s || padding.size() != 2 * s)
+    return cx.Unsupported("convolution dimension numbers do not match the rank");
+  const shlo::Attr* reversal = op.Find("window_reversal");
+  if (reversal && reversal->kind == shlo::Attr::Kind::kInts)
+    for (int64_t r : reversal->ints)
+      if (r) return cx.Unsupported("window reversal in convolution");
+  int64_t fgc = Attr(op, "feature_group_count", 1), bgc = Attr(op, "batch_group_count", 1);
+  DType t = cx.OutType(0).dtype;
+  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)) return cx.Unsupported("convolution of this type");
+  x = cx.Cast(x, t);
+  w = cx.Cast(w, t);
+  // Input to [N, spatial..., C], kernel to [spatial..., I, O].
+  std::vector<int64_t> xperm = {ib};
+  xperm.insert(xperm.end(), isd.begin(), isd.end());
+  xperm.push_back(ifd);
+  x = cx.Transpose(x, xperm);
+  std::vector<int64_t> wperm(ksd.begin(), ksd.end());
+  wperm.push_back(ki);
+  wperm.push_back(ko);
+  w = cx.Transpose(w, wperm);
+  // lhs dilation, then negative padding as slices.
+  for (size_t i = 0; i < s; ++i) x = DilateAxis(cx, x, 1 + i, lhs_dil[i]);
+  std::vector<int64_t> lo(s), hi(s);
+  {
+    Shape xs = cx.ShapeOf(x), starts(xs.size(), 0), ends = xs;
+    for (size_t i = 0; i < s; ++i) {
+      lo[i] = std::max<int64_t>(padding[2 * i], 0);
+      hi[i] = std::max<int64_t>(padding[2 * i + 1], 0);
+      if (padding[2 * i] < 0) starts[1 + i] = -padding[2 * i];
+      if (padding[2 * i + 1] < 0) ends[1 + i] += padding[2 * i + 1];
+    }
+    x = cx.Slice(x, starts, ends);
+  }
+  // 1-D: unit height. 3-D: handled below as depth taps.
+  if (s == 1) {
+    Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+    x = cx.Reshape(x, {xs[0], 1, xs[1], xs[2]});
+    w = cx.Reshape(w, {1, ws[0], ws[1], ws[2]});
+    strides.insert(strides.begin(), 1);
+    rhs_dil.insert(rhs_dil.begin(), 1);
+    lo.insert(lo.begin(), 0);
+    hi.insert(hi.begin(), 0);
+  }
+  auto conv2d = [&](int xin, int win) -> StatusOr<int> {
+    if (bgc == 1) return Conv2D(cx, xin, win, strides, rhs_dil, lo, hi, fgc);
+    // Batch groups (weight gradients of grouped convolutions): group g pairs batch slice g with
+    // output-feature slice g; the results concatenate along the features.
+    Shape xs = cx.ShapeOf(xin), ws = cx.ShapeOf(win);
+    if (xs[0] % bgc || ws[3] % bgc) return cx.Unsupported("batch_group_count does not divide batch and features");
+    int64_t n = xs[0] / bgc, o = ws[3] / bgc;
+    std::vector<int> parts;
+    for (int64_t g = 0; g < bgc; ++g) {
+      Shape xst(4, 0), xen = xs, wst(4, 0), wen = ws;
+      xst[0] = g * n;
+      xen[0] = (g + 1) * n;
+      wst[3] = g * o;
+      wen[3] = (g + 1) * o;
+      parts.push_back(Conv2D(cx, cx.Slice(xin, xst, xen), cx.Slice(win, wst, wen), strides, rhs_dil, lo, hi, fgc));
+    }
+    Shape ps = cx.ShapeOf(parts[0]);
+    ps[3] *= bgc;
+    Op& c = cx.Emit(OpKind::kConcat, parts, t, ps);
+    c.axes = {3};
+    return c.outputs[0];
+  };
+  int y;
+  if (s == 3) {
+    // Sum over the depth taps of 2-D convolutions on strided depth slices.
+    Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+    int64_t depth = xs[1] + lo[0] + hi[0], kd = ws[0];
+    int64_t od = depth < (kd - 1) * rhs_dil[0] + 1 ? 0 : (depth - (kd - 1) * rhs_dil[0] - 1) / strides[0] + 1;
+    // Pad depth explicitly so every tap is a plain strided slice.
+    if (lo[0] || hi[0]) {
+      Shape padded = xs;
+      padded[1] = depth;
+      Shape plo(5, 0), phi(5, 0);
+      plo[1] = lo[0];
+      phi[1] = hi[0];
+      Op& p = cx.Emit(OpKind::kPad, {x}, t, padded);
+      p.starts = plo;
+      p.ends = phi;
+      x = p.outputs[0];
+      xs = padded;
+    }
+    int64_t stride_d = strides[0], dil_d = rhs_dil[0];
+    strides = {strides[1], strides[2]};
+    rhs_dil = {rhs_dil[1], rhs_dil[2]};
+    lo = {lo[1], lo[2]};
+    hi = {hi[1], hi[2]};
+    int acc = -1;
+    for (int64_t k = 0; k < kd && od > 0; ++k) {
+      Shape st(5, 0), en = xs, sd = {1, stride_d, 1, 1, 1};
+      st[1] = k * dil_d;
+      en[1] = st[1] + (od - 1) * stride_d + 1;
+      int slab = cx.Slice(x, st, en, sd);                                     // [N, od, H, W, C]
+      Shape ss = cx.ShapeOf(slab);
+      int flat = cx.Reshape(slab, {ss[0] * ss[1], ss[2], ss[3], ss[4]});
+      Shape wst(5, 0), wen = ws;
+      wst[0] = k;
+      wen[0] = k + 1;
+      int tap = cx.Reshape(cx.Slice(w, wst, wen), {ws[1], ws[2], ws[3], ws[4]});
+      JMP_ASSIGN_OR_RETURN(int part, conv2d(flat, tap));
+      Shape ps = cx.ShapeOf(part);
+      part = cx.Reshape(part, {ss[0], ss[1], ps[1], ps[2], ps[3]});
+      acc = acc < 0 ? part : cx.Binary(OpKind::kAdd, acc, part);
+    }
+    if (acc < 0) return cx.Unsupported("empty 3-D convolution");
+    y = acc;
+  } else {
+    JMP_ASSIGN_OR_RETURN(y, conv2d(x, w));
+  }
+  if (s == 1) {
+    Shape ys = cx.ShapeOf(y);
+    y = cx.Reshape(y, {ys[0], ys[2], ys[3]});
+  }
+  // [N, spatial..., O] -> the output's dimension order.
+  const Shape& out = cx.OutType(0).shape;
+  std::vector<int64_t> perm(out.size());
+  perm[static_cast<size_t>(ob)] = 0;
+  for (size_t i = 0; i < s; ++i) perm[static_cast<size_t>(osd[i])] = static_cast<int64_t>(1 + i);
+  perm[static_cast<size_t>(of)] = static_cast<int64_t>(1 + s);
+  y = cx.Transpose(y, perm);
+  if (cx.ShapeOf(y) != out) return cx.Unsupported("convolution output shape mismatch");
+  cx.Bind(0, y);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterConvRules(std::map<std::string, LowerRule>& r) { RegisterRule(r, "stablehlo.convolution", &Convolution); }
 
 }  // namespace jmp::mps

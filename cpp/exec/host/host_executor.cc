@@ -185,8 +185,9 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kGatherND: return RunGatherND(a);
     case K::kScatterND: return RunScatterND(a);
     case K::kScatterAlongAxis: return RunScatterAlongAxis(a);
-    case K::kConv2D: case K::kMaxPool4D: case K::kAvgPool4D: case K::kMaxPool4DGradient:
-      return a.Unsupported("is not implemented on the host yet");
+    case K::kConv2D: return RunConv2D(a);
+    case K::kMaxPool4D: case K::kAvgPool4D: case K::kMaxPool4DGradient:
+      return a.Unsupported("is not implemented on the host yet (the lowering uses the general window path)");
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
       return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);

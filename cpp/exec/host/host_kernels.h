@@ -46,6 +46,7 @@ Status RunArgReduction(const OpArgs& a);
 Status RunCumulative(const OpArgs& a);
 Status RunSort(const OpArgs& a);         // Sort, ArgSort
 Status RunTopK(const OpArgs& a);
-Status RunFFT(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
+Status RunFFT(const OpArgs& a);
+Status RunConv2D(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
 
 }  // namespace jmp::exec::host
