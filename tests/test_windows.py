@@ -31,3 +31,12 @@ def test_avg_pool_grad():
     x = random_array(RNG, (1, 6, 6, 2), np.float32)
     pool = lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
     check(jax.grad(lambda x: jnp.sum(pool(x) ** 2)), x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_max_pool_grad(padding):
+    x = random_array(RNG, (2, 7, 6, 3), np.float32)
+    x[0, 0, 0, 0] = x[0, 0, 1, 0]  # a tie: the first maximum gets the gradient
+    pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 2, 1), (1, 2, 2, 1), padding)
+    check(jax.grad(lambda x: jnp.sum(pool(x) ** 2)), x, rtol=1e-5)
+    check(jax.vmap(jax.grad(lambda x: jnp.sum(pool(x[None])))), x, rtol=1e-5)

@@ -9,4 +9,8 @@ namespace jmp::mps {
 StatusOr<bool> TryLowerCumulative(LowerContext& cx);  // reduce_window as a prefix scan
 StatusOr<bool> TryLowerPooling(LowerContext& cx);     // reduce_window as a pooling window, or the general path
 
+// stablehlo.pad's full semantics (interior and negative padding; `value` a rank-0 tensor).
+StatusOr<int> PadGeneral(LowerContext& cx, int x, int value, const std::vector<int64_t>& low,
+                         const std::vector<int64_t>& high, const std::vector<int64_t>& interior);
+
 }  // namespace jmp::mps

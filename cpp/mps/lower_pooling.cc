@@ -31,9 +31,11 @@ StatusOr<WindowAttrs> ReadWindowAttrs(LowerContext& cx, size_t rank) {
   return w;
 }
 
-std::string WindowMonoid(const shlo::Op& op) {
-  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return "";
-  const shlo::Block& b = op.regions[0].blocks[0];
+std::string WindowMonoid(const shlo::Op& op) { return BlockMonoid(op.regions.size() == 1 ? &op.regions[0] : nullptr); }
+
+std::string BlockMonoid(const shlo::Region* region) {
+  if (!region || region->blocks.size() != 1) return "";
+  const shlo::Block& b = region->blocks[0];
   if (b.args.size() != 2 || b.ops.size() != 2) return "";
   const shlo::Op& f = b.ops[0];
   const shlo::Op& ret = b.ops[1];
@@ -147,6 +149,98 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   return true;
 }
 
-void RegisterPoolingRules(std::map<std::string, LowerRule>& r) {}
+namespace {
+
+// select_and_scatter (the max-pool gradient): per window, the element the select body picks (the
+// first maximum for GE, as StableHLO iterates row-major), then each source value is added at its
+// picked position: one strided slice per window offset to pick, one strided pad to place.
+Status SelectAndScatter(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (op.regions.size() != 2) return cx.Unsupported("select_and_scatter needs select and scatter bodies");
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int source, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(int init, cx.In(2));
+  const shlo::Block& select = op.regions[0].blocks.at(0);
+  const shlo::Op* cmp = select.ops.size() == 2 ? &select.ops[0] : nullptr;
+  const shlo::Attr* dir = cmp ? cmp->Find("comparison_direction") : nullptr;
+  if (!cmp || cmp->name != "stablehlo.compare" || !dir || cmp->operands.size() != 2 ||
+      cmp->operands[0] != select.args[0] || cmp->operands[1] != select.args[1] || (dir->s != "GE" && dir->s != "LE"))
+    return cx.Unsupported("select_and_scatter select body not recognised");
+  std::string scatter = BlockMonoid(&op.regions[1]);
+  if (scatter != "stablehlo.add") return cx.Unsupported("select_and_scatter scatter body not recognised");
+  const Shape shape = cx.ShapeOf(x);
+  const Shape sshape = cx.ShapeOf(source);
+  size_t rank = shape.size();
+  JMP_ASSIGN_OR_RETURN(WindowAttrs w, ReadWindowAttrs(cx, rank));
+  DType t = cx.DTypeOf(x);
+  if (!IsFloat(t) && !IsInteger(t)) return cx.Unsupported("select_and_scatter of this type");
+  bool ge = dir->s == "GE";
+  // Pad with a value the select never picks over a real element.
+  std::vector<int64_t> zeros(rank, 0);
+  int pad_value = cx.Scalar(t, ge ? LowestValue(t) : HighestValue(t));
+  JMP_ASSIGN_OR_RETURN(int padded, PadGeneral(cx, x, pad_value, w.pad_low, w.pad_high, zeros));
+  Shape pshape = cx.ShapeOf(padded);
+  int64_t positions = 1;
+  for (int64_t d : w.dims) positions *= d;
+  if (positions > 4096) return cx.Unsupported("select_and_scatter with a window of more than 4096 elements");
+  auto offset_of = [&](int64_t i) {
+    std::vector<int64_t> off(rank);
+    for (size_t d = rank; d-- > 0;) {
+      off[d] = i % w.dims[d];
+      i /= w.dims[d];
+    }
+    return off;
+  };
+  auto window_slice = [&](int64_t i) {
+    std::vector<int64_t> off = offset_of(i);
+    Shape starts(rank), ends(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      starts[d] = off[d];
+      ends[d] = off[d] + (sshape[d] - 1) * w.strides[d] + 1;
+    }
+    return cx.Slice(padded, starts, ends, w.strides);
+  };
+  int best = window_slice(0);
+  int pick = cx.Splat(DType::kI32, sshape, 0);
+  for (int64_t i = 1; i < positions; ++i) {
+    int v = window_slice(i);
+    // Keep the current pick while select(best, v) holds.
+    int keep = cx.Compare(ge ? OpKind::kGreaterThanOrEqualTo : OpKind::kLessThanOrEqualTo, best, v);
+    best = cx.Select(keep, best, v);
+    pick = cx.Select(keep, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i)));
+  }
+  int zero = cx.Scalar(t, 0);
+  int acc = -1;
+  for (int64_t i = 0; i < positions; ++i) {
+    int contribution = cx.Select(cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))),
+                                 source, cx.Splat(t, sshape, 0));
+    std::vector<int64_t> off = offset_of(i), lo(rank), hi(rank), interior(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      lo[d] = off[d];
+      interior[d] = w.strides[d] - 1;
+      int64_t placed = sshape[d] == 0 ? 0 : (sshape[d] - 1) * w.strides[d] + 1;
+      hi[d] = pshape[d] - off[d] - placed;
+    }
+    JMP_ASSIGN_OR_RETURN(int placed, PadGeneral(cx, contribution, zero, lo, hi, interior));
+    acc = acc < 0 ? placed : cx.Binary(OpKind::kAdd, acc, placed);
+  }
+  // Back to the operand's shape (drop the padding), and the init value added everywhere.
+  Shape starts(rank), ends(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    starts[d] = w.pad_low[d];
+    ends[d] = w.pad_low[d] + shape[d];
+  }
+  acc = cx.Slice(acc, starts, ends);
+  double init_value;
+  if (!(cx.KnownSplat(init, &init_value) && init_value == 0)) acc = cx.Binary(OpKind::kAdd, acc, cx.BroadcastTo(init, shape));
+  cx.Bind(0, acc);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterPoolingRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "stablehlo.select_and_scatter", &SelectAndScatter);
+}
 
 }  // namespace jmp::mps

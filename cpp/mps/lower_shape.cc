@@ -2,7 +2,7 @@
 // interior and negative padding become reshape/pad/slice idioms MPSGraph has.
 #include <cstring>
 
-#include "mps/lower_context.h"
+#include "mps/lower_families.h"
 #include "support/float16.h"
 
 namespace jmp::mps {
@@ -173,12 +173,10 @@ int PadEdges(LowerContext& cx, int x, const Shape& low, const Shape& high, int v
   return cx.Select(mask, padded, fill);
 }
 
-Status PadOp(LowerContext& cx) {
-  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(int value, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> low, cx.IntsAttr("edge_padding_low"));
-  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> high, cx.IntsAttr("edge_padding_high"));
-  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> interior, cx.IntsAttr("interior_padding"));
+}  // namespace
+
+StatusOr<int> PadGeneral(LowerContext& cx, int x, int value, const std::vector<int64_t>& low,
+                         const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
   size_t rank = cx.ShapeOf(x).size();
   if (low.size() != rank || high.size() != rank || interior.size() != rank) return cx.Unsupported("padding rank mismatch");
   // Interior padding, one dim at a time: [.., n, ..] -> [.., n, 1, ..] -> pad to [.., n, 1+k, ..]
@@ -214,7 +212,19 @@ Status PadOp(LowerContext& cx) {
     starts[d] = low[d] < 0 ? -low[d] : 0;
     ends[d] = s[d] + (high[d] < 0 ? high[d] : 0);
   }
-  cx.Bind(0, cx.Slice(x, starts, ends));
+  return cx.Slice(x, starts, ends);
+}
+
+namespace {
+
+Status PadOp(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int value, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> low, cx.IntsAttr("edge_padding_low"));
+  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> high, cx.IntsAttr("edge_padding_high"));
+  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> interior, cx.IntsAttr("interior_padding"));
+  JMP_ASSIGN_OR_RETURN(int y, PadGeneral(cx, x, value, low, high, interior));
+  cx.Bind(0, y);
   return Status::Ok();
 }
 

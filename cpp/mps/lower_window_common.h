@@ -14,5 +14,6 @@ StatusOr<WindowAttrs> ReadWindowAttrs(LowerContext& cx, size_t rank);
 
 // The body's single combining op ("stablehlo.add", ...) when it is `return op(arg0, arg1)`, else "".
 std::string WindowMonoid(const shlo::Op& op);
+std::string BlockMonoid(const shlo::Region* region);  // the same for any single-block region
 
 }  // namespace jmp::mps
