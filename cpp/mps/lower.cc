@@ -1,10 +1,31 @@
 #include "mps/lower.h"
 
 #include "mps/lower_context.h"
+#include "mps/verify.h"
 
 namespace jmp::mps {
 
+namespace {
+
+StatusOr<Graph> LowerMain(const shlo::Module& module);
+
+}  // namespace
+
+// A program that reads fine can still be inconsistent (a corrupted artifact: an attribute index past
+// its operand's rank, ...); bounds-checked accessors then throw, and that is a bad-input error.
 StatusOr<Graph> LowerModule(const shlo::Module& module) {
+  try {
+    StatusOr<Graph> graph = LowerMain(module);
+    if (graph.ok()) JMP_RETURN_IF_ERROR(VerifyGraph(*graph));
+    return graph;
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("inconsistent program: ") + e.what());
+  }
+}
+
+namespace {
+
+StatusOr<Graph> LowerMain(const shlo::Module& module) {
   const shlo::Func* main = module.FindFunc("main");
   if (!main) return InvalidArgument("the module has no function @main");
   if (main->body.blocks.size() != 1) return Unimplemented("@main must have exactly one block");
@@ -37,5 +58,7 @@ StatusOr<Graph> LowerModule(const shlo::Module& module) {
   }
   return graph;
 }
+
+}  // namespace
 
 }  // namespace jmp::mps

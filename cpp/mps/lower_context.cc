@@ -108,7 +108,7 @@ void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, Low
 StatusOr<int> LowerContext::LookupIn(Scope* s, int shlo_id) {
   auto it = s->env.find(shlo_id);
   if (it != s->env.end()) return it->second;
-  if (!s->parent) return Internal("value %" + std::to_string(shlo_id) + " is used before it is defined");
+  if (!s->parent) return InvalidArgument("value %" + std::to_string(shlo_id) + " is used before it is defined");
   JMP_ASSIGN_OR_RETURN(int outer, LookupIn(s->parent, shlo_id));
   if (s->shares_parent_graph) return outer;
   TensorType type = s->parent->graph->type(outer);
@@ -193,7 +193,7 @@ StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region,
   if (region.blocks.size() != 1) return Unsupported("regions with several blocks are not supported");
   const shlo::Block& block = region.blocks[0];
   if (block.args.size() != params.size())
-    return Internal("region has " + std::to_string(block.args.size()) + " arguments, expected " +
+    return InvalidArgument("region has " + std::to_string(block.args.size()) + " arguments, expected " +
                     std::to_string(params.size()));
   return BuildSubgraph(
       params,
@@ -211,7 +211,7 @@ StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region,
 }
 
 StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& block, const std::vector<int>& args) {
-  if (block.args.size() != args.size()) return Internal("inline block takes a different number of arguments");
+  if (block.args.size() != args.size()) return InvalidArgument("inline block takes a different number of arguments");
   Scope s;
   s.graph = scope_->graph;
   s.func = scope_->func;
@@ -284,6 +284,10 @@ Status LowerContext::LowerOp(const shlo::Op& op) {
   if (it == rules.end()) return Unsupported("unsupported op");
   Status status = it->second(*this);
   op_ = &op;
+  if (status.ok() && !failure_.ok()) {
+    status = failure_;
+    failure_ = Status::Ok();
+  }
   return status;
 }
 
@@ -349,6 +353,12 @@ int LowerContext::Reinterpret(int x, DType to) {
 
 int LowerContext::Reshape(int x, Shape shape) {
   if (ShapeOf(x) == shape) return x;
+  int64_t n = 1;
+  for (int64_t d : shape) n = d < 0 ? -1 : n * d;
+  if (n != Type(x).NumElements()) {
+    Fail(Unsupported("reshape changes the number of elements"));
+    return x;
+  }
   double splat;
   bool known = KnownSplat(x, &splat);
   DType dtype = DTypeOf(x);
@@ -358,6 +368,17 @@ int LowerContext::Reshape(int x, Shape shape) {
 }
 
 int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
+  Shape in_shape = ShapeOf(x);
+  std::vector<bool> seen(in_shape.size(), false);
+  bool valid = perm.size() == in_shape.size();
+  for (int64_t p : perm) {
+    valid &= p >= 0 && p < static_cast<int64_t>(in_shape.size()) && !seen[static_cast<size_t>(p)];
+    if (valid) seen[static_cast<size_t>(p)] = true;
+  }
+  if (!valid) {
+    Fail(Unsupported("invalid permutation"));
+    return x;
+  }
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
   if (identity) return x;
@@ -371,6 +392,15 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
 int LowerContext::BroadcastTo(int x, Shape shape) {
   Shape in = ShapeOf(x);
   if (in == shape) return x;
+  bool valid = in.size() <= shape.size();
+  for (size_t i = 0; valid && i < in.size(); ++i) {
+    int64_t o = shape[shape.size() - in.size() + i];
+    valid = in[i] == o || in[i] == 1;
+  }
+  if (!valid) {
+    Fail(Unsupported("incompatible broadcast"));
+    return x;
+  }
   if (in.size() < shape.size()) {
     Shape padded(shape.size() - in.size(), 1);
     padded.insert(padded.end(), in.begin(), in.end());
@@ -387,6 +417,13 @@ int LowerContext::BroadcastTo(int x, Shape shape) {
 int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
   Shape in = ShapeOf(x);
   if (strides.empty()) strides.assign(in.size(), 1);
+  bool valid = starts.size() == in.size() && ends.size() == in.size() && strides.size() == in.size();
+  for (size_t i = 0; valid && i < in.size(); ++i)
+    valid = strides[i] > 0 && starts[i] >= 0 && ends[i] <= in[i] && starts[i] <= ends[i];
+  if (!valid) {
+    Fail(Unsupported("slice out of bounds"));
+    return x;
+  }
   Shape out(in.size());
   bool whole = true;
   for (size_t i = 0; i < in.size(); ++i) {

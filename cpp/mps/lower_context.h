@@ -109,6 +109,12 @@ class LowerContext {
   // Lowers one op into the current scope.
   Status LowerOp(const shlo::Op& op);
 
+  // Helpers that find their arguments inconsistent (attributes from a corrupted artifact) record
+  // the first such error here and return something harmless; LowerOp reports it.
+  void Fail(Status status) {
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+
  private:
   StatusOr<int> LookupIn(Scope* s, int shlo_id);
 
@@ -116,6 +122,7 @@ class LowerContext {
   Scope* scope_ = nullptr;
   const shlo::Op* op_ = nullptr;
   int inline_depth_ = 0;
+  Status failure_;
   std::map<std::pair<const Graph*, int>, double> splats_;
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
 };

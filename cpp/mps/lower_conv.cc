@@ -50,6 +50,10 @@ int DilateAxis(LowerContext& cx, int x, size_t axis, int64_t d) {
 int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
            const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
   Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+  if (xs.size() != 4 || ws.size() != 4 || strides.size() != 2 || dilation.size() != 2 || lo.size() != 2 || hi.size() != 2) {
+    cx.Fail(cx.Unsupported("inconsistent convolution"));
+    return x;
+  }
   Shape out = {xs[0], 0, 0, ws[3]};
   for (size_t i = 0; i < 2; ++i) {
     int64_t padded = xs[1 + i] + lo[i] + hi[i];
@@ -81,11 +85,28 @@ Status Convolution(LowerContext& cx) {
                        rhs_dil = Ints(op, "rhs_dilation", s, 1), padding = Ints(op, "padding", 2 * s, 0);
   if (isd.size() != s || ksd.size() != s || osd.size() != s || strides.size() != s || padding.size() != 2 * s)
     return cx.Unsupported("convolution dimension numbers do not match the rank");
+  int64_t fgc = Attr(op, "feature_group_count", 1), bgc = Attr(op, "batch_group_count", 1);
+  // Dimension numbers from the artifact must be permutations of the ranks before any indexing.
+  auto is_permutation = [](std::vector<int64_t> dims, size_t rank) {
+    std::sort(dims.begin(), dims.end());
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i] != static_cast<int64_t>(i)) return false;
+    return dims.size() == rank;
+  };
+  std::vector<int64_t> in_dims = {ib, ifd}, k_dims = {ki, ko}, o_dims = {ob, of};
+  in_dims.insert(in_dims.end(), isd.begin(), isd.end());
+  k_dims.insert(k_dims.end(), ksd.begin(), ksd.end());
+  o_dims.insert(o_dims.end(), osd.begin(), osd.end());
+  if (!is_permutation(in_dims, s + 2) || !is_permutation(k_dims, cx.ShapeOf(w).size()) ||
+      !is_permutation(o_dims, cx.OutType(0).shape.size()) || lhs_dil.size() != s || rhs_dil.size() != s)
+    return cx.Unsupported("convolution dimension numbers are not permutations of the ranks");
+  for (size_t i = 0; i < s; ++i)
+    if (strides[i] < 1 || lhs_dil[i] < 1 || rhs_dil[i] < 1) return cx.Unsupported("non-positive convolution stride or dilation");
+  if (fgc < 1 || bgc < 1) return cx.Unsupported("non-positive group count");
   const shlo::Attr* reversal = op.Find("window_reversal");
   if (reversal && reversal->kind == shlo::Attr::Kind::kInts)
     for (int64_t r : reversal->ints)
       if (r) return cx.Unsupported("window reversal in convolution");
-  int64_t fgc = Attr(op, "feature_group_count", 1), bgc = Attr(op, "batch_group_count", 1);
   DType t = cx.OutType(0).dtype;
   if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)) return cx.Unsupported("convolution of this type");
   x = cx.Cast(x, t);

@@ -120,6 +120,8 @@ Status Gather(LowerContext& cx) {
   const Shape os = cx.ShapeOf(operand);
   size_t rank = os.size();
   if (slice_sizes.size() != rank) return cx.Unsupported("slice_sizes does not match the operand rank");
+  for (int64_t d : offset_dims)
+    if (d < 0 || d >= static_cast<int64_t>(cx.OutType(0).shape.size())) return cx.Unsupported("offset_dims out of range");
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   collapsed.insert(collapsed.end(), obd.begin(), obd.end());
   size_t k = ix.dims.size();
@@ -225,6 +227,10 @@ Status Scatter(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   inserted.insert(inserted.end(), obd.begin(), obd.end());
   size_t k = ix.dims.size();
+  for (int64_t d : ix.dims)
+    if (d < 0 || d >= static_cast<int64_t>(rank)) return cx.Unsupported("scatter_dims_to_operand_dims out of range");
+  for (int64_t d : uwd)
+    if (d < 0 || d >= static_cast<int64_t>(us.size())) return cx.Unsupported("update_window_dims out of range");
   // Update window dims map to the non-inserted operand dims ascending.
   std::vector<int64_t> window_operand_dims;
   for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)

@@ -1,0 +1,148 @@
+// The MPS op graph's invariants that executors rely on for memory safety (shapes that agree with
+// each op's attributes), checked once after lowering, so no input can make an executor read or write
+// past a buffer.
+#include "mps/verify.h"
+
+namespace jmp::mps {
+
+namespace {
+
+bool AxesValid(const std::vector<int64_t>& axes, size_t rank) {
+  for (int64_t a : axes)
+    if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
+  return true;
+}
+
+Status CheckOp(const Graph& g, const Op& op) {
+  for (const std::vector<int>* ids : {&op.inputs, &op.outputs})
+    for (int v : *ids)
+      if (v < 0 || v >= static_cast<int>(g.values.size())) return Internal("value id out of range");
+  if (op.outputs.empty()) return Internal("op without outputs");
+  const TensorType& out = g.type(op.outputs[0]);
+  auto in = [&](size_t i) -> const TensorType& { return g.type(op.inputs.at(i)); };
+  auto need_inputs = [&](size_t n) { return op.inputs.size() == n; };
+  auto same_shape = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (in(i).shape != out.shape && in(i).NumElements() != 1) return false;
+    return true;
+  };
+  switch (op.kind) {
+    case OpKind::kConstant:
+      return op.data.size() == out.ByteSize() ? Status::Ok() : Internal("constant size mismatch");
+    case OpKind::kCoordinateAlongAxis:
+      return AxesValid(op.axes, out.shape.size()) && !op.axes.empty() ? Status::Ok() : Internal("bad axis");
+    case OpKind::kIdentity: case OpKind::kReshape:
+      return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reshape size mismatch");
+    case OpKind::kReinterpretCast:
+      return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reinterpret size mismatch");
+    case OpKind::kCast:
+      return need_inputs(1) && in(0).NumElements() == out.NumElements() ? Status::Ok() : Internal("cast size mismatch");
+    case OpKind::kTranspose: {
+      if (!need_inputs(1) || op.axes.size() != in(0).shape.size() || !AxesValid(op.axes, in(0).shape.size()))
+        return Internal("bad permutation");
+      for (size_t i = 0; i < op.axes.size(); ++i)
+        if (out.shape.at(i) != in(0).shape[static_cast<size_t>(op.axes[i])]) return Internal("transpose shape mismatch");
+      return Status::Ok();
+    }
+    case OpKind::kBroadcast: {
+      if (!need_inputs(1) || in(0).shape.size() > out.shape.size()) return Internal("bad broadcast");
+      size_t lead = out.shape.size() - in(0).shape.size();
+      for (size_t i = 0; i < in(0).shape.size(); ++i)
+        if (in(0).shape[i] != 1 && in(0).shape[i] != out.shape[lead + i]) return Internal("bad broadcast");
+      return Status::Ok();
+    }
+    case OpKind::kSlice: {
+      size_t r = in(0).shape.size();
+      if (op.starts.size() != r || op.ends.size() != r || op.strides.size() != r || out.shape.size() != r)
+        return Internal("bad slice");
+      for (size_t i = 0; i < r; ++i) {
+        if (op.strides[i] <= 0 || op.starts[i] < 0 || op.ends[i] > in(0).shape[i] || op.starts[i] > op.ends[i])
+          return Internal("slice out of bounds");
+        if (out.shape[i] != (op.ends[i] - op.starts[i] + op.strides[i] - 1) / op.strides[i]) return Internal("slice shape");
+      }
+      return Status::Ok();
+    }
+    case OpKind::kPad: {
+      size_t r = in(0).shape.size();
+      if (op.starts.size() != r || op.ends.size() != r || out.shape.size() != r) return Internal("bad pad");
+      for (size_t i = 0; i < r; ++i)
+        if (op.starts[i] < 0 || op.ends[i] < 0 || out.shape[i] != in(0).shape[i] + op.starts[i] + op.ends[i])
+          return Internal("pad shape mismatch");
+      return Status::Ok();
+    }
+    case OpKind::kConcat: {
+      if (op.axes.size() != 1 || !AxesValid(op.axes, out.shape.size())) return Internal("bad concat axis");
+      size_t axis = static_cast<size_t>(op.axes[0]);
+      int64_t total = 0;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (in(i).shape.size() != out.shape.size()) return Internal("concat rank mismatch");
+        for (size_t d = 0; d < out.shape.size(); ++d)
+          if (d != axis && in(i).shape[d] != out.shape[d]) return Internal("concat shape mismatch");
+        total += in(i).shape[axis];
+      }
+      return total == out.shape[axis] ? Status::Ok() : Internal("concat size mismatch");
+    }
+    case OpKind::kReverse:
+      return need_inputs(1) && in(0).shape == out.shape && AxesValid(op.axes, out.shape.size()) ? Status::Ok()
+                                                                                                 : Internal("bad reverse");
+    case OpKind::kReductionSum: case OpKind::kReductionProduct: case OpKind::kReductionMaximum:
+    case OpKind::kReductionMinimum: case OpKind::kReductionAnd: case OpKind::kReductionOr:
+    case OpKind::kReductionArgMaximum: case OpKind::kReductionArgMinimum: {
+      if (!need_inputs(1) || !AxesValid(op.axes, in(0).shape.size()) || out.shape.size() != in(0).shape.size())
+        return Internal("bad reduction");
+      for (size_t d = 0; d < out.shape.size(); ++d) {
+        bool reduced = false;
+        for (int64_t a : op.axes) reduced |= a == static_cast<int64_t>(d);
+        if (out.shape[d] != (reduced ? 1 : in(0).shape[d])) return Internal("reduction shape mismatch");
+      }
+      return Status::Ok();
+    }
+    case OpKind::kSelect: case OpKind::kClamp:
+      return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
+    case OpKind::kNegative: case OpKind::kAbsolute: case OpKind::kSign: case OpKind::kExponent:
+    case OpKind::kExponentBase2: case OpKind::kLogarithm: case OpKind::kLogarithm2: case OpKind::kSquareRoot:
+    case OpKind::kReverseSquareRoot: case OpKind::kReciprocal: case OpKind::kSin: case OpKind::kCos:
+    case OpKind::kTan: case OpKind::kTanh: case OpKind::kAsin: case OpKind::kAcos: case OpKind::kAtan:
+    case OpKind::kSinh: case OpKind::kCosh: case OpKind::kAsinh: case OpKind::kAcosh: case OpKind::kAtanh:
+    case OpKind::kErf: case OpKind::kSigmoid: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRint:
+    case OpKind::kRound: case OpKind::kTruncate: case OpKind::kIsFinite: case OpKind::kIsNaN:
+    case OpKind::kIsInfinite: case OpKind::kNot: case OpKind::kBitwiseNot: case OpKind::kPopulationCount:
+    case OpKind::kRealPart: case OpKind::kImaginaryPart: case OpKind::kConjugate:
+      return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
+    case OpKind::kAdd: case OpKind::kSubtract: case OpKind::kMultiply: case OpKind::kDivide: case OpKind::kModulo:
+    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kPower: case OpKind::kAtan2: case OpKind::kEqual:
+    case OpKind::kNotEqual: case OpKind::kLessThan: case OpKind::kLessThanOrEqualTo: case OpKind::kGreaterThan:
+    case OpKind::kGreaterThanOrEqualTo: case OpKind::kLogicalAnd: case OpKind::kLogicalOr: case OpKind::kLogicalXor:
+    case OpKind::kBitwiseAnd: case OpKind::kBitwiseOr: case OpKind::kBitwiseXor: case OpKind::kBitwiseLeftShift:
+    case OpKind::kBitwiseRightShift: case OpKind::kComplexFromParts:
+      return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
+                                                                                     : Internal("operand shapes differ");
+    case OpKind::kMatMul: case OpKind::kFFT: case OpKind::kRealToHermiteanFFT: case OpKind::kHermiteanToRealFFT:
+    case OpKind::kSort: case OpKind::kArgSort: case OpKind::kTopK: case OpKind::kCumulativeSum:
+    case OpKind::kCumulativeProduct: case OpKind::kCumulativeMaximum: case OpKind::kCumulativeMinimum:
+    case OpKind::kGatherAlongAxis: case OpKind::kGatherND: case OpKind::kScatterND: case OpKind::kScatterAlongAxis:
+    case OpKind::kConv2D: case OpKind::kMaxPool4D: case OpKind::kAvgPool4D: case OpKind::kMaxPool4DGradient:
+      // Their kernels check their own shapes and indices.
+      return op.inputs.empty() ? Internal("op without inputs") : Status::Ok();
+    case OpKind::kWhile: case OpKind::kIf:
+      for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));
+      return op.subgraphs.size() == 2 ? Status::Ok() : Internal("control flow without two subgraphs");
+  }
+  return Internal("unknown op kind");
+}
+
+}  // namespace
+
+Status VerifyGraph(const Graph& graph) {
+  for (const Op& op : graph.ops) {
+    Status s = CheckOp(graph, op);
+    if (!s.ok())
+      return InvalidArgument("inconsistent program: " + std::string(OpKindName(op.kind)) + ": " + s.message() +
+                             (op.location.empty() ? "" : " (from " + op.location + ")"));
+  }
+  for (int v : graph.outputs)
+    if (v < 0 || v >= static_cast<int>(graph.values.size())) return InvalidArgument("inconsistent program: bad output");
+  return Status::Ok();
+}
+
+}  // namespace jmp::mps

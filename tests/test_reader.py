@@ -1,0 +1,48 @@
+"""Our VHLO reader on artifacts jaxlib makes at StableHLO 0.9.0, 1.0.0, 1.9.0 and the current target."""
+
+import pytest
+
+from artifacts import PROGRAMS, VERSIONS, artifact
+from jax_metal_plugin import _core
+
+EXPECTED_OPS = {
+    "elementwise": ["stablehlo.tanh", "stablehlo.exponential", "stablehlo.multiply"],
+    "dot_argmax": ["stablehlo.dot_general", "stablehlo.reduce", "stablehlo.iota", "comparison_direction = GT"],
+    "while": ["stablehlo.while", "stablehlo.compare", "func.call"],
+    "cond": ["stablehlo.case", "stablehlo.sine", "stablehlo.cosine"],
+    "sort": ["stablehlo.sort", "TOTALORDER"],
+    "gather_scatter": ["stablehlo.gather", "stablehlo.scatter", "stablehlo.remainder"],
+    "constants": ["tensor<4xf32>", "tensor<3xi1>", "bf16", "f16"],
+    "random": ["stablehlo.shift_right_logical", "ui32"],
+    "conv": ["stablehlo.convolution", "feature_group_count"],
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_reads_every_version(name, version):
+    text = _core.parse_artifact(artifact(name, version))
+    assert f"StableHLO_v{version}" in text
+    assert "func public @main" in text
+    for expected in EXPECTED_OPS[name]:
+        assert expected in text, f"{expected!r} missing from {name} at {version}:\n{text}"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_version_lowers(version):
+    for name in PROGRAMS:
+        assert "graph(" in _core.lower_artifact(artifact(name, version))
+
+
+def test_locations_are_kept():
+    text = _core.parse_artifact(artifact("elementwise", VERSIONS[-1]))
+    assert 'loc("' in text and "artifacts.py:" in text
+
+
+def test_newer_versions_than_advertised_are_refused():
+    data = bytearray(artifact("elementwise", VERSIONS[-1]))
+    producer = data.index(b"StableHLO_v")
+    end = data.index(b"\0", producer)
+    data[producer:end] = b"StableHLO_v9.9.9"[: end - producer].ljust(end - producer, b"9")
+    with pytest.raises(ValueError, match="outside what this plugin reads|not a StableHLO"):
+        _core.parse_artifact(bytes(data))
