@@ -7,10 +7,12 @@ numpy vendors pocketfft (BSD-3-Clause) in its source distribution; the sdist is 
 CACHE_DIR (default ~/.cache/jax-metal-plugin), its sha256 checked, and only pocketfft_hdronly.h and
 its licence are extracted into the build tree. Nothing from it is ever committed.
 """
-import hashlib
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _fetchutil import sha256  # noqa: E402
 import tarfile
 import urllib.request
 
@@ -19,14 +21,6 @@ SHA256 = "784db1dcdab56bf0517743e746dfb0f885fc68d948aba86eeec2cba234bdf1c0"
 MEMBERS = {"numpy-2.3.5/numpy/fft/pocketfft/pocketfft_hdronly.h": "pocketfft_hdronly.h",
            "numpy-2.3.5/numpy/fft/pocketfft/LICENSE.md": "pocketfft_LICENSE.md"}
 INDEX = os.environ.get("JMP_PYPI_SIMPLE", "https://pypi.org/simple")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sdist_url():

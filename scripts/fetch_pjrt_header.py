@@ -6,24 +6,18 @@
 The wheel is fetched once with pip into CACHE_DIR (default ~/.cache/jax-metal-plugin) and reused by
 later builds; only xla/pjrt/c/pjrt_c_api.h is extracted. Nothing from the wheel is ever committed.
 """
-import hashlib
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _fetchutil import sha256  # noqa: E402
 import zipfile
 
 PACKAGE = "tensorflow-cpu==2.21.0"
 WHEEL = "tensorflow_cpu-2.21.0-cp311-cp311-manylinux_2_27_x86_64.whl"
 SHA256 = "2b847d217b02ee7731ed91431daf3250daa0196c3c94614d23be27232e6e5b6c"
 MEMBER = "tensorflow/include/xla/pjrt/c/pjrt_c_api.h"
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def main():

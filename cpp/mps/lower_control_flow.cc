@@ -2,7 +2,7 @@
 // region uses from outside become extra parameters (loop-invariant carries for While).
 #include <algorithm>
 
-#include "mps/lower_context.h"
+#include "mps/lower_families.h"
 
 namespace jmp::mps {
 
@@ -188,13 +188,8 @@ Status CustomCall(LowerContext& cx) {
   std::string name = target ? target->s : "?";
   // Sharding annotations mean nothing on one device.
   if (name == "Sharding" || name == "SPMDFullToShardShape" || name == "SPMDShardToFullShape" ||
-      name == "annotate_device_placement") {
-    for (size_t i = 0; i < cx.op().operands.size() && i < cx.op().results.size(); ++i) {
-      JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
-      cx.Bind(i, v);
-    }
-    return Status::Ok();
-  }
+      name == "annotate_device_placement")
+    return PassThrough(cx);
   return cx.Unsupported("custom_call target '" + name + "' is not supported");
 }
 

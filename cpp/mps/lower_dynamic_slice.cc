@@ -1,7 +1,7 @@
 // dynamic_slice and dynamic_update_slice with tensor-valued starts. MPSGraph has tensor-start slices
 // only from macOS 15.2 (and slice updates from 14.4), so both are built from coordinate iotas and
 // GatherAlongAxis (12.3), one axis at a time, with the starts clamped as StableHLO says.
-#include "mps/lower_context.h"
+#include "mps/lower_families.h"
 
 namespace jmp::mps {
 
@@ -16,13 +16,6 @@ int ClampedStart(LowerContext& cx, int start, int64_t dim, int64_t size) {
 
 int Coordinates(LowerContext& cx, const Shape& shape, int64_t axis) {
   Op& op = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-  op.axes = {axis};
-  return op.outputs[0];
-}
-
-int GatherAxis(LowerContext& cx, int data, int indices, int64_t axis) {
-  Shape shape = cx.ShapeOf(indices);
-  Op& op = cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape);
   op.axes = {axis};
   return op.outputs[0];
 }
@@ -42,7 +35,7 @@ Status DynamicSlice(LowerContext& cx) {
     Shape out = cx.ShapeOf(cur);
     out[d] = sizes[d];
     int idx = cx.Binary(OpKind::kAdd, Coordinates(cx, out, static_cast<int64_t>(d)), cx.BroadcastTo(s, out));
-    cur = GatherAxis(cx, cur, idx, static_cast<int64_t>(d));
+    cur = GatherAlongAxis(cx, cur, idx, static_cast<int64_t>(d));
   }
   cx.Bind(0, cur);
   return Status::Ok();
@@ -75,7 +68,7 @@ Status DynamicUpdateSlice(LowerContext& cx) {
     int offset = cx.Binary(OpKind::kSubtract, Coordinates(cx, out, static_cast<int64_t>(d)), cx.BroadcastTo(s, out));
     int clamped = cx.Binary(OpKind::kMinimum, cx.Binary(OpKind::kMaximum, offset, cx.Splat(DType::kI32, out, 0)),
                             cx.Splat(DType::kI32, out, static_cast<double>(us[d] - 1)));
-    spread = GatherAxis(cx, spread, clamped, static_cast<int64_t>(d));
+    spread = GatherAlongAxis(cx, spread, clamped, static_cast<int64_t>(d));
     int coord = Coordinates(cx, xs, static_cast<int64_t>(d));
     int lo = cx.BroadcastTo(s, xs);
     int hi = cx.Binary(OpKind::kAdd, lo, cx.Splat(DType::kI32, xs, static_cast<double>(us[d])));
@@ -88,6 +81,13 @@ Status DynamicUpdateSlice(LowerContext& cx) {
 }
 
 }  // namespace
+
+int GatherAlongAxis(LowerContext& cx, int data, int indices, int64_t axis) {
+  Shape shape = cx.ShapeOf(indices);
+  Op& op = cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape);
+  op.axes = {axis};
+  return op.outputs[0];
+}
 
 void RegisterDynamicSliceRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.dynamic_slice", &DynamicSlice);

@@ -228,16 +228,16 @@ Status PadOp(LowerContext& cx) {
   return Status::Ok();
 }
 
+}  // namespace
+
 // Values pass through unchanged (a barrier means nothing to a graph we compile whole).
 Status PassThrough(LowerContext& cx) {
-  for (size_t i = 0; i < cx.op().operands.size(); ++i) {
+  for (size_t i = 0; i < cx.op().operands.size() && i < cx.op().results.size(); ++i) {
     JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
     cx.Bind(i, v);
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.constant", &Constant);

@@ -130,13 +130,6 @@ int KeyValues(LowerContext& cx, int x, const SortKey& key) {
   return TotalOrderKey(cx, x);
 }
 
-int GatherAlong(LowerContext& cx, int data, int indices, int64_t axis) {
-  Shape shape = cx.ShapeOf(indices);
-  Op& op = cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape);
-  op.axes = {axis};
-  return op.outputs[0];
-}
-
 Status Sort(LowerContext& cx) {
   const shlo::Op& op = cx.op();
   JMP_ASSIGN_OR_RETURN(int64_t axis, cx.IntAttr("dimension"));
@@ -171,14 +164,14 @@ Status Sort(LowerContext& cx) {
   int perm = -1;
   for (size_t k = keys.size(); k-- > 0;) {
     int key_values = KeyValues(cx, inputs[keys[k].operand], keys[k]);
-    if (perm >= 0) key_values = GatherAlong(cx, key_values, perm, axis);
+    if (perm >= 0) key_values = GatherAlongAxis(cx, key_values, perm, axis);
     Op& arg = cx.Emit(OpKind::kArgSort, {key_values}, DType::kI32, shape);
     arg.axes = {axis};
     arg.int_attr = keys[k].descending ? 1 : 0;
     int order = arg.outputs[0];
-    perm = perm < 0 ? order : GatherAlong(cx, perm, order, axis);
+    perm = perm < 0 ? order : GatherAlongAxis(cx, perm, order, axis);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) cx.Bind(i, GatherAlong(cx, inputs[i], perm, axis));
+  for (size_t i = 0; i < inputs.size(); ++i) cx.Bind(i, GatherAlongAxis(cx, inputs[i], perm, axis));
   return Status::Ok();
 }
 

@@ -46,9 +46,7 @@ Status TopK(LowerContext& cx) {
   cx.EmitMulti(OpKind::kTopK, {keys}, {TensorType{cx.DTypeOf(keys), out}, TensorType{DType::kI32, out}}, &op);
   op->int_attr = k;
   int indices = op->outputs[1];
-  Op& g = cx.Emit(OpKind::kGatherAlongAxis, {x, indices}, t, out);
-  g.axes = {static_cast<int64_t>(shape.size()) - 1};
-  int values = g.outputs[0];
+  int values = GatherAlongAxis(cx, x, indices, static_cast<int64_t>(shape.size()) - 1);
   cx.Bind(0, values);
   cx.Bind(1, cx.Cast(indices, cx.OutType(1).dtype));
   return Status::Ok();
