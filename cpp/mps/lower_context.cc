@@ -354,7 +354,8 @@ int LowerContext::Reinterpret(int x, DType to) {
 int LowerContext::Reshape(int x, Shape shape) {
   if (ShapeOf(x) == shape) return x;
   int64_t n = 1;
-  for (int64_t d : shape) n = d < 0 ? -1 : n * d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) n = -1;
   if (n != Type(x).NumElements()) {
     Fail(Unsupported("reshape changes the number of elements"));
     return x;

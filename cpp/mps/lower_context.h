@@ -127,6 +127,14 @@ class LowerContext {
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
 };
 
+// Attribute values from an artifact that sizes are computed from must be small enough that no
+// product or sum of them overflows.
+inline bool Reasonable(const std::vector<int64_t>& values, int64_t limit = int64_t{1} << 24) {
+  for (int64_t v : values)
+    if (v < -limit || v > limit) return false;
+  return true;
+}
+
 // Element-type helpers for constants.
 std::vector<uint8_t> EncodeScalar(DType dtype, double value);
 std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits);

@@ -102,6 +102,9 @@ Status Convolution(LowerContext& cx) {
     return cx.Unsupported("convolution dimension numbers are not permutations of the ranks");
   for (size_t i = 0; i < s; ++i)
     if (strides[i] < 1 || lhs_dil[i] < 1 || rhs_dil[i] < 1) return cx.Unsupported("non-positive convolution stride or dilation");
+  if (!Reasonable(strides) || !Reasonable(lhs_dil) || !Reasonable(rhs_dil) || !Reasonable(padding) ||
+      !Reasonable({fgc, bgc}))
+    return cx.Unsupported("convolution attributes out of range");
   if (fgc < 1 || bgc < 1) return cx.Unsupported("non-positive group count");
   const shlo::Attr* reversal = op.Find("window_reversal");
   if (reversal && reversal->kind == shlo::Attr::Kind::kInts)

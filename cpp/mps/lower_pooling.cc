@@ -28,6 +28,9 @@ StatusOr<WindowAttrs> ReadWindowAttrs(LowerContext& cx, size_t rank) {
     w.pad_low.push_back(padding[2 * d]);
     w.pad_high.push_back(padding[2 * d + 1]);
   }
+  if (!Reasonable(w.dims) || !Reasonable(w.strides) || !Reasonable(w.base_dilations) || !Reasonable(w.window_dilations) ||
+      !Reasonable(padding))
+    return cx.Unsupported("reduce_window attributes out of range");
   return w;
 }
 

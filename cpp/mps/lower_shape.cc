@@ -179,6 +179,7 @@ StatusOr<int> PadGeneral(LowerContext& cx, int x, int value, const std::vector<i
                          const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
   size_t rank = cx.ShapeOf(x).size();
   if (low.size() != rank || high.size() != rank || interior.size() != rank) return cx.Unsupported("padding rank mismatch");
+  if (!Reasonable(low) || !Reasonable(high) || !Reasonable(interior)) return cx.Unsupported("padding out of range");
   // Interior padding, one dim at a time: [.., n, ..] -> [.., n, 1, ..] -> pad to [.., n, 1+k, ..]
   // -> [.., n*(1+k), ..] -> drop the trailing k.
   for (size_t d = 0; d < rank; ++d) {
