@@ -264,6 +264,19 @@ void AxisView(const Shape& shape, int64_t axis, int64_t* outer, int64_t* n, int6
 
 }  // namespace
 
+// Sums and products that wrap around for integers (no signed overflow), plain for floats.
+template <typename C>
+C Wrap(C a, C b, bool add) {
+  if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+    using UC = std::make_unsigned_t<C>;
+    uint64_t r = add ? static_cast<uint64_t>(static_cast<UC>(a)) + static_cast<UC>(b)
+                     : static_cast<uint64_t>(static_cast<UC>(a)) * static_cast<UC>(b);
+    return static_cast<C>(static_cast<UC>(r));
+  } else {
+    return add ? a + b : a * b;
+  }
+}
+
 Status RunCumulative(const OpArgs& a) {
   int64_t outer, n, inner;
   AxisView(a.InType(0).shape, a.op.axes.at(0), &outer, &n, &inner);
@@ -292,8 +305,8 @@ Status RunCumulative(const OpArgs& a) {
             C v = static_cast<C>(N::Load(x[at]));
             if (exclusive) y[at] = N::Store(static_cast<typename N::C>(acc));
             switch (a.op.kind) {
-              case K::kCumulativeSum: acc = acc + v; break;
-              case K::kCumulativeProduct: acc = acc * v; break;
+              case K::kCumulativeSum: acc = Wrap<C>(acc, v, true); break;
+              case K::kCumulativeProduct: acc = Wrap<C>(acc, v, false); break;
               case K::kCumulativeMaximum: acc = (v != v || v > acc) ? v : acc; break;
               default: acc = (v != v || v < acc) ? v : acc; break;
             }

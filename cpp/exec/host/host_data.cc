@@ -300,6 +300,18 @@ Status RunScatterND(const OpArgs& a) {
           else if (mode == 1) dst = dst - src;
           else if (mode == 2) dst = dst * src;
           else return a.Unsupported("mode is not defined for complex values");
+        } else if constexpr (kIsInt<T>) {
+          using UT = std::make_unsigned_t<T>;  // wrap-around, as the elementwise ops do
+          UT x = static_cast<UT>(dst), v = static_cast<UT>(src);
+          switch (mode) {
+            case 0: dst = static_cast<T>(static_cast<UT>(x + v)); break;
+            case 1: dst = static_cast<T>(static_cast<UT>(x - v)); break;
+            case 2: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
+            case 3: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
+            case 4: dst = src < dst ? src : dst; break;
+            case 5: dst = src > dst ? src : dst; break;
+            default: return a.Unsupported("has an unknown mode");
+          }
         } else {
           using N = Num<T>;
           auto x = N::Load(dst), v = N::Load(src);
