@@ -227,3 +227,12 @@ def test_complex_elementwise():
                      jnp.conj(a), jnp.sign(a)), a, rtol=1e-4, atol=1e-5)
     check(lambda a, b: (a == b, a != b, jnp.equal(a, a)), a, b)
     check(lambda x, y: lax.complex(x, y), np.real(a), np.imag(b))
+
+
+def test_complex_grads_and_dot():
+    z = random_array(RNG, (6,), np.complex64)
+    w = random_array(RNG, (6, 4), np.complex64)
+    check(lambda z, w: z @ w, z, w, rtol=1e-4, atol=1e-5)
+    check(jax.grad(lambda x: jnp.sum(jnp.abs(jnp.exp(x * (1 + 2j))) ** 2)), np.real(z).astype(np.float32), rtol=1e-4)
+    check(jax.grad(lambda z: jnp.real(jnp.sum(z * jnp.conj(z) + jnp.sqrt(z)))), z, rtol=1e-4, atol=1e-5)
+    check(lambda z: (jnp.sum(z), z.astype(jnp.float32), jnp.where(jnp.abs(z) > 1, z, 0)), z, rtol=1e-5)

@@ -82,7 +82,7 @@ def test_soak_memory_stays_flat():
         w = step(w, x)
     w.block_until_ready()
     before = dev.memory_stats()["bytes_in_use"]
-    for _ in range(2000):
+    for _ in range(10_000):
         w = step(w, x)
     w.block_until_ready()
     after = dev.memory_stats()["bytes_in_use"]
