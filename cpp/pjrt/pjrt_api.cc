@@ -34,8 +34,9 @@ PJRT_Error_Code ToCode(StatusCode c) {
   return PJRT_Error_Code_UNKNOWN;
 }
 
-bool ToDType(PJRT_Buffer_Type t, DType* d) {
-  switch (t) {
+// Takes the raw enum value: a caller may pass any integer, and loading it as the enum would be UB.
+bool ToDType(int raw, DType* d) {
+  switch (raw) {
     case PJRT_Buffer_Type_PRED: *d = DType::kBool; return true;
     case PJRT_Buffer_Type_S8: *d = DType::kI8; return true;
     case PJRT_Buffer_Type_S16: *d = DType::kI16; return true;
@@ -348,8 +349,10 @@ void CopyStrided(const uint8_t* src, uint8_t* dst, const std::vector<int64_t>& d
 JMP_ENTRY(PJRT_Client_BufferFromHostBuffer)
   JMP_REQUIRE(args->client, "PJRT_Client_BufferFromHostBuffer: client is null");
   DType dtype;
-  if (!ToDType(args->type, &dtype))
-    return MakeError(Unimplemented("buffer element type " + std::to_string(static_cast<int>(args->type)) + " is not supported by the metal plugin"));
+  int raw_type;
+  std::memcpy(&raw_type, &args->type, sizeof(raw_type));
+  if (!ToDType(raw_type, &dtype))
+    return MakeError(Unimplemented("buffer element type " + std::to_string(raw_type) + " is not supported by the metal plugin"));
   JMP_REQUIRE(args->num_dims == 0 || args->dims, "PJRT_Client_BufferFromHostBuffer: dims is null");
   std::vector<int64_t> dims(args->dims, args->dims + args->num_dims);
   for (int64_t d : dims) JMP_REQUIRE(d >= 0, "negative dimension");
