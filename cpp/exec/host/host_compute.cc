@@ -2,6 +2,7 @@
 // [kept..., reduced...] so each output element reduces one contiguous row.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -22,6 +23,18 @@
 #endif
 
 namespace jmp::exec::host {
+
+// JMP_HOST_BLAS_THREADS=N caps OpenBLAS's threads (its spinning workers compete with other work on
+// small machines); by default OpenBLAS uses every core, which measured fastest for training steps.
+// Accelerate manages its own threads.
+void ConfigureBlasThreads() {
+#if defined(JMP_BLAS_SCIPY_OPENBLAS)
+  if (const char* env = std::getenv("JMP_HOST_BLAS_THREADS")) {
+    int threads = std::atoi(env);
+    if (threads > 0) scipy_openblas_set_num_threads(threads);
+  }
+#endif
+}
 
 namespace {
 

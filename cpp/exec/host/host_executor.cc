@@ -51,6 +51,9 @@ struct Plan {
   // Values computed once at compile time (constants and everything derived only from them).
   std::vector<int64_t> folded_offset;  // per value: offset in `folded`, or -1
   std::vector<uint8_t> folded_op;      // per op: 1 when its outputs are folded
+  // Reshapes and reinterpretations are views: their output reads the input's bytes, no copy.
+  std::vector<int> alias_of;           // per value: the value whose storage it shares, or -1
+  std::vector<uint8_t> view_op;        // per op: 1 when it is such a view (skipped at run time)
   std::vector<uint8_t> folded;
   size_t arena_bytes = 0;
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
@@ -59,6 +62,7 @@ struct Plan {
 };
 
 ArenaPool* NewArenaPool();
+
 void DeleteArenaPool(ArenaPool* p);
 void FoldConstants(Plan& plan);
 
@@ -81,11 +85,23 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     for (const mps::Graph& sub : op.subgraphs) plan->subplans.push_back(MakePlan(sub));
   }
   FoldConstants(*plan);
+  plan->alias_of.assign(g.values.size(), -1);
+  plan->view_op.assign(g.ops.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    bool view = op.kind == mps::OpKind::kReshape || op.kind == mps::OpKind::kIdentity ||
+                op.kind == mps::OpKind::kReinterpretCast;
+    if (!view || plan->folded_op[i] || op.inputs.size() != 1 || op.outputs.size() != 1) continue;
+    if (g.type(op.inputs[0]).ByteSize() != g.type(op.outputs[0]).ByteSize()) continue;
+    plan->alias_of[static_cast<size_t>(op.outputs[0])] = op.inputs[0];
+    plan->view_op[i] = 1;
+  }
   return plan;
 }
 
 
 uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v) {
+  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
   int64_t folded = plan.folded_offset[static_cast<size_t>(v)];
   if (folded >= 0) return const_cast<uint8_t*>(plan.folded.data()) + folded;
   int in = plan.input_index[static_cast<size_t>(v)];
@@ -292,7 +308,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     OpArgs a{op, g, {}, {}};
-    if (plan.folded_op[i]) continue;
+    if (plan.folded_op[i] || plan.view_op[i]) continue;
     for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
     JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
@@ -333,6 +349,7 @@ class HostExecutable : public Executable {
 
 class HostExecutor : public Executor {
  public:
+  HostExecutor() { ConfigureBlasThreads(); }
   std::string name() const override { return "host"; }
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override {
     auto m = std::make_shared<HostMemory>(bytes);

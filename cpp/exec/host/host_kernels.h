@@ -20,6 +20,8 @@ struct OpArgs {
   Status Unsupported(const char* what) const;
 };
 
+void ConfigureBlasThreads();           // once, when the host executor is created
+
 Status RunUnary(const OpArgs& a);        // math, Negative/Absolute/Sign, IsFinite/NaN/Infinite, Not, bitwise not, popcount
 Status RunBinary(const OpArgs& a);       // arithmetic, compare, logical, bitwise, shifts
 Status RunSelect(const OpArgs& a);
