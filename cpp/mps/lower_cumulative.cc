@@ -1,5 +1,13 @@
-// reduce_window as a prefix scan (JAX's cumsum/cumprod/cummax/cummin, forward and reverse): a window
-// spanning the whole axis, padded by n-1 on one side, stride 1 — MPSGraph's cumulative ops, O(n).
+// reduce_window as a prefix scan (JAX's cumsum/cumprod/cummax/cummin/cumlogsumexp, forward and
+// reverse): a window spanning the whole axis, padded by n-1 on one side, stride 1. O(n) always:
+//   add/multiply/max/min on numbers  MPSGraph's cumulative ops (bools as 0/1 integers, complex sums
+//                                    part by part);
+//   any other body (logaddexp, complex products)  a log-step scan of the body applied to tensors.
+// StableHLO folds the init value into every window once, plus once per padding element; when the
+// init is not known to be the body's identity that fold is computed exactly (see InitFold).
+#include <cmath>
+
+#include "mps/lower_elementwise.h"
 #include "mps/lower_families.h"
 #include "mps/lower_window_common.h"
 
@@ -7,23 +15,28 @@ namespace jmp::mps {
 
 namespace {
 
-// Any associative body (cumlogsumexp's logaddexp, ...): a Hillis-Steele scan, log2(n) steps of the
-// body applied to tensors; positions with nothing to combine keep their value, and the init value is
-// folded in once at the end.
-StatusOr<bool> LowerGeneralScan(LowerContext& cx, int x, int64_t axis, bool reverse) {
-  const shlo::Op& op = cx.op();
-  const shlo::Block& body = op.regions.at(0).blocks.at(0);
+bool ElementwiseSafe(const shlo::Block& body) {
+  if (body.args.size() != 2) return false;
   for (const shlo::Op& b : body.ops)
     if (b.operands.empty() && b.name != "stablehlo.return") return false;  // scalar constants: not elementwise-safe
+  return true;
+}
+
+// Hillis-Steele inclusive scan of `body` (log2(n) steps of the body applied to whole tensors);
+// positions with nothing to combine at a step keep their value. No init value is involved.
+StatusOr<int> ScanSteps(LowerContext& cx, const shlo::Block& body, int x, int64_t axis, bool reverse) {
   const Shape shape = cx.ShapeOf(x);
   size_t a = static_cast<size_t>(axis);
   int64_t n = shape[a];
-  Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-  iota.axes = {axis};
-  int position = iota.outputs[0];
+  int position = -1;
   int acc = x;
   for (int64_t step = 1; step < n; step *= 2) {
-    // shifted[i] = acc[i - step] (or acc[i + step] in reverse); positions without one keep acc.
+    if (position < 0) {
+      Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
+      iota.axes = {axis};
+      position = iota.outputs[0];
+    }
+    // shifted[i] = acc[i - step] (acc[i + step] in reverse), padded where there is none.
     Shape starts(shape.size(), 0), ends = shape;
     Shape lo(shape.size(), 0), hi(shape.size(), 0);
     if (reverse) {
@@ -38,26 +51,64 @@ StatusOr<bool> LowerGeneralScan(LowerContext& cx, int x, int64_t axis, bool reve
     pad.starts = lo;
     pad.ends = hi;
     int shifted = pad.outputs[0];
+    // The earlier element on the left, as a sequential reduction would combine them.
     std::vector<int> args = reverse ? std::vector<int>{acc, shifted} : std::vector<int>{shifted, acc};
     JMP_ASSIGN_OR_RETURN(std::vector<int> combined, cx.LowerBlockInline(body, args));
-    if (combined.size() != 1) return false;
+    if (combined.size() != 1 || cx.DTypeOf(combined[0]) != cx.DTypeOf(acc) || cx.ShapeOf(combined[0]) != shape) return cx.Unsupported("reduce_window body of an unexpected type");
     int has = reverse ? cx.Compare(OpKind::kLessThan, position, cx.Splat(DType::kI32, shape, static_cast<double>(n - step)))
                       : cx.Compare(OpKind::kGreaterThanOrEqualTo, position, cx.Splat(DType::kI32, shape, static_cast<double>(step)));
     acc = cx.Select(has, combined[0], acc);
   }
-  JMP_ASSIGN_OR_RETURN(int init, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(std::vector<int> with_init, cx.LowerBlockInline(body, {cx.BroadcastTo(init, shape), acc}));
-  cx.Bind(0, with_init.at(0));
-  return true;
+  return acc;
+}
+
+// The init value folded as often as each window holds it: n - i times at position i of a forward
+// scan (n-1-i padding elements plus the init itself), i + 1 times in reverse. It depends only on the
+// position along the axis, so it is computed on a [1, .., n, .., 1] tensor: a scan of copies of the
+// init in the opposite direction.
+StatusOr<int> InitFold(LowerContext& cx, const shlo::Block& body, int init, const Shape& shape, int64_t axis, bool reverse) {
+  Shape line(shape.size(), 1);
+  line[static_cast<size_t>(axis)] = shape[static_cast<size_t>(axis)];
+  JMP_ASSIGN_OR_RETURN(int folded, ScanSteps(cx, body, cx.BroadcastTo(init, line), axis, !reverse));
+  return cx.BroadcastTo(folded, shape);
+}
+
+// body(init folds, scan) unless the init is known to be the identity.
+StatusOr<int> WithInit(LowerContext& cx, const shlo::Block& body, int scan, int init, int64_t axis, bool reverse,
+                       bool init_is_identity) {
+  if (init_is_identity) return scan;
+  JMP_ASSIGN_OR_RETURN(int folds, InitFold(cx, body, init, cx.ShapeOf(scan), axis, reverse));
+  JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {folds, scan}));
+  return out.at(0);
+}
+
+int Cumulative(LowerContext& cx, OpKind kind, int x, int64_t axis, bool reverse) {
+  Op& scan = cx.Emit(kind, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
+  scan.axes = {axis};
+  scan.int_attr = reverse ? 2 : 0;
+  return scan.outputs[0];
+}
+
+// cummax/cummin of floats: NaN from the first NaN on, as StableHLO's max/min propagate it. MPSGraph
+// documents no NaN rule for its cumulative max/min, so the lowering does not rely on one.
+int PropagateNaN(LowerContext& cx, int x, int scan, int64_t axis, bool reverse) {
+  const Shape shape = cx.ShapeOf(x);
+  int nans = Cumulative(cx, OpKind::kCumulativeSum, cx.Cast(Predicate(cx, OpKind::kIsNaN, x), DType::kI32), axis, reverse);
+  int seen = cx.Compare(OpKind::kGreaterThan, nans, cx.Splat(DType::kI32, shape, 0));
+  return cx.Select(seen, cx.Splat(cx.DTypeOf(x), shape, NAN), scan);
 }
 
 }  // namespace
 
 StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
   const shlo::Op& op = cx.op();
-  if (op.operands.size() != 2) return false;
+  if (op.operands.size() != 2 || op.results.size() != 1 || op.regions.size() != 1 || op.regions[0].blocks.size() != 1)
+    return false;
+  const shlo::Block& body = op.regions[0].blocks[0];
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int init, cx.In(1));
   const Shape shape = cx.ShapeOf(x);
+  if (cx.OutType(0).shape != shape || !cx.ShapeOf(init).empty()) return false;
   JMP_ASSIGN_OR_RETURN(WindowAttrs w, ReadWindowAttrs(cx, shape.size()));
   int64_t axis = -1;
   bool reverse = false;
@@ -70,26 +121,62 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     else return false;
     axis = static_cast<int64_t>(d);
   }
-  if (axis < 0) return false;
+  if (axis < 0 || !ElementwiseSafe(body)) return false;
   std::string monoid = WindowMonoid(op);
   DType t = cx.DTypeOf(x);
-  if (t == DType::kBool || IsComplex(t)) return false;
-  if (monoid.empty()) return LowerGeneralScan(cx, x, axis, reverse);
+  double init_value;
+  bool known_init = cx.KnownSplat(init, &init_value);
+  auto bind = [&](StatusOr<int> v) -> StatusOr<bool> {
+    if (!v.ok()) return v.status();
+    cx.Bind(0, *v);
+    return true;
+  };
+
   OpKind kind;
   double identity;
   if (monoid == "stablehlo.add") kind = OpKind::kCumulativeSum, identity = 0;
   else if (monoid == "stablehlo.multiply") kind = OpKind::kCumulativeProduct, identity = 1;
   else if (monoid == "stablehlo.maximum") kind = OpKind::kCumulativeMaximum, identity = LowestValue(t);
   else if (monoid == "stablehlo.minimum") kind = OpKind::kCumulativeMinimum, identity = HighestValue(t);
-  else return false;
-  JMP_ASSIGN_OR_RETURN(int init, cx.In(1));
-  double init_value;
-  if (!cx.KnownSplat(init, &init_value) || init_value != identity) return false;
-  Op& scan = cx.Emit(kind, {x}, t, shape);
-  scan.axes = {axis};
-  scan.int_attr = reverse ? 2 : 0;
-  cx.Bind(0, scan.outputs[0]);
-  return true;
+  else return bind([&]() -> StatusOr<int> {
+    // Any other (associative) body, e.g. cumlogsumexp's logaddexp.
+    JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
+    return WithInit(cx, body, scan, init, axis, reverse, false);
+  }());
+  bool is_identity = known_init && init_value == identity;
+
+  if (t == DType::kBool) {
+    // StableHLO on i1: add and max are or, multiply and min are and: cumulative max/min of 0/1.
+    bool any = kind == OpKind::kCumulativeSum || kind == OpKind::kCumulativeMaximum;
+    int scan = Cumulative(cx, any ? OpKind::kCumulativeMaximum : OpKind::kCumulativeMinimum, cx.Cast(x, DType::kI32), axis, reverse);
+    scan = cx.Cast(scan, DType::kBool);
+    return bind(WithInit(cx, body, scan, init, axis, reverse, known_init && init_value == (any ? 0 : 1)));
+  }
+  if (t == DType::kC64) {
+    if (kind == OpKind::kCumulativeSum) {
+      // Sums part by part (the cumulative ops are not listed for complex64); the init is added once
+      // per window element it stands for.
+      int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
+      int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
+      int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape).outputs[0];
+      return bind(WithInit(cx, body, scan, init, axis, reverse, false));
+    }
+    if (kind != OpKind::kCumulativeProduct) return false;  // max/min of complex values are not defined
+    return bind([&]() -> StatusOr<int> {
+      JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
+      return WithInit(cx, body, scan, init, axis, reverse, false);
+    }());
+  }
+  if (!IsFloat(t) && !IsInteger(t)) return false;
+  int scan = Cumulative(cx, kind, x, axis, reverse);
+  if (IsFloat(t) && (kind == OpKind::kCumulativeMaximum || kind == OpKind::kCumulativeMinimum))
+    scan = PropagateNaN(cx, x, scan, axis, reverse);
+  // Max and min are idempotent: the init folds in once whatever its count.
+  if ((kind == OpKind::kCumulativeMaximum || kind == OpKind::kCumulativeMinimum) && !is_identity) {
+    JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {cx.BroadcastTo(init, shape), scan}));
+    return bind(out.at(0));
+  }
+  return bind(WithInit(cx, body, scan, init, axis, reverse, is_identity));
 }
 
 }  // namespace jmp::mps

@@ -66,7 +66,7 @@ Status Sign(LowerContext& cx) {
     return Result(cx, cx.Cast(cx.Compare(OpKind::kNotEqual, x, cx.Splat(t, shape, 0)), t));
   }
   int s = cx.Unary(OpKind::kSign, x);
-  if (IsFloat(t)) s = cx.Select(cx.Unary(OpKind::kIsNaN, x), x, s);  // MPSGraph's sign(NaN) is 0
+  if (IsFloat(t)) s = cx.Select(Predicate(cx, OpKind::kIsNaN, x), x, s);  // MPSGraph's sign(NaN) is 0
   return Result(cx, s);
 }
 
@@ -83,7 +83,7 @@ Status Expm1(LowerContext& cx) {
   int ratio = cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kMultiply, um1, x), cx.Unary(OpKind::kLogarithm, u));
   int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(DType::kF32, shape, -1)), um1, ratio);
   r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, r);
-  r = cx.Select(cx.Unary(OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
+  r = cx.Select(Predicate(cx, OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
   return Result(cx, cx.Cast(r, out));
 }
 
@@ -99,7 +99,7 @@ Status Log1p(LowerContext& cx) {
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
   int ratio = cx.Binary(OpKind::kMultiply, cx.Unary(OpKind::kLogarithm, u), cx.Binary(OpKind::kDivide, x, um1));
   int r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, ratio);
-  r = cx.Select(cx.Unary(OpKind::kIsInfinite, u), cx.Unary(OpKind::kLogarithm, u), r);
+  r = cx.Select(Predicate(cx, OpKind::kIsInfinite, u), cx.Unary(OpKind::kLogarithm, u), r);
   return Result(cx, cx.Cast(r, out));
 }
 
@@ -357,6 +357,11 @@ int TotalOrderKey(LowerContext& cx, int x) {
   return cx.Select(negative, cx.Binary(OpKind::kBitwiseXor, k, cx.Splat(s, shape, HighestValue(s))), k);
 }
 
+int Predicate(LowerContext& cx, OpKind kind, int x) {
+  Shape shape = cx.ShapeOf(x);
+  return cx.Emit(kind, {x}, DType::kBool, shape).outputs[0];
+}
+
 int ComplexAbs(LowerContext& cx, int z) {
   const Shape shape = cx.ShapeOf(z);
   int re = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape).outputs[0]);
@@ -370,7 +375,7 @@ int ComplexAbs(LowerContext& cx, int z) {
                       cx.Binary(OpKind::kAdd, cx.Splat(DType::kF32, shape, 1), cx.Binary(OpKind::kMultiply, ratio, ratio)));
   int h = cx.Binary(OpKind::kMultiply, big, root);
   // |inf + i*nan| = inf, as C's hypot.
-  h = cx.Select(cx.Unary(OpKind::kIsInfinite, big), big, h);
+  h = cx.Select(Predicate(cx, OpKind::kIsInfinite, big), big, h);
   return h;
 }
 

@@ -1,101 +1,199 @@
 // sort: MPSGraph sorts one key with no comparator, so the comparator region is recognised as a
-// lexicographic list of keys (JAX's forms: LT/GT on one operand, TOTALORDER on floats canonicalised
-// for -0.0 and NaN, `lt(k0) or (eq(k0) and <rest>)` for several keys). The sort itself is stable
-// ArgSort passes from the least significant key, and every operand is gathered by the final
-// permutation. A comparator of any other shape is an error, never a wrong order.
+// lexicographic list of keys and the sort becomes stable ascending ArgSort passes from the least
+// significant key, every operand then gathered by the final permutation. The forms recognised are
+// the ones JAX emits:
+//   one key          LT/GT of an operand's two sides (FLOAT, TOTALORDER, SIGNED, UNSIGNED)
+//   canonical floats each side behind select(x == 0, 0, x) and select(x != x, NaN, .) (jnp.sort)
+//   complex keys     real(x) and imag(x) compared as two keys (jnp.sort of complex64)
+//   several keys     or(lt(k0), and(eq(k0), <rest>)) (lax.sort num_keys > 1, jnp.lexsort)
+// Anything else is an error naming the comparator's ops, never a wrong order.
+//
+// Only ascending ArgSort is used (op_kinds.def: stable): a descending key is made ascending by a
+// bitwise not of its integer form, which reverses the order exactly and keeps ties in input order,
+// as XLA's stable sort with a GT comparator does.
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <optional>
 
 #include "mps/lower_elementwise.h"
 #include "mps/lower_families.h"
+#include "support/float16.h"
 
 namespace jmp::mps {
 
 namespace {
 
-struct SortKey {
+enum class Part { kWhole, kReal, kImag };
+
+// One side of a comparison: which operand, which side of the comparator (0: lhs element, 1: rhs),
+// which part of a complex value, and the canonicalisation applied before comparing.
+struct Term {
   size_t operand = 0;
-  bool descending = false;
-  bool total_order = false;
-  bool canonical = false;  // -0.0 == +0.0 and all NaNs equal (JAX's float canonicalisation)
+  size_t side = 0;
+  Part part = Part::kWhole;
+  bool zeros_equal = false;  // select(x == 0, 0, x): -0.0 compares as +0.0
+  bool nans_equal = false;   // select(x != x, NaN, .): every NaN compares as one positive NaN
+
+  bool SameValue(const Term& o) const { return operand == o.operand && part == o.part; }
+  bool SameKey(const Term& o) const {
+    return SameValue(o) && zeros_equal == o.zeros_equal && nans_equal == o.nans_equal;
+  }
 };
+
+struct SortKey {
+  Term term;
+  std::string compare_type;  // "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED" (or "" when absent)
+  bool descending = false;
+};
+
+std::string CompareType(const shlo::Op& compare) {
+  const shlo::Attr* t = compare.Find("compare_type");
+  return t ? t->s : "";
+}
 
 class ComparatorMatcher {
  public:
-  explicit ComparatorMatcher(const shlo::Block& body) : body_(body) {
+  ComparatorMatcher(LowerContext& cx, const shlo::Block& body) : cx_(cx), body_(body) {
     for (const shlo::Op& op : body.ops)
       for (int r : op.results) producer_[r] = &op;
     for (size_t i = 0; i < body.args.size(); ++i) arg_index_[body.args[i]] = i;
   }
 
-  bool Match(std::vector<SortKey>* keys) {
+  bool Match(std::vector<SortKey>* keys) const {
+    if (body_.ops.empty()) return false;
     const shlo::Op& ret = body_.ops.back();
     if (ret.operands.size() != 1) return false;
     return Lex(ret.operands[0], keys);
   }
 
  private:
-  const shlo::Op* Producer(int v) const {
+  const shlo::Op* Producer(int v, const char* name) const {
     auto it = producer_.find(v);
-    return it == producer_.end() ? nullptr : it->second;
+    if (it == producer_.end() || it->second->name != name) return nullptr;
+    return it->second;
   }
 
-  // A comparator argument, possibly behind JAX's canonicalising selects: (operand, side).
-  bool Side(int v, size_t* operand, size_t* side, bool* canonical) const {
-    for (int depth = 0; depth < 8; ++depth) {
-      auto it = arg_index_.find(v);
-      if (it != arg_index_.end()) {
-        *operand = it->second / 2;
-        *side = it->second % 2;
-        return true;
-      }
-      const shlo::Op* p = Producer(v);
-      if (!p || p->name != "stablehlo.select" || p->operands.size() != 3) return false;
-      *canonical = true;
-      v = p->operands[2];
+  // The scalar value of a splat float constant: defined in the comparator, or (as JAX's
+  // serialisation hoists them) outside it, where the lowering has recorded it.
+  std::optional<double> ConstantValue(int v) const {
+    const shlo::Op* c = Producer(v, "stablehlo.constant");
+    if (!c) {
+      if (producer_.count(v) || arg_index_.count(v)) return std::nullopt;
+      StatusOr<int> outer = cx_.Value(v);
+      double value;
+      if (!outer.ok() || !IsFloat(cx_.DTypeOf(*outer)) || !cx_.KnownSplat(*outer, &value)) return std::nullopt;
+      return value;
     }
-    return false;
+    const shlo::Attr* value = c->Find("value");
+    if (!value || value->kind != shlo::Attr::Kind::kTensor || value->data.empty()) return std::nullopt;
+    const uint8_t* p = value->data.data();
+    size_t size = value->data.size();
+    switch (value->type.dtype) {
+      case DType::kF32: {
+        if (size < 4) return std::nullopt;
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      }
+      case DType::kF16: case DType::kBF16: {
+        if (size < 2) return std::nullopt;
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return value->type.dtype == DType::kF16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+      }
+      default: return std::nullopt;
+    }
   }
 
-  bool Compare(int v, const char* want, SortKey* key) const {
-    const shlo::Op* p = Producer(v);
-    if (!p || p->name != "stablehlo.compare" || p->operands.size() != 2) return false;
-    const shlo::Attr* dir = p->Find("comparison_direction");
-    const shlo::Attr* type = p->Find("compare_type");
+  // An operand's side, possibly its real or imaginary part: the base of a term.
+  bool Base(int v, Term* t) const {
+    auto it = arg_index_.find(v);
+    if (it == arg_index_.end()) {
+      const shlo::Op* part = Producer(v, "stablehlo.real");
+      Part p = Part::kReal;
+      if (!part) {
+        part = Producer(v, "stablehlo.imag");
+        p = Part::kImag;
+      }
+      if (!part || part->operands.size() != 1) return false;
+      it = arg_index_.find(part->operands[0]);
+      if (it == arg_index_.end()) return false;
+      t->part = p;
+    }
+    t->operand = it->second / 2;
+    t->side = it->second % 2;
+    return true;
+  }
+
+  // A term: a base, or a base behind JAX's canonicalising selects (each verified, so no other
+  // select is mistaken for one).
+  bool TermOf(int v, Term* t, int depth = 0) const {
+    if (Base(v, t)) return true;
+    const shlo::Op* sel = Producer(v, "stablehlo.select");
+    if (!sel || sel->operands.size() != 3 || depth > 2) return false;
+    const shlo::Op* pred = Producer(sel->operands[0], "stablehlo.compare");
+    std::optional<double> replacement = ConstantValue(sel->operands[1]);
+    if (!pred || pred->operands.size() != 2 || !replacement) return false;
+    const shlo::Attr* dir = pred->Find("comparison_direction");
     if (!dir) return false;
-    size_t op_a, side_a, op_b, side_b;
-    bool canon_a = false, canon_b = false;
-    if (!Side(p->operands[0], &op_a, &side_a, &canon_a) || !Side(p->operands[1], &op_b, &side_b, &canon_b)) return false;
-    if (op_a != op_b || side_a == side_b) return false;
-    key->operand = op_a;
-    key->total_order = type && type->s == "TOTALORDER";
-    key->canonical = canon_a && canon_b;
-    bool flipped = side_a == 1;
-    if (std::string(want) == "EQ") return dir->s == "EQ";
+    Term inner;
+    if (!TermOf(sel->operands[2], &inner, depth + 1)) return false;
+    Term tested;
+    if (!Base(pred->operands[0], &tested) || !tested.SameValue(inner) || tested.side != inner.side) return false;
+    if (dir->s == "NE" && pred->operands[1] == pred->operands[0] && std::isnan(*replacement) && !inner.nans_equal) {
+      inner.nans_equal = true;  // x != x selects NaN
+    } else if (dir->s == "EQ" && *replacement == 0 && !std::signbit(*replacement) && !inner.zeros_equal) {
+      std::optional<double> zero = ConstantValue(pred->operands[1]);
+      if (!zero || *zero != 0) return false;
+      inner.zeros_equal = true;  // x == 0 (true for -0.0 too) selects +0.0
+    } else {
+      return false;
+    }
+    *t = inner;
+    return true;
+  }
+
+  // compare(direction) of one key's two sides. `equal` asks for EQ; else LT or GT (ascending or
+  // descending depending on which side is on the left).
+  bool Compare(int v, bool equal, SortKey* key) const {
+    const shlo::Op* p = Producer(v, "stablehlo.compare");
+    if (!p || p->operands.size() != 2) return false;
+    const shlo::Attr* dir = p->Find("comparison_direction");
+    if (!dir) return false;
+    Term a, b;
+    if (!TermOf(p->operands[0], &a) || !TermOf(p->operands[1], &b)) return false;
+    if (!a.SameKey(b) || a.side == b.side) return false;
+    key->term = a;
+    key->term.side = 0;
+    key->compare_type = CompareType(*p);
+    if (equal) return dir->s == "EQ";
+    bool flipped = a.side == 1;
     if (dir->s == "LT") key->descending = flipped;
     else if (dir->s == "GT") key->descending = !flipped;
     else return false;
     return true;
   }
 
-  bool Lex(int v, std::vector<SortKey>* keys) {
+  bool Lex(int v, std::vector<SortKey>* keys) const {
     SortKey key;
-    if (Compare(v, "LT", &key)) {
+    if (Compare(v, false, &key)) {
       keys->push_back(key);
       return true;
     }
-    const shlo::Op* p = Producer(v);
-    if (!p || p->name != "stablehlo.or" || p->operands.size() != 2) return false;
-    for (int first = 0; first < 2; ++first) {
-      int less = p->operands[static_cast<size_t>(first)], rest = p->operands[static_cast<size_t>(1 - first)];
-      if (!Compare(less, "LT", &key)) continue;
-      const shlo::Op* a = Producer(rest);
-      if (!a || a->name != "stablehlo.and" || a->operands.size() != 2) continue;
-      for (int eq_first = 0; eq_first < 2; ++eq_first) {
+    const shlo::Op* p = Producer(v, "stablehlo.or");
+    if (!p || p->operands.size() != 2) return false;
+    for (size_t first = 0; first < 2; ++first) {
+      if (!Compare(p->operands[first], false, &key)) continue;
+      const shlo::Op* a = Producer(p->operands[1 - first], "stablehlo.and");
+      if (!a || a->operands.size() != 2) continue;
+      for (size_t eq_first = 0; eq_first < 2; ++eq_first) {
         SortKey eq;
-        if (!Compare(a->operands[static_cast<size_t>(eq_first)], "EQ", &eq) || eq.operand != key.operand) continue;
+        if (!Compare(a->operands[eq_first], true, &eq) || !eq.term.SameKey(key.term) ||
+            eq.compare_type != key.compare_type)
+          continue;
         std::vector<SortKey> tail;
-        if (!Lex(a->operands[static_cast<size_t>(1 - eq_first)], &tail)) continue;
+        if (!Lex(a->operands[1 - eq_first], &tail)) continue;
         keys->push_back(key);
         keys->insert(keys->end(), tail.begin(), tail.end());
         return true;
@@ -104,6 +202,7 @@ class ComparatorMatcher {
     return false;
   }
 
+  LowerContext& cx_;
   const shlo::Block& body_;
   std::map<int, const shlo::Op*> producer_;
   std::map<int, size_t> arg_index_;
@@ -115,19 +214,48 @@ std::string BodyOps(const shlo::Block& body) {
   return s;
 }
 
-// The value ArgSort orders for one key: integers as they are, floats by IEEE total order (after
-// JAX's canonicalisation when the comparator applies it), bools as 0/1.
-int KeyValues(LowerContext& cx, int x, const SortKey& key) {
+// The integers ArgSort orders ascending for one key: signed and unsigned integers as the compare
+// type reads them, bools as 0/1, floats by IEEE total order after the comparator's canonicalisation.
+// A FLOAT (IEEE) compare is total-order with -0.0 == +0.0; NaNs, which IEEE leaves unordered (XLA's
+// result then depends on its sort algorithm), go last.
+StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
+  if (key.term.part == Part::kReal) x = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, cx.ShapeOf(x)).outputs[0];
+  if (key.term.part == Part::kImag) x = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, cx.ShapeOf(x)).outputs[0];
   DType t = cx.DTypeOf(x);
   const Shape shape = cx.ShapeOf(x);
-  if (t == DType::kBool) return cx.Cast(x, DType::kU8);
-  if (!IsFloat(t)) return x;
-  if (key.canonical) {
-    int zero = cx.Splat(t, shape, 0);
-    x = cx.Select(cx.Compare(OpKind::kEqual, x, zero), zero, x);
-    x = cx.Select(cx.Unary(OpKind::kIsNaN, x), cx.Splat(t, shape, NAN), x);
+  const std::string& ct = key.compare_type;
+  int k;
+  if (IsComplex(t)) {
+    return cx.Unsupported("sort comparator orders complex values directly");
+  } else if (t == DType::kBool) {
+    k = cx.Cast(x, DType::kU8);
+  } else if (IsInteger(t)) {
+    k = x;
+    if (ct == "UNSIGNED" && IsSignedInt(t)) k = cx.Reinterpret(x, UnsignedOfWidth(BitWidth(t)));
+    if (ct == "SIGNED" && IsUnsignedInt(t)) k = cx.Reinterpret(x, SignedOfWidth(BitWidth(t)));
+  } else if (IsFloat(t)) {
+    if (ct != "TOTALORDER" && ct != "FLOAT" && !ct.empty()) return cx.Unsupported("sort compares floats as " + ct);
+    bool ieee = ct != "TOTALORDER";
+    if (key.term.zeros_equal || ieee) {
+      int zero = cx.Splat(t, shape, 0);
+      x = cx.Select(cx.Compare(OpKind::kEqual, x, zero), zero, x);
+    }
+    if (key.term.nans_equal || ieee) x = cx.Select(Predicate(cx, OpKind::kIsNaN, x), cx.Splat(t, shape, NAN), x);
+    k = TotalOrderKey(cx, x);
+  } else {
+    return cx.Unsupported("sort key of this type");
   }
-  return TotalOrderKey(cx, x);
+  if (key.descending) k = cx.Unary(OpKind::kBitwiseNot, k);
+  return k;
+}
+
+// Gathers along the axis; complex values part by part (GatherAlongAxis is not listed for complex64).
+int GatherAny(LowerContext& cx, int data, int perm, int64_t axis) {
+  if (cx.DTypeOf(data) != DType::kC64) return GatherAlongAxis(cx, data, perm, axis);
+  const Shape shape = cx.ShapeOf(data);
+  int re = GatherAlongAxis(cx, cx.Emit(OpKind::kRealPart, {data}, DType::kF32, shape).outputs[0], perm, axis);
+  int im = GatherAlongAxis(cx, cx.Emit(OpKind::kImaginaryPart, {data}, DType::kF32, shape).outputs[0], perm, axis);
+  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, cx.ShapeOf(perm)).outputs[0];
 }
 
 Status Sort(LowerContext& cx) {
@@ -138,40 +266,58 @@ Status Sort(LowerContext& cx) {
   std::vector<int> inputs;
   for (size_t i = 0; i < op.operands.size(); ++i) {
     JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
-    if (IsComplex(cx.DTypeOf(v))) return cx.Unsupported("sorting complex values");
     inputs.push_back(v);
   }
-  if (inputs.empty() || body.ops.empty() || body.args.size() != 2 * inputs.size())
+  if (inputs.empty() || body.ops.empty() || body.args.size() != 2 * inputs.size() ||
+      op.results.size() != inputs.size())
     return cx.Unsupported("malformed sort");
   const Shape shape = cx.ShapeOf(inputs[0]);
+  for (int v : inputs)
+    if (cx.ShapeOf(v) != shape) return cx.Unsupported("sort operands of different shapes");
   if (axis < 0) axis += static_cast<int64_t>(shape.size());
   if (axis < 0 || axis >= static_cast<int64_t>(shape.size())) return cx.Unsupported("sort dimension out of range");
   std::vector<SortKey> keys;
-  ComparatorMatcher matcher(body);
+  ComparatorMatcher matcher(cx, body);
   if (!matcher.Match(&keys)) return cx.Unsupported("sort comparator not recognised (" + BodyOps(body) + ")");
-  for (const SortKey& k : keys)
-    if (k.operand >= inputs.size()) return cx.Unsupported("sort comparator refers to a missing operand");
+  for (const SortKey& k : keys) {
+    if (k.term.operand >= inputs.size()) return cx.Unsupported("sort comparator refers to a missing operand");
+    bool complex = IsComplex(cx.DTypeOf(inputs[k.term.operand]));
+    if (complex != (k.term.part != Part::kWhole)) return cx.Unsupported("sort comparator takes parts of a real value");
+  }
+  // A key that is an iota along the axis (jnp.argsort's tie-breaker) is already in order.
+  while (keys.size() > 1 && cx.IsIotaAlong(inputs[keys.back().term.operand], axis) && !keys.back().descending)
+    keys.pop_back();
 
-  // One integer operand sorted by itself: MPSGraph's sort directly.
+  // One integer operand sorted by itself: MPSGraph's sort directly (values only: ties can't show).
   if (inputs.size() == 1 && keys.size() == 1 && IsInteger(cx.DTypeOf(inputs[0]))) {
-    Op& s = cx.Emit(OpKind::kSort, {inputs[0]}, cx.DTypeOf(inputs[0]), shape);
-    s.axes = {axis};
-    s.int_attr = keys[0].descending ? 1 : 0;
-    cx.Bind(0, s.outputs[0]);
-    return Status::Ok();
+    const SortKey& k = keys[0];
+    DType t = cx.DTypeOf(inputs[0]);
+    bool as_is = k.compare_type.empty() || (k.compare_type == "SIGNED") == IsSignedInt(t);
+    if (as_is) {
+      Op& s = cx.Emit(OpKind::kSort, {inputs[0]}, t, shape);
+      s.axes = {axis};
+      s.int_attr = k.descending ? 1 : 0;
+      cx.Bind(0, s.outputs[0]);
+      return Status::Ok();
+    }
   }
   // Stable passes from the least significant key; `perm` maps sorted position -> original index.
   int perm = -1;
   for (size_t k = keys.size(); k-- > 0;) {
-    int key_values = KeyValues(cx, inputs[keys[k].operand], keys[k]);
+    JMP_ASSIGN_OR_RETURN(int key_values, KeyValues(cx, inputs[keys[k].term.operand], keys[k]));
     if (perm >= 0) key_values = GatherAlongAxis(cx, key_values, perm, axis);
     Op& arg = cx.Emit(OpKind::kArgSort, {key_values}, DType::kI32, shape);
     arg.axes = {axis};
-    arg.int_attr = keys[k].descending ? 1 : 0;
+    arg.int_attr = 0;
     int order = arg.outputs[0];
     perm = perm < 0 ? order : GatherAlongAxis(cx, perm, order, axis);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) cx.Bind(i, GatherAlongAxis(cx, inputs[i], perm, axis));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int v = inputs[i];
+    // An iota operand sorted by the permutation is the permutation itself (jnp.argsort's result).
+    bool iota = cx.IsIotaAlong(v, axis) && IsInteger(cx.DTypeOf(v));
+    cx.Bind(i, iota ? cx.Cast(perm, cx.DTypeOf(v)) : GatherAny(cx, v, perm, axis));
+  }
   return Status::Ok();
 }
 
