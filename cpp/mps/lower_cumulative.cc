@@ -82,6 +82,23 @@ StatusOr<int> WithInit(LowerContext& cx, const shlo::Block& body, int scan, int 
   return out.at(0);
 }
 
+// A constant whose bytes are all zero (+0 in every part): complex constants carry no recorded splat.
+bool IsZeroConstant(LowerContext& cx, int v) {
+  const Graph& g = cx.graph();
+  for (auto it = g.ops.rbegin(); it != g.ops.rend(); ++it) {
+    if (it->outputs.size() != 1 || it->outputs[0] != v) continue;
+    if (it->kind == OpKind::kReshape || it->kind == OpKind::kBroadcast) {
+      v = it->inputs.at(0);
+      continue;
+    }
+    if (it->kind != OpKind::kConstant || it->data.empty()) return false;
+    for (uint8_t b : it->data)
+      if (b != 0) return false;
+    return true;
+  }
+  return false;
+}
+
 int Cumulative(LowerContext& cx, OpKind kind, int x, int64_t axis, bool reverse) {
   Op& scan = cx.Emit(kind, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
   scan.axes = {axis};
@@ -159,7 +176,7 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
       int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
       int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
       int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape).outputs[0];
-      return bind(WithInit(cx, body, scan, init, axis, reverse, false));
+      return bind(WithInit(cx, body, scan, init, axis, reverse, IsZeroConstant(cx, init)));
     }
     if (kind != OpKind::kCumulativeProduct) return false;  // max/min of complex values are not defined
     return bind([&]() -> StatusOr<int> {

@@ -19,6 +19,7 @@ Status Result(LowerContext& cx, int v) {
 
 template <OpKind K>
 Status FloatUnary(LowerContext& cx) {
+  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);  // lower_complex_math.cc
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   return Result(cx, cx.Unary(K, x));
@@ -70,37 +71,20 @@ Status Sign(LowerContext& cx) {
   return Result(cx, s);
 }
 
-// expm1 via Kahan's formula: exact near 0 where exp(x) - 1 cancels.
 Status Expm1(LowerContext& cx) {
+  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
-  int x = cx.Cast(x0, DType::kF32);
-  const Shape shape = cx.ShapeOf(x);
-  int u = cx.Unary(OpKind::kExponent, x);
-  int one = cx.Splat(DType::kF32, shape, 1);
-  int um1 = cx.Binary(OpKind::kSubtract, u, one);
-  int ratio = cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kMultiply, um1, x), cx.Unary(OpKind::kLogarithm, u));
-  int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(DType::kF32, shape, -1)), um1, ratio);
-  r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, r);
-  r = cx.Select(Predicate(cx, OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
-  return Result(cx, cx.Cast(r, out));
+  return Result(cx, cx.Cast(Expm1F32(cx, cx.Cast(x0, DType::kF32)), out));
 }
 
-// log1p via Goldberg's formula: log(u) * x / (u - 1) with u = 1 + x.
 Status Log1p(LowerContext& cx) {
+  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
-  int x = cx.Cast(x0, DType::kF32);
-  const Shape shape = cx.ShapeOf(x);
-  int one = cx.Splat(DType::kF32, shape, 1);
-  int u = cx.Binary(OpKind::kAdd, x, one);
-  int um1 = cx.Binary(OpKind::kSubtract, u, one);
-  int ratio = cx.Binary(OpKind::kMultiply, cx.Unary(OpKind::kLogarithm, u), cx.Binary(OpKind::kDivide, x, um1));
-  int r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, ratio);
-  r = cx.Select(Predicate(cx, OpKind::kIsInfinite, u), cx.Unary(OpKind::kLogarithm, u), r);
-  return Result(cx, cx.Cast(r, out));
+  return Result(cx, cx.Cast(Log1pF32(cx, cx.Cast(x0, DType::kF32)), out));
 }
 
 Status Cbrt(LowerContext& cx) {
@@ -357,6 +341,29 @@ int TotalOrderKey(LowerContext& cx, int x) {
   return cx.Select(negative, cx.Binary(OpKind::kBitwiseXor, k, cx.Splat(s, shape, HighestValue(s))), k);
 }
 
+// expm1 via Kahan's formula: exact near 0 where exp(x) - 1 cancels.
+int Expm1F32(LowerContext& cx, int x) {
+  const Shape shape = cx.ShapeOf(x);
+  int u = cx.Unary(OpKind::kExponent, x);
+  int one = cx.Splat(DType::kF32, shape, 1);
+  int um1 = cx.Binary(OpKind::kSubtract, u, one);
+  int ratio = cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kMultiply, um1, x), cx.Unary(OpKind::kLogarithm, u));
+  int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(DType::kF32, shape, -1)), um1, ratio);
+  r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, r);
+  return cx.Select(Predicate(cx, OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
+}
+
+// log1p via Goldberg's formula: log(u) * x / (u - 1) with u = 1 + x.
+int Log1pF32(LowerContext& cx, int x) {
+  const Shape shape = cx.ShapeOf(x);
+  int one = cx.Splat(DType::kF32, shape, 1);
+  int u = cx.Binary(OpKind::kAdd, x, one);
+  int um1 = cx.Binary(OpKind::kSubtract, u, one);
+  int ratio = cx.Binary(OpKind::kMultiply, cx.Unary(OpKind::kLogarithm, u), cx.Binary(OpKind::kDivide, x, um1));
+  int r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, ratio);
+  return cx.Select(Predicate(cx, OpKind::kIsInfinite, u), cx.Unary(OpKind::kLogarithm, u), r);
+}
+
 int Predicate(LowerContext& cx, OpKind kind, int x) {
   Shape shape = cx.ShapeOf(x);
   return cx.Emit(kind, {x}, DType::kBool, shape).outputs[0];
@@ -380,12 +387,20 @@ int ComplexAbs(LowerContext& cx, int z) {
 }
 
 int ComplexPower(LowerContext& cx, int x, int y) {
-  // x^y = exp(y * log(x)), and 0^y = 0 for y with a positive real part (and 1 for y = 0).
+  // x^y = exp(y * log(x)); for x = 0, as XLA: 0^0 = 1, 0^y = 0 for real y > 0, NaN + NaN i otherwise.
   const Shape shape = cx.ShapeOf(x);
   int r = cx.Unary(OpKind::kExponent, cx.Binary(OpKind::kMultiply, y, cx.Unary(OpKind::kLogarithm, x)));
   int x_zero = cx.Compare(OpKind::kEqual, x, cx.Splat(DType::kC64, shape, 0));
   int y_zero = cx.Compare(OpKind::kEqual, y, cx.Splat(DType::kC64, shape, 0));
-  int zero_pow = cx.Select(y_zero, cx.Splat(DType::kC64, shape, 1), cx.Splat(DType::kC64, shape, 0));
+  int y_re = cx.Emit(OpKind::kRealPart, {y}, DType::kF32, shape).outputs[0];
+  int y_im = cx.Emit(OpKind::kImaginaryPart, {y}, DType::kF32, shape).outputs[0];
+  int zero = cx.Splat(DType::kF32, shape, 0);
+  int positive_real = cx.Binary(OpKind::kLogicalAnd, cx.Compare(OpKind::kGreaterThan, y_re, zero),
+                                cx.Compare(OpKind::kEqual, y_im, zero));
+  int nan = cx.Splat(DType::kF32, shape, NAN);
+  int nan_nan = cx.Emit(OpKind::kComplexFromParts, {nan, nan}, DType::kC64, shape).outputs[0];
+  int zero_pow = cx.Select(y_zero, cx.Splat(DType::kC64, shape, 1),
+                           cx.Select(positive_real, cx.Splat(DType::kC64, shape, 0), nan_nan));
   return cx.Select(x_zero, zero_pow, r);
 }
 

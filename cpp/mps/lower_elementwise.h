@@ -11,5 +11,11 @@ int ComplexPower(LowerContext& cx, int x, int y);   // x^y for complex64
 int TotalOrderKey(LowerContext& cx, int x);
 // IsNaN / IsFinite / IsInfinite of x: a bool tensor of x's shape (cx.Unary would type it as x).
 int Predicate(LowerContext& cx, OpKind kind, int x);
+// expm1 and log1p of float32 values, accurate near 0 (Kahan's and Goldberg's formulas).
+int Expm1F32(LowerContext& cx, int x);
+int Log1pF32(LowerContext& cx, int x);
+// The op being lowered (sine, cosine, tan, tanh, expm1, log1p, rsqrt, logistic, ...) on complex64,
+// decomposed into real arithmetic and the complex ops MPSGraph has (lower_complex_math.cc).
+Status LowerComplexMath(LowerContext& cx);
 
 }  // namespace jmp::mps

@@ -1,0 +1,116 @@
+// Elementwise math on complex64 that MPSGraph has no complex op for (op_kinds.def lists exp, log and
+// sqrt, and the arithmetic): written with the real and imaginary parts as float32 tensors. JAX itself
+// expands some of these before they reach us (sin, cos, log1p); other producers may not.
+#include "mps/lower_elementwise.h"
+
+namespace jmp::mps {
+
+namespace {
+
+// The vocabulary: parts of a complex tensor as float32, and float32 arithmetic on one shape.
+class Parts {
+ public:
+  Parts(LowerContext& cx, Shape shape) : cx_(cx), shape_(std::move(shape)) {}
+
+  int Re(int z) { return cx_.Emit(OpKind::kRealPart, {z}, DType::kF32, shape_).outputs[0]; }
+  int Im(int z) { return cx_.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape_).outputs[0]; }
+  int Complex(int re, int im) { return cx_.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape_).outputs[0]; }
+  int F(double v) { return cx_.Splat(DType::kF32, shape_, v); }
+  int C(double v) { return cx_.Splat(DType::kC64, shape_, v); }
+  int U(OpKind k, int x) { return cx_.Unary(k, x); }
+  int Add(int a, int b) { return cx_.Binary(OpKind::kAdd, a, b); }
+  int Sub(int a, int b) { return cx_.Binary(OpKind::kSubtract, a, b); }
+  int Mul(int a, int b) { return cx_.Binary(OpKind::kMultiply, a, b); }
+  int Div(int a, int b) { return cx_.Binary(OpKind::kDivide, a, b); }
+  int Neg(int a) { return cx_.Unary(OpKind::kNegative, a); }
+  int Less(int a, int b) { return cx_.Compare(OpKind::kLessThan, a, b); }
+  int Select(int p, int a, int b) { return cx_.Select(p, a, b); }
+  // copysign(1, x) for the real-valued limits: 1 for x >= +0, -1 for x <= -0.
+  int SignOne(int x) {
+    int negative = cx_.Compare(OpKind::kLessThan, cx_.Reinterpret(x, DType::kI32), cx_.Splat(DType::kI32, shape_, 0));
+    return Select(negative, F(-1), F(1));
+  }
+
+  LowerContext& cx() { return cx_; }
+
+ private:
+  LowerContext& cx_;
+  Shape shape_;
+};
+
+// tanh(x + iy) by Kahan's formula (as in the C libraries' ctanh): with t = tan(y), s = sinh(x),
+// b = 1 + t^2, rho = sqrt(1 + s^2): (b rho s + i t) / (1 + b s^2). For |x| >= 11, s^2 would lose
+// everything: tanh is then sign(x) + i 4 sin(y) cos(y) e^{-2|x|}.
+std::pair<int, int> Tanh(Parts& p, int x, int y) {
+  int t = p.U(OpKind::kTan, y);
+  int s = p.U(OpKind::kSinh, x);
+  int b = p.Add(p.F(1), p.Mul(t, t));
+  int s2 = p.Mul(s, s);
+  int rho = p.U(OpKind::kSquareRoot, p.Add(p.F(1), s2));
+  int denom = p.Add(p.F(1), p.Mul(b, s2));
+  int re = p.Div(p.Mul(p.Mul(b, rho), s), denom);
+  int im = p.Div(t, denom);
+  int ax = p.U(OpKind::kAbsolute, x);
+  int big = p.Less(p.F(11), ax);
+  int e = p.U(OpKind::kExponent, p.Neg(ax));
+  int big_im = p.Mul(p.Mul(p.Mul(p.F(4), p.U(OpKind::kSin, y)), p.U(OpKind::kCos, y)), p.Mul(e, e));
+  return {p.Select(big, p.SignOne(x), re), p.Select(big, big_im, im)};
+}
+
+}  // namespace
+
+Status LowerComplexMath(LowerContext& cx) {
+  const std::string& name = cx.op().name;
+  if (cx.op().operands.size() != 1) return cx.Unsupported("complex math takes one operand");
+  JMP_ASSIGN_OR_RETURN(int z, cx.In(0));
+  if (cx.DTypeOf(z) != DType::kC64) return cx.Unsupported("needs a complex64 operand");
+  const Shape shape = cx.ShapeOf(z);
+  Parts p(cx, shape);
+  int result;
+  if (name == "stablehlo.rsqrt") {
+    result = cx.Binary(OpKind::kDivide, p.C(1), cx.Unary(OpKind::kSquareRoot, z));
+  } else if (name == "stablehlo.logistic") {
+    // 1 / (1 + e^-z)
+    int e = cx.Unary(OpKind::kExponent, cx.Unary(OpKind::kNegative, z));
+    result = cx.Binary(OpKind::kDivide, p.C(1), cx.Binary(OpKind::kAdd, p.C(1), e));
+  } else {
+    int x = p.Re(z), y = p.Im(z);
+    if (name == "stablehlo.sine") {
+      // sin x cosh y + i cos x sinh y
+      result = p.Complex(p.Mul(p.U(OpKind::kSin, x), p.U(OpKind::kCosh, y)), p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kSinh, y)));
+    } else if (name == "stablehlo.cosine") {
+      // cos x cosh y - i sin x sinh y
+      result = p.Complex(p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kCosh, y)),
+                         p.Neg(p.Mul(p.U(OpKind::kSin, x), p.U(OpKind::kSinh, y))));
+    } else if (name == "stablehlo.tanh") {
+      auto [re, im] = Tanh(p, x, y);
+      result = p.Complex(re, im);
+    } else if (name == "stablehlo.tan") {
+      // tan z = -i tanh(iz), iz = -y + ix
+      auto [u, v] = Tanh(p, p.Neg(y), x);
+      result = p.Complex(v, p.Neg(u));
+    } else if (name == "stablehlo.exponential_minus_one") {
+      // e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2), exact near 0; imaginary part e^x sin y.
+      int half = p.U(OpKind::kSin, p.Mul(y, p.F(0.5)));
+      int re = p.Sub(p.Mul(Expm1F32(cx, x), p.U(OpKind::kCos, y)), p.Mul(p.F(2), p.Mul(half, half)));
+      // y = 0 keeps the imaginary part 0 where e^x overflows (inf * 0 would be NaN).
+      int im = p.Mul(p.U(OpKind::kExponent, x), p.U(OpKind::kSin, y));
+      result = p.Complex(re, p.Select(cx.Compare(OpKind::kEqual, y, p.F(0)), y, im));
+    } else if (name == "stablehlo.log_plus_one") {
+      // log|1+z| = log1p(2x + x^2 + y^2) / 2 near 0 (no cancellation), log(hypot(1+x, y)) elsewhere
+      // (no overflow); the angle is atan2(y, 1+x).
+      int xp1 = p.Add(x, p.F(1));
+      int near = p.Mul(p.F(0.5), Log1pF32(cx, p.Add(p.Mul(x, p.Add(p.F(2), x)), p.Mul(y, y))));
+      int far = p.U(OpKind::kLogarithm, ComplexAbs(cx, p.Complex(xp1, y)));
+      int small = cx.Binary(OpKind::kLogicalAnd, p.Less(p.U(OpKind::kAbsolute, x), p.F(0.5)),
+                            p.Less(p.U(OpKind::kAbsolute, y), p.F(0.5)));
+      result = p.Complex(p.Select(small, near, far), cx.Binary(OpKind::kAtan2, y, xp1));
+    } else {
+      return cx.Unsupported("not defined for complex values here");
+    }
+  }
+  cx.Bind(0, result);
+  return Status::Ok();
+}
+
+}  // namespace jmp::mps
