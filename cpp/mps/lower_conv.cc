@@ -205,8 +205,9 @@ Status Convolution(LowerContext& cx) {
       wen[0] = k + 1;
       int tap = cx.Reshape(cx.Slice(w, wst, wen), {ws[1], ws[2], ws[3], ws[4]});
       JMP_ASSIGN_OR_RETURN(int part, conv2d(flat, tap));
+      // Batch groups shrink the batch (N*od -> N/groups*od); od stays the inner factor.
       Shape ps = cx.ShapeOf(part);
-      part = cx.Reshape(part, {ss[0], ss[1], ps[1], ps[2], ps[3]});
+      part = cx.Reshape(part, {ps[0] / ss[1], ss[1], ps[1], ps[2], ps[3]});
       acc = acc < 0 ? part : cx.Binary(OpKind::kAdd, acc, part);
     }
     if (acc < 0) return cx.Unsupported("empty 3-D convolution");

@@ -1,0 +1,189 @@
+"""Convolutions (1-D/2-D/3-D, any dimension numbers, strides, padding, dilations, feature and batch
+groups, and the gradients, which bring lhs dilation and batch groups) and pooling (reduce_window of
+every kind, select_and_scatter for max/min-pool gradients), on metal against the CPU backend."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxcompare import check, random_array
+
+RNG = np.random.default_rng(12)
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+GRAD_TOL = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def conv(x, w, strides, padding, dn, lhs=None, rhs=None, groups=1, batch_groups=1, **kw):
+    return lax.conv_general_dilated(x, w, strides, padding, lhs_dilation=lhs, rhs_dilation=rhs, dimension_numbers=dn,
+                                    feature_group_count=groups, batch_group_count=batch_groups, **kw)
+
+
+def grads(f):
+    return jax.grad(lambda x, w: jnp.sum(f(x, w) ** 2), argnums=(0, 1))
+
+
+# ---- convolution
+
+
+@pytest.mark.parametrize("strides,padding,rhs", [((1, 1), "SAME", None), ((2, 1), "VALID", None),
+                                                 ((1, 2), ((2, 1), (0, -1)), (2, 1))], ids=str)
+def test_conv2d_variants_and_grads(strides, padding, rhs):
+    x = random_array(RNG, (2, 9, 8, 4), np.float32)
+    w = random_array(RNG, (3, 3, 4, 6), np.float32)
+    f = lambda x, w: conv(x, w, strides, padding, ("NHWC", "HWIO", "NHWC"), rhs=rhs)
+    check(f, x, w, **TOL)
+    check(grads(f), x, w, **GRAD_TOL)
+
+
+@pytest.mark.parametrize("dn", [("NCHW", "OIHW", "NCHW"), ("NHWC", "OHWI", "NHWC"), ("CHWN", "IHWO", "NCHW"),
+                                ("HWNC", "HWOI", "CWHN")], ids=lambda d: "-".join(d))
+def test_dimension_numbers(dn):
+    shapes = {"N": 2, "C": 3, "H": 7, "W": 6}
+    x = random_array(RNG, tuple(shapes[c] for c in dn[0]), np.float32)
+    kshape = {"O": 5, "I": 3, "H": 3, "W": 2}
+    w = random_array(RNG, tuple(kshape[c] for c in dn[1]), np.float32)
+    f = lambda x, w: conv(x, w, (2, 1), ((1, 1), (0, 1)), dn)
+    check(f, x, w, **TOL)
+    check(grads(f), x, w, **GRAD_TOL)
+
+
+def test_nchw_grouped_depthwise_and_transposed():
+    x = random_array(RNG, (2, 6, 7, 7), np.float32)
+    w = random_array(RNG, (6, 3, 3, 3), np.float32)  # OIHW, 2 groups of 3 channels
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", ("NCHW", "OIHW", "NCHW"), groups=2), x, w, **TOL)
+    dw = random_array(RNG, (6, 1, 3, 3), np.float32)  # depthwise
+    f = lambda x, w: conv(x, w, (2, 2), "SAME", ("NCHW", "OIHW", "NCHW"), groups=6)
+    check(f, x, dw, **TOL)
+    check(grads(f), x, dw, **GRAD_TOL)
+    tw = random_array(RNG, (3, 3, 6, 4), np.float32)
+    t = lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME", dimension_numbers=("NCHW", "HWIO", "NCHW"))
+    check(t, x, tw, **TOL)
+    check(grads(t), x, tw, **GRAD_TOL)
+
+
+def test_dilations_and_batch_groups():
+    x = random_array(RNG, (2, 8, 8, 3), np.float32)
+    w = random_array(RNG, (3, 3, 3, 4), np.float32)
+    f = lambda x, w: conv(x, w, (2, 1), ((1, 2), (0, 1)), ("NHWC", "HWIO", "NHWC"), lhs=(2, 3), rhs=(1, 2))
+    check(f, x, w, **TOL)
+    check(grads(f), x, w, **GRAD_TOL)
+    # batch_group_count directly: output features split into groups, each paired with a batch slice.
+    wb = random_array(RNG, (3, 3, 3, 6), np.float32)
+    check(lambda x, w: conv(x, w, (1, 1), "VALID", ("NHWC", "HWIO", "NHWC"), batch_groups=2), x, wb, **TOL)
+
+
+def test_conv1d_and_conv3d():
+    x1 = random_array(RNG, (2, 11, 3), np.float32)
+    w1 = random_array(RNG, (4, 3, 5), np.float32)
+    check(lambda x, w: conv(x, w, (2,), "SAME", ("NWC", "WIO", "NWC"), rhs=(2,)), x1, w1, **TOL)
+    f1 = lambda x, w: conv(x, w, (2,), "SAME", ("NCH", "OIH", "NCH"), rhs=(2,))
+    check(grads(f1), random_array(RNG, (3, 4, 13), np.float32), random_array(RNG, (6, 4, 3), np.float32), **GRAD_TOL)
+    x3 = random_array(RNG, (1, 5, 6, 6, 2), np.float32)
+    w3 = random_array(RNG, (3, 2, 3, 2, 4), np.float32)
+    f3 = lambda x, w: conv(x, w, (1, 2, 1), "SAME", ("NDHWC", "DHWIO", "NDHWC"))
+    check(f3, x3, w3, **TOL)
+    check(grads(f3), x3, w3, **GRAD_TOL)
+
+
+def test_conv3d_strided_dilated_and_grouped_grads():
+    x = random_array(RNG, (2, 3, 6, 5, 7), np.float32)
+    w = random_array(RNG, (4, 3, 2, 3, 2), np.float32)
+    f = lambda x, w: conv(x, w, (2, 1, 2), ((1, 0), (2, 1), (0, 0)), ("NCDHW", "OIDHW", "NCDHW"), lhs=(1, 1, 2), rhs=(2, 1, 1))
+    check(f, x, w, **TOL)
+    # Grouped 3-D: the weight gradient is a 3-D convolution with batch groups.
+    g = lambda x, w: conv(x, w, (1, 1, 1), "SAME", ("NDHWC", "DHWIO", "NDHWC"), groups=2)
+    check(grads(g), random_array(RNG, (2, 4, 5, 5, 4), np.float32), random_array(RNG, (2, 3, 3, 2, 4), np.float32),
+          **GRAD_TOL)
+
+
+def test_low_precision_and_vmapped_conv():
+    x = random_array(RNG, (1, 8, 8, 4), jnp.bfloat16)
+    w = random_array(RNG, (3, 3, 4, 4), jnp.bfloat16)
+    dn = ("NHWC", "HWIO", "NHWC")
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn), x, w, rtol=3e-2, atol=1e-1)
+    check(lambda x, w: conv(x.astype(jnp.float16), w.astype(jnp.float16), (1, 1), "SAME", dn), x, w, rtol=3e-3, atol=3e-3)
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn, preferred_element_type=jnp.float32), x, w, rtol=1e-3, atol=1e-3)
+    ws = random_array(RNG, (2, 3, 3, 4, 2), np.float32)
+    check(jax.vmap(lambda w, x: conv(x, w, (1, 1), "SAME", dn), in_axes=(0, None)), ws, x.astype(np.float32), **TOL)
+
+
+# ---- reduce_window
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME", ((1, 0), (0, 2), (1, 1), (0, 0))], ids=str)
+def test_pools(padding):
+    x = random_array(RNG, (2, 7, 6, 3), np.float32)
+    check(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 2, 1), (1, 2, 2, 1), padding), x)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 3, 1), (1, 1, 2, 1), padding), x, rtol=1e-5)
+    check(lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 2, 2, 1), (1, 2, 1, 1), padding), x)
+    check(lambda x: lax.reduce_window(x, 1.0, lax.mul, (1, 2, 2, 1), (1, 1, 1, 1), padding), x, rtol=1e-5)
+
+
+def test_average_pool_counts_only_real_elements():
+    x = random_array(RNG, (2, 8, 8, 3), np.float32)
+    window = lambda v: lax.reduce_window(v, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+    check(lambda x: window(x) / window(jnp.ones_like(x)), x, rtol=1e-5)
+
+
+def test_dilated_windows_and_int_pools():
+    x = random_array(RNG, (9, 8), np.float32)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 3), (1, 2), "VALID", window_dilation=(2, 1)), x, rtol=1e-5)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), "VALID", base_dilation=(2, 1)), x, rtol=1e-5)
+    check(jax.grad(lambda x: jnp.sum(lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), "VALID", window_dilation=(2, 1)) ** 2)),
+          x, rtol=1e-5)
+    i = (random_array(RNG, (6, 6), np.int32) % 9).astype(np.int32)
+    check(lambda i: lax.reduce_window(i, np.int32(-2**31), lax.max, (2, 2), (2, 2), "VALID"), i)
+    check(lambda i: lax.reduce_window(i, np.int32(0), lax.add, (3, 2), (1, 1), "SAME"), i)
+    b = random_array(RNG, (2, 6, 6, 1), np.int8)
+    check(lambda b: lax.reduce_window(b, np.int8(-128), lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"), b)
+
+
+def test_large_windows():
+    x = random_array(RNG, (1, 40, 33, 2), np.float32)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 40, 33, 1), (1, 1, 1, 1), "SAME"), x, rtol=1e-4, atol=1e-4)
+    check(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 17, 9, 1), (1, 3, 2, 1), "SAME"), x)
+    check(lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 25, 1, 1), (1, 1, 1, 1), ((12, 12), (0, 0), (0, 0), (0, 0)),
+                                      window_dilation=(1, 1, 1, 1)), x)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 13, 1, 1), (1, 2, 1, 1), "VALID", window_dilation=(1, 2, 1, 1)),
+          x, rtol=1e-5, atol=1e-5)
+
+
+def test_nan_in_max_pool_and_its_grad():
+    x = random_array(RNG, (2, 8, 8, 3), np.float32)
+    x[0, 1, 1, 0] = np.nan
+    pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+    check(pool, x)
+    check(jax.grad(lambda x: jnp.sum(pool(x))), x)
+
+
+# ---- pooling gradients
+
+
+def test_avg_pool_grad():
+    x = random_array(RNG, (1, 6, 6, 2), np.float32)
+    pool = lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
+    check(jax.grad(lambda x: jnp.sum(pool(x) ** 2)), x, rtol=1e-5)
+    padded = lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    check(jax.grad(lambda x: jnp.sum(padded(x) ** 2)), x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_max_pool_grad(padding):
+    x = random_array(RNG, (2, 7, 6, 3), np.float32)
+    x[0, 0, 0, 0] = x[0, 0, 1, 0]  # a tie: the first maximum gets the gradient
+    pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 2, 1), (1, 2, 2, 1), padding)
+    check(jax.grad(lambda x: jnp.sum(pool(x) ** 2)), x, rtol=1e-5)
+    check(jax.vmap(jax.grad(lambda x: jnp.sum(pool(x[None])))), x, rtol=1e-5)
+
+
+def test_min_and_low_precision_pool_grads():
+    x = random_array(RNG, (2, 8, 8, 3), np.float32)
+    minpool = lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+    check(jax.grad(lambda x: jnp.sum(minpool(x) ** 2)), x, rtol=1e-5)
+    bf = lambda x: lax.reduce_window(x.astype(jnp.bfloat16), -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+    check(jax.grad(lambda x: jnp.sum(bf(x).astype(jnp.float32))), x)
+    x1 = random_array(RNG, (3, 20, 4), np.float32)  # a 1-D max pool over a sequence
+    seq = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 4, 1), (1, 3, 1), "SAME")
+    check(jax.grad(lambda x: jnp.sum(jnp.sin(seq(x)))), x1, rtol=1e-5)
