@@ -3,8 +3,7 @@
 //   add/multiply/max/min on numbers  MPSGraph's cumulative ops (bools as 0/1 integers, complex sums
 //                                    part by part);
 //   any other body (logaddexp, complex products)  a log-step scan of the body applied to tensors.
-// StableHLO folds the init value into every window once, plus once per padding element; when the
-// init is not known to be the body's identity that fold is computed exactly (see InitFold).
+// An init value other than the body's identity is combined in once at the end (see WithInit).
 #include <cmath>
 
 #include "mps/lower_elementwise.h"
@@ -62,23 +61,14 @@ StatusOr<int> ScanSteps(LowerContext& cx, const shlo::Block& body, int x, int64_
   return acc;
 }
 
-// The init value folded as often as each window holds it: n - i times at position i of a forward
-// scan (n-1-i padding elements plus the init itself), i + 1 times in reverse. It depends only on the
-// position along the axis, so it is computed on a [1, .., n, .., 1] tensor: a scan of copies of the
-// init in the opposite direction.
-StatusOr<int> InitFold(LowerContext& cx, const shlo::Block& body, int init, const Shape& shape, int64_t axis, bool reverse) {
-  Shape line(shape.size(), 1);
-  line[static_cast<size_t>(axis)] = shape[static_cast<size_t>(axis)];
-  JMP_ASSIGN_OR_RETURN(int folded, ScanSteps(cx, body, cx.BroadcastTo(init, line), axis, !reverse));
-  return cx.BroadcastTo(folded, shape);
-}
-
-// body(init folds, scan) unless the init is known to be the identity.
-StatusOr<int> WithInit(LowerContext& cx, const shlo::Block& body, int scan, int init, int64_t axis, bool reverse,
-                       bool init_is_identity) {
+// body(init, scan) unless the init is known to be the identity. The init enters each window once:
+// XLA skips the padding elements of a window rather than combining init values for them (StableHLO's
+// spec pads with the init; the two agree whenever the init is the identity, as it is in everything
+// JAX emits for its cumulative ops), and the CPU backend is what results must equal.
+StatusOr<int> WithInit(LowerContext& cx, const shlo::Block& body, int scan, int init, bool init_is_identity) {
   if (init_is_identity) return scan;
-  JMP_ASSIGN_OR_RETURN(int folds, InitFold(cx, body, init, cx.ShapeOf(scan), axis, reverse));
-  JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {folds, scan}));
+  Shape shape = cx.ShapeOf(scan);
+  JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {cx.BroadcastTo(init, shape), scan}));
   return out.at(0);
 }
 
@@ -138,7 +128,15 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     else return false;
     axis = static_cast<int64_t>(d);
   }
-  if (axis < 0 || !ElementwiseSafe(body)) return false;
+  if (!ElementwiseSafe(body)) return false;
+  if (axis < 0) {
+    // Every window is one element (a length-1 axis): body(init, x) elementwise.
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (w.dims[d] != 1 || w.pad_low[d] != 0 || w.pad_high[d] != 0) return false;
+    JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {cx.BroadcastTo(init, shape), x}));
+    cx.Bind(0, out.at(0));
+    return true;
+  }
   std::string monoid = WindowMonoid(op);
   DType t = cx.DTypeOf(x);
   double init_value;
@@ -158,7 +156,7 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
   else return bind([&]() -> StatusOr<int> {
     // Any other (associative) body, e.g. cumlogsumexp's logaddexp.
     JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
-    return WithInit(cx, body, scan, init, axis, reverse, false);
+    return WithInit(cx, body, scan, init, false);
   }());
   bool is_identity = known_init && init_value == identity;
 
@@ -167,7 +165,7 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     bool any = kind == OpKind::kCumulativeSum || kind == OpKind::kCumulativeMaximum;
     int scan = Cumulative(cx, any ? OpKind::kCumulativeMaximum : OpKind::kCumulativeMinimum, cx.Cast(x, DType::kI32), axis, reverse);
     scan = cx.Cast(scan, DType::kBool);
-    return bind(WithInit(cx, body, scan, init, axis, reverse, known_init && init_value == (any ? 0 : 1)));
+    return bind(WithInit(cx, body, scan, init, known_init && init_value == (any ? 0 : 1)));
   }
   if (t == DType::kC64) {
     if (kind == OpKind::kCumulativeSum) {
@@ -176,24 +174,19 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
       int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
       int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
       int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape).outputs[0];
-      return bind(WithInit(cx, body, scan, init, axis, reverse, IsZeroConstant(cx, init)));
+      return bind(WithInit(cx, body, scan, init, IsZeroConstant(cx, init)));
     }
     if (kind != OpKind::kCumulativeProduct) return false;  // max/min of complex values are not defined
     return bind([&]() -> StatusOr<int> {
       JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
-      return WithInit(cx, body, scan, init, axis, reverse, false);
+      return WithInit(cx, body, scan, init, false);
     }());
   }
   if (!IsFloat(t) && !IsInteger(t)) return false;
   int scan = Cumulative(cx, kind, x, axis, reverse);
   if (IsFloat(t) && (kind == OpKind::kCumulativeMaximum || kind == OpKind::kCumulativeMinimum))
     scan = PropagateNaN(cx, x, scan, axis, reverse);
-  // Max and min are idempotent: the init folds in once whatever its count.
-  if ((kind == OpKind::kCumulativeMaximum || kind == OpKind::kCumulativeMinimum) && !is_identity) {
-    JMP_ASSIGN_OR_RETURN(std::vector<int> out, cx.LowerBlockInline(body, {cx.BroadcastTo(init, shape), scan}));
-    return bind(out.at(0));
-  }
-  return bind(WithInit(cx, body, scan, init, axis, reverse, is_identity));
+  return bind(WithInit(cx, body, scan, init, is_identity));
 }
 
 }  // namespace jmp::mps
