@@ -135,6 +135,11 @@ def test_dilated_windows_and_int_pools():
           x, rtol=1e-5)
     i = (random_array(RNG, (6, 6), np.int32) % 9).astype(np.int32)
     check(lambda i: lax.reduce_window(i, np.int32(-2**31), lax.max, (2, 2), (2, 2), "VALID"), i)
+    # An init value that is not the identity is combined once per window, never for padded or dilated
+    # positions (XLA's semantics); negative padding crops; a window longer than the input is empty.
+    check(lambda i: lax.reduce_window(i, np.int32(5), lax.add, (2, 3), (2, 1), ((1, -1), (2, 1)), base_dilation=(2, 1)), i)
+    check(lambda i: lax.reduce_window(i, np.int32(3), lax.max, (1, 2), (1, 1), ((0, 0), (-1, 2)), window_dilation=(1, 2)), i)
+    check(lambda i: lax.reduce_window(i, np.int32(1), lax.mul, (7, 2), (1, 1), "VALID"), i)
     check(lambda i: lax.reduce_window(i, np.int32(0), lax.add, (3, 2), (1, 1), "SAME"), i)
     b = random_array(RNG, (2, 6, 6, 1), np.int8)
     check(lambda b: lax.reduce_window(b, np.int8(-128), lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"), b)

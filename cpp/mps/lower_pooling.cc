@@ -1,6 +1,7 @@
 // reduce_window in general (pooling, and any window a scan doesn't cover): pad with the init value
-// (base dilation as interior padding), then combine one strided slice per window offset — O(window
-// size) MPS ops, exact for every monoid, padding, stride and dilation.
+// (base dilation as interior padding), then one pass per windowed dim combining strided slices —
+// O(sum of log window sizes) MPS ops for every monoid, padding, stride and dilation. And
+// select_and_scatter, the max/min-pool gradient.
 #include "mps/lower_families.h"
 #include "mps/lower_window_common.h"
 
@@ -49,6 +50,52 @@ std::string BlockMonoid(const shlo::Region* region) {
   return args ? f.name : "";
 }
 
+namespace {
+
+// One window pass along dim d: out[i] = combine over j < k of x[i*stride + j*dilation], n outputs.
+// Small windows take one strided slice per tap; larger ones build doubled partial windows first
+// (P_2m[i] = P_m[i] + P_m[i + m*dilation]), so a window of k costs O(log k) ops, not O(k).
+int WindowPass(LowerContext& cx, int x, size_t d, int64_t k, int64_t dilation, int64_t stride, int64_t n, OpKind combine) {
+  const Shape shape = cx.ShapeOf(x);
+  auto tap = [&](int v, int64_t offset) {
+    Shape starts(shape.size(), 0), ends = cx.ShapeOf(v), strides(shape.size(), 1);
+    starts[d] = offset;
+    ends[d] = n == 0 ? offset : offset + (n - 1) * stride + 1;
+    strides[d] = stride;
+    return cx.Slice(v, starts, ends, strides);
+  };
+  if (n == 0) return tap(x, 0);  // an empty result (the window is longer than the padded input)
+  if (k <= 8) {
+    int acc = tap(x, 0);
+    for (int64_t j = 1; j < k; ++j) acc = cx.Binary(combine, acc, tap(x, j * dilation));
+    return acc;
+  }
+  // partial[b] covers 2^b taps; built up to the highest bit of k.
+  std::vector<int> partial = {x};
+  for (int64_t m = 1; 2 * m <= k; m *= 2) {
+    int p = partial.back();
+    Shape ps = cx.ShapeOf(p), starts(ps.size(), 0), ends = ps;
+    ends[d] = ps[d] - m * dilation;
+    int head = cx.Slice(p, starts, ends);
+    starts[d] = m * dilation;
+    ends[d] = ps[d];
+    partial.push_back(cx.Binary(combine, head, cx.Slice(p, starts, ends)));
+  }
+  // k's binary digits, highest first, each a chunk starting where the previous ended.
+  int acc = -1;
+  int64_t covered = 0;
+  for (size_t b = partial.size(); b-- > 0;) {
+    int64_t m = int64_t{1} << b;
+    if (!(k & m)) continue;
+    int piece = tap(partial[b], covered * dilation);
+    acc = acc < 0 ? piece : cx.Binary(combine, acc, piece);
+    covered += m;
+  }
+  return acc;
+}
+
+}  // namespace
+
 StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   const shlo::Op& op = cx.op();
   if (op.operands.size() != 2) return cx.Unsupported("variadic reduce_window is not supported");
@@ -66,88 +113,40 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   else if (monoid == "stablehlo.maximum") combine = boolean ? OpKind::kLogicalOr : OpKind::kMaximum;
   else if (monoid == "stablehlo.minimum") combine = boolean ? OpKind::kLogicalAnd : OpKind::kMinimum;
   else return cx.Unsupported("reduce_window body not recognised (" + monoid + ")");
-  int64_t positions = 1;
-  for (int64_t d : w.dims) positions *= d;
-  if (positions > 4096) return cx.Unsupported("reduce_window with a window of more than 4096 elements");
-  // Pad (with interior padding for base dilation) using the init value.
-  Shape padded = shape;
-  bool any_pad = false;
-  for (size_t d = 0; d < rank; ++d) {
-    if (w.pad_low[d] < 0 || w.pad_high[d] < 0 || w.base_dilations[d] < 1 || w.strides[d] < 1 || w.window_dilations[d] < 1)
-      return cx.Unsupported("negative padding or non-positive strides in reduce_window");
-    int64_t dilated = shape[d] == 0 ? 0 : (shape[d] - 1) * w.base_dilations[d] + 1;
-    padded[d] = dilated + w.pad_low[d] + w.pad_high[d];
-    any_pad |= padded[d] != shape[d];
-  }
-  int src = x;
-  if (any_pad) {
-    // Interior padding by reshape/pad/slice per dilated dim, then edge padding, all with `init`.
-    for (size_t d = 0; d < rank; ++d) {
-      int64_t k = w.base_dilations[d] - 1;
-      Shape s = cx.ShapeOf(src);
-      if (k == 0 || s[d] <= 1) continue;
-      Shape split = s;
-      split.insert(split.begin() + static_cast<ptrdiff_t>(d) + 1, 1);
-      int y = cx.Reshape(src, split);
-      Shape grown = split;
-      grown[d + 1] = 1 + k;
-      int fill = cx.BroadcastTo(init, grown);
-      Shape lo(split.size(), 0), hi(split.size(), 0);
-      hi[d + 1] = k;
-      // Place y at offset 0 of the new axis: select between fill and the broadcast value.
-      Op& p = cx.Emit(OpKind::kPad, {y}, t, grown);
-      p.starts = lo;
-      p.ends = hi;
-      int yp = p.outputs[0];
-      Op& m = cx.Emit(OpKind::kPad, {cx.Splat(DType::kBool, split, 1)}, DType::kBool, grown);
-      m.starts = lo;
-      m.ends = hi;
-      int mask = m.outputs[0];
-      y = cx.Select(mask, yp, fill);
-      Shape merged = s;
-      merged[d] = s[d] * (1 + k);
-      y = cx.Reshape(y, merged);
-      Shape starts(rank, 0), ends = merged;
-      ends[d] = (s[d] - 1) * (1 + k) + 1;
-      src = cx.Slice(y, starts, ends);
-    }
-    Shape s = cx.ShapeOf(src);
-    Shape mask_shape = s;
-    Op& p = cx.Emit(OpKind::kPad, {src}, t, padded);
-    p.starts = w.pad_low;
-    p.ends = w.pad_high;
-    int xp = p.outputs[0];
-    Op& m = cx.Emit(OpKind::kPad, {cx.Splat(DType::kBool, mask_shape, 1)}, DType::kBool, padded);
-    m.starts = w.pad_low;
-    m.ends = w.pad_high;
-    int mask = m.outputs[0];
-    src = cx.Select(mask, xp, cx.BroadcastTo(init, padded));
-  }
   const Shape out = cx.OutType(0).shape;
+  if (out.size() != rank) return cx.Unsupported("reduce_window result rank");
+  for (size_t d = 0; d < rank; ++d)
+    if (w.base_dilations[d] < 1 || w.strides[d] < 1 || w.window_dilations[d] < 1 || w.dims[d] < 0)
+      return cx.Unsupported("non-positive window dimensions, strides or dilations in reduce_window");
+  // Pad with the monoid's identity (base dilation as interior padding; negative padding slices):
+  // XLA skips padded positions and combines the init value once per window, which StableHLO's
+  // "pad with init" only matches when init is the identity. Then one pass per windowed dim: the
+  // monoids are associative and commutative, so the window separates.
+  double identity_value = monoid == "stablehlo.add" ? 0 : monoid == "stablehlo.multiply" ? 1
+                          : monoid == "stablehlo.maximum" ? LowestValue(t) : HighestValue(t);
+  std::vector<int64_t> interior(rank);
+  for (size_t d = 0; d < rank; ++d) interior[d] = w.base_dilations[d] - 1;
+  bool empty_window = false;  // or an empty result: init everywhere (nothing to pad)
+  for (size_t d = 0; d < rank; ++d) empty_window |= w.dims[d] == 0 || out[d] == 0;
   int acc = -1;
-  std::vector<int64_t> offset(rank, 0);
-  for (int64_t i = 0; i < positions; ++i) {
-    int64_t rem = i;
-    for (size_t d = rank; d-- > 0;) {
-      offset[d] = rem % w.dims[d];
-      rem /= w.dims[d];
-    }
-    Shape starts(rank), ends(rank);
+  if (!empty_window) {
+    JMP_ASSIGN_OR_RETURN(acc, PadGeneral(cx, x, cx.Scalar(t, identity_value), w.pad_low, w.pad_high, interior));
     for (size_t d = 0; d < rank; ++d) {
-      starts[d] = offset[d] * w.window_dilations[d];
-      ends[d] = starts[d] + (out[d] - 1) * w.strides[d] + 1;
-      if (out[d] == 0) ends[d] = starts[d];
+      int64_t n = out[d], k = w.dims[d];
+      int64_t padded = cx.ShapeOf(acc)[d];
+      int64_t span = (k - 1) * w.window_dilations[d] + 1;
+      int64_t expected = padded < span ? 0 : (padded - span) / w.strides[d] + 1;
+      if (n != expected) return cx.Unsupported("reduce_window result shape does not match its window");
+      if (k == 1 && w.strides[d] == 1) continue;
+      acc = WindowPass(cx, acc, d, k, w.window_dilations[d], w.strides[d], n, combine);
     }
-    int piece = cx.Slice(src, starts, ends, w.strides);
-    acc = acc < 0 ? piece : cx.Binary(combine, acc, piece);
+  } else {
+    acc = cx.BroadcastTo(init, out);
   }
-  if (acc < 0 || positions == 0) acc = cx.BroadcastTo(init, out);
   double init_value;
-  bool identity = cx.KnownSplat(init, &init_value) &&
-                  ((monoid == "stablehlo.add" && init_value == 0) || (monoid == "stablehlo.multiply" && init_value == 1) ||
-                   (monoid == "stablehlo.maximum" && init_value == LowestValue(t)) ||
-                   (monoid == "stablehlo.minimum" && init_value == HighestValue(t)));
-  if (!identity) acc = cx.Binary(combine, acc, cx.BroadcastTo(init, out));
+  bool identity = cx.KnownSplat(init, &init_value) && init_value == identity_value;
+  if (!identity && !empty_window) acc = cx.Binary(combine, acc, cx.BroadcastTo(init, out));
+  if (cx.ShapeOf(acc) != out) return cx.Unsupported("reduce_window result shape mismatch");
   cx.Bind(0, acc);
   return true;
 }
