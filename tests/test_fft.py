@@ -37,3 +37,85 @@ def test_fft_lowers_to_mpsgraph_fft():
     from jax_metal_plugin import tools
     text = tools.mps_graph(jnp.fft.rfft, np.ones((3, 8), np.float32))
     assert "RealToHermiteanFFT(" in text
+
+
+# ---- sizes, ranks, real transforms of every parity, special values, grads
+
+
+def _tol(n):
+    # FFT rounding grows like log(n) * eps * |x| * sqrt(n) for values of order 1.
+    return {"rtol": 2e-4, "atol": 2e-5 * np.sqrt(n) * max(np.log2(max(n, 2)), 1)}
+
+
+@pytest.mark.parametrize("n", [3, 5, 16, 101, 128, 997, 4096, 65537, 1 << 17])
+def test_1d_sizes_odd_prime_and_large(n):
+    z = random_array(RNG, (n,), np.complex64, -1, 1)
+    x = random_array(RNG, (n,), np.float32, -1, 1)
+    check(lambda z: (jnp.fft.fft(z), jnp.fft.ifft(z)), z, **_tol(n))
+    check(lambda x: (jnp.fft.rfft(x), jnp.fft.irfft(jnp.fft.rfft(x), n=n)), x, **_tol(n))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 15, 16])
+def test_irfft_of_arbitrary_spectra(n):
+    # Imaginary parts at the zero and Nyquist bins are not read by a C2R transform; a spectrum with
+    # more or fewer bins than n needs is cut or zero-padded by jnp.
+    bins = n // 2 + 1
+    z = random_array(RNG, (3, bins), np.complex64)
+    check(lambda z: jnp.fft.irfft(z, n=n), z, **TOL)
+    check(lambda z: (jnp.fft.irfft(z, n=2 * n + 1), jnp.fft.irfft(z, n=max(n - 3, 1))), z, **TOL)
+    z2 = random_array(RNG, (4, 5, bins), np.complex64)
+    check(lambda z: (jnp.fft.irfft2(z, s=(5, n)), jnp.fft.irfftn(z, s=(4, 5, n))), z2, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (2, 3, 5), (2, 2, 3, 4), (2, 1, 3, 2, 5), (1, 2, 1, 3, 4, 5)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_any_rank_and_axes(shape):
+    z = random_array(RNG, shape, np.complex64)
+    x = random_array(RNG, shape, np.float32)
+    k = min(len(shape), 3)
+    axes = tuple(range(len(shape) - k, len(shape)))
+    check(lambda z: (jnp.fft.fftn(z, axes=axes), jnp.fft.ifftn(z, axes=axes), jnp.fft.fft(z, axis=0),
+                     jnp.fft.ifft2(z, axes=(0, -1)) if len(shape) > 1 else z), z, **TOL)
+    check(lambda x: (jnp.fft.rfftn(x, axes=axes), jnp.fft.irfftn(jnp.fft.rfftn(x, axes=axes), s=[shape[a] for a in axes], axes=axes),
+                     jnp.fft.rfft(x, axis=0)), x, **TOL)
+
+
+def test_more_than_three_axes_and_real_input_to_fft():
+    z = random_array(RNG, (2, 3, 4, 5), np.complex64)
+    x = random_array(RNG, (6, 10), np.float32)
+    h = random_array(RNG, (6, 10), np.float16)
+    check(lambda z: (jnp.fft.fftn(z), jnp.fft.ifftn(z)), z, **TOL)
+    check(lambda x, h: (jnp.fft.fft(x), jnp.fft.fft2(x), jnp.fft.hfft(x.astype(jnp.complex64)), jnp.fft.ihfft(x), jnp.fft.fft(h)),
+          x, h, rtol=1e-3, atol=1e-3)
+
+
+def test_nan_spreads_to_its_row():
+    x = random_array(RNG, (3, 16), np.float32)
+    x[1, 4] = np.nan
+    z = x.astype(np.complex64)
+    check(lambda z: jnp.fft.fft(z), z, **TOL)
+    check(lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=16), x, **TOL)
+
+
+def test_fft_grads_and_vmap_of_each_kind():
+    z = random_array(RNG, (3, 8), np.complex64)
+    x = random_array(RNG, (3, 8), np.float32)
+    tol = {"rtol": 1e-3, "atol": 1e-3}
+    check(jax.grad(lambda z: jnp.sum(jnp.abs(jnp.fft.ifft(z) * jnp.arange(8)) ** 2)), z, **tol)
+    check(jax.grad(lambda x: jnp.sum(jnp.fft.irfft(jnp.fft.rfft(x) * (1 + 1j), n=8) ** 3)), x, **tol)
+    check(jax.grad(lambda x: jnp.sum(jnp.abs(jnp.fft.rfft2(x)))), x, **tol)
+    check(jax.grad(lambda z: jnp.sum(jnp.fft.irfft2(z, s=(3, 7)) ** 2)), z[:, :4], **tol)
+    check(jax.vmap(lambda r: (jnp.fft.irfft(r, n=5), jnp.fft.fft2(r.reshape(2, 2)))), z[:, :4], **TOL)
+
+
+def test_graphs_use_mpsgraph_ffts_within_rank_4():
+    from jax_metal_plugin import tools
+    x = np.ones((2, 3, 4, 5, 6), np.float32)
+    z = x.astype(np.complex64)
+    text = tools.mps_graph(lambda z: jnp.fft.fftn(z, axes=(2, 3, 4)), z)
+    assert text.count("FFT(") == 1 and "complex<f32>[6,4,5,6]" in text
+    text = tools.mps_graph(lambda x: jnp.fft.rfftn(x, axes=(2, 3, 4)), x)
+    assert "RealToHermiteanFFT(" in text and "f32[6,4,5,6]" in text
+    text = tools.mps_graph(lambda z: jnp.fft.irfft(z, n=11), z)
+    assert "HermiteanToRealFFT(" in text and "f32[120,11]" in text
+    assert "FFT(" in tools.mps_graph(jnp.fft.ifft, z)
