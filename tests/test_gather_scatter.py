@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 from jaxcompare import check, random_array
 
@@ -49,3 +50,82 @@ def test_scatter_in_training_grads_and_vmap():
     loss = lambda l, y: -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(l), y[:, None], axis=1))
     check(jax.grad(loss), logits, labels, rtol=1e-5, atol=1e-6)
     check(jax.vmap(lambda row, y: row[y]), logits, labels % 10)
+
+
+GD, SD = lax.GatherDimensionNumbers, lax.ScatterDimensionNumbers
+IDX = np.array([0, 3, 3, 7, 6, -1, 9], np.int32)  # duplicates, the last row, negative and past the end
+
+
+@pytest.mark.parametrize("mode", ["clip", "fill", "drop", "promise_in_bounds"])
+def test_every_mode_of_every_update(mode):
+    x = random_array(RNG, (8, 5), np.float32)
+    i = IDX if mode != "promise_in_bounds" else IDX % 8
+    u = random_array(RNG, (7, 5), np.float32)
+    if mode != "fill":
+        check(lambda x, i: x.at[i].get(mode=mode), x, i)
+    else:
+        check(lambda x, i: x.at[i].get(mode="fill", fill_value=-7.0), x, i)
+    check(lambda x, i, u: x.at[i].add(u, mode=mode), x, i, u, rtol=1e-6)
+    check(lambda x, i, u: x.at[i].multiply(u, mode=mode), x, i, u, rtol=1e-6)
+    check(lambda x, i, u: x.at[i].min(u, mode=mode), x, i, u)
+    check(lambda x, i, u: x.at[i].max(u, mode=mode), x, i, u)
+    # set: no two updates may land on one row (which one wins is unspecified), even after clipping.
+    unique = np.array([0, 3, -2, 9, 1, 2, 5] if mode != "promise_in_bounds" else [0, 3, 6, 7, 1, 2, 5], np.int32)
+    check(lambda x, i, u: x.at[i].set(u, mode=mode), x, unique, u)
+
+
+def test_two_dim_points_and_slices():
+    x = random_array(RNG, (8, 5), np.float32)
+    check(lambda x, i: x[i % 8, (i + 1) % 5], x, IDX)
+    check(lambda x, i: x.at[i, i - 3].get(mode="fill", fill_value=9.0), x, IDX)
+    check(lambda x, i: x.at[i, i - 3].get(mode="clip"), x, IDX)
+    check(lambda x, i: x.at[i, i].add(1.0), x, IDX)  # points outside either dim are dropped
+    check(lambda x, i: x.at[i, :2].set(1.0), x, IDX)
+    check(lambda x, i: x.at[i % 8, 1:4].add(2.0), x, IDX)
+    check(jax.grad(lambda x, i: jnp.sum(x[i % 8, (i + 1) % 5] ** 2)), x, IDX)
+
+
+def test_windows_clamped_and_dropped_whole():
+    x = random_array(RNG, (8, 5), np.float32)
+    # A gather window of 3 rows starting at 7 or 9 is clamped to start at 5.
+    check(lambda x, i: lax.gather(x, i[:, None], GD(offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0,)),
+                                  (3, 2)), x, IDX)
+    # A scatter window that does not fit is skipped whole (rows 6..8 at index 6 too).
+    dn = SD(update_window_dims=(1, 2), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,))
+    check(lambda x, i: lax.scatter_add(x, i[:, None], jnp.ones((7, 3, 5)), dn), x, IDX)
+    # Windows narrower than an unindexed dim start at 0 there.
+    check(lambda x, i: lax.scatter_add(x, i[:, None], jnp.ones((7, 3, 2)), dn), x, IDX)
+    dn1 = SD(update_window_dims=(1, 2), inserted_window_dims=(), scatter_dims_to_operand_dims=(1,))
+    check(lambda x, i: lax.scatter_mul(x, (i % 4)[:, None], jnp.full((7, 5, 2), 1.5, np.float32), dn1), x, IDX)
+    # No index components at all: every window is the whole operand.
+    none = SD(update_window_dims=(1, 2), inserted_window_dims=(), scatter_dims_to_operand_dims=())
+    check(lambda x: lax.scatter_add(x, jnp.zeros((3, 0), jnp.int32), jnp.ones((3, 8, 5)), none), x)
+    check(lambda x: lax.gather(x, jnp.zeros((3, 0), jnp.int32), GD(offset_dims=(1, 2), collapsed_slice_dims=(),
+                                                                      start_index_map=()), (8, 3)), x)
+
+
+def test_batched_indexing_segments_and_narrow_index_types():
+    x = random_array(RNG, (4, 6, 5), np.float32)
+    rows = np.array([[0, 1], [2, 3], [5, 5], [1, 0]], np.int32)
+    check(jax.vmap(lambda x, i: x[i]), x, rows)
+    check(jax.vmap(lambda x, i: x.at[i].add(1.0)), x, rows)
+    check(jax.vmap(jax.vmap(lambda r, j: r[j], (0, None)), (None, 0)), x[0], rows % 5)
+    data = random_array(RNG, (7, 3), np.float32)
+    seg = np.array([0, 2, 2, 1, 3, 0, 2], np.int32)
+    check(lambda d, s: jax.ops.segment_sum(d, s, num_segments=4), data, seg, rtol=1e-6)
+    check(lambda d, s: jax.ops.segment_max(d, s, num_segments=5), data, seg)
+    check(lambda x, i: x[0][(i % 6).astype(jnp.uint8)], x, IDX)
+    check(lambda x, i: x[0][(i % 6).astype(jnp.int16)], x, IDX)
+    check(lambda i: jnp.bincount(jnp.abs(i), length=10), IDX)
+
+
+def test_dynamic_slices_in_scans():
+    x = random_array(RNG, (8, 5), np.float32)
+
+    def body(c, j):
+        window = lax.dynamic_slice(x, (j, 0), (2, 5))
+        updated = lax.dynamic_update_slice(x, jnp.ones((1, 5), x.dtype), (j, 1))
+        return c + window.sum(), updated[j]
+
+    check(lambda i: lax.scan(body, jnp.float32(0), i), IDX, rtol=1e-5)
+    check(lambda x: lax.fori_loop(0, 5, lambda i, c: c.at[i].set(c[i - 1] * 2 + x[i]), jnp.zeros_like(x)), x)

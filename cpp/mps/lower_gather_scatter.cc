@@ -2,7 +2,7 @@
 // operand: the index vector moves last, batching dims become extra index components (iotas), indexed
 // dims move first, windows over indexed dims become explicit offsets, and the result is transposed
 // into StableHLO's order. Gather clamps its starts; scatter drops out-of-bounds windows by sending
-// them to a scratch row that is sliced off.
+// them to scratch rows that are sliced off.
 #include <algorithm>
 #include <cstring>
 
@@ -69,6 +69,19 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
   return out;
 }
 
+// Extra index components fixed at 0 for operand dims `dims` (windows then start at 0 there).
+void AppendZeroComponents(LowerContext& cx, Indices* ix, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return;
+  Shape zs = ix->batch;
+  zs.push_back(static_cast<int64_t>(dims.size()));
+  Shape cat = ix->batch;
+  cat.push_back(static_cast<int64_t>(ix->dims.size() + dims.size()));
+  Op& c = cx.Emit(OpKind::kConcat, {ix->value, cx.Splat(DType::kI32, zs, 0)}, DType::kI32, cat);
+  c.axes = {static_cast<int64_t>(cat.size()) - 1};
+  ix->value = c.outputs[0];
+  ix->dims.insert(ix->dims.end(), dims.begin(), dims.end());
+}
+
 // A [K] int32 constant broadcast along [B..., K].
 int VectorConst(LowerContext& cx, const std::vector<int32_t>& values, const Shape& shape) {
   std::vector<uint8_t> bytes(values.size() * 4);
@@ -124,6 +137,11 @@ Status Gather(LowerContext& cx) {
     if (d < 0 || d >= static_cast<int64_t>(cx.OutType(0).shape.size())) return cx.Unsupported("offset_dims out of range");
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   collapsed.insert(collapsed.end(), obd.begin(), obd.end());
+  if (rank == 0) {  // a scalar operand: every slice is the operand
+    cx.Bind(0, cx.BroadcastTo(operand, cx.OutType(0).shape));
+    return Status::Ok();
+  }
+  if (ix.dims.empty()) AppendZeroComponents(cx, &ix, {0});  // no index: slices start at the origin
   size_t k = ix.dims.size();
   // Clamp starts so each slice lies inside the operand.
   std::vector<int32_t> hi(k);
@@ -226,7 +244,6 @@ Status Scatter(LowerContext& cx) {
   size_t rank = os.size();
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   inserted.insert(inserted.end(), obd.begin(), obd.end());
-  size_t k = ix.dims.size();
   for (int64_t d : ix.dims)
     if (d < 0 || d >= static_cast<int64_t>(rank)) return cx.Unsupported("scatter_dims_to_operand_dims out of range");
   for (int64_t d : uwd)
@@ -240,12 +257,18 @@ Status Scatter(LowerContext& cx) {
     size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
     return j < uwd.size() ? us[static_cast<size_t>(uwd[j])] : int64_t{1};
   };
+  // Unindexed dims whose window is not the whole dim become index components fixed at 0 (ScatterND
+  // only writes whole trailing slices).
+  std::vector<int64_t> partial;
+  for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
+    if (!Contains(ix.dims, d) && window_size(d) != os[static_cast<size_t>(d)]) partial.push_back(d);
+  if (rank == 0) return cx.Unsupported("scatter into a scalar");
+  if (ix.dims.empty() && partial.empty()) partial.push_back(0);  // no index at all: the whole operand
+  AppendZeroComponents(cx, &ix, partial);
   std::vector<int64_t> rest;
   for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
-    if (!Contains(ix.dims, d)) {
-      rest.push_back(d);
-      if (window_size(d) != os[static_cast<size_t>(d)]) return cx.Unsupported("partial windows over unindexed dims");
-    }
+    if (!Contains(ix.dims, d)) rest.push_back(d);
+  size_t k = ix.dims.size();
   // Which windows are in bounds (StableHLO skips the others whole).
   std::vector<int32_t> hi(k);
   std::vector<int64_t> window_sizes, window_dims;
@@ -268,9 +291,12 @@ Status Scatter(LowerContext& cx) {
   Op& all = cx.Emit(OpKind::kReductionAnd, {cx.Binary(OpKind::kLogicalAnd, ok_lo, ok_hi)}, DType::kBool, kept);
   all.axes = {static_cast<int64_t>(kept.size()) - 1};
   int valid = all.outputs[0];  // [B..., 1]
-  // Invalid windows go to a scratch slot past the end of the first indexed dim.
+  // Invalid windows go to scratch slots past the end of the first indexed dim, as many as its
+  // window is long.
+  int64_t first = ix.dims[0];
+  int64_t scratch_rows = Contains(inserted, first) ? 1 : window_size(first);
   std::vector<int32_t> scratch(k, 0);
-  scratch[0] = static_cast<int32_t>(os[static_cast<size_t>(ix.dims[0])]);
+  scratch[0] = static_cast<int32_t>(os[static_cast<size_t>(first)]);
   int idx = cx.Select(cx.BroadcastTo(valid, ishape), ix.value, VectorConst(cx, scratch, ishape));
   idx = ExpandWindows(cx, idx, ix.batch, window_sizes, window_comp, k);
   // Operand: indexed dims first, padded by one scratch slot along the first.
@@ -279,9 +305,9 @@ Status Scatter(LowerContext& cx) {
   int data = cx.Transpose(operand, order);
   Shape dshape = cx.ShapeOf(data);
   Shape lo(dshape.size(), 0), hi_pad(dshape.size(), 0);
-  hi_pad[0] = 1;
+  hi_pad[0] = scratch_rows;
   Shape padded_shape = dshape;
-  padded_shape[0] += 1;
+  padded_shape[0] += scratch_rows;
   Op& pad = cx.Emit(OpKind::kPad, {data}, cx.DTypeOf(data), padded_shape);
   pad.starts = lo;
   pad.ends = hi_pad;
