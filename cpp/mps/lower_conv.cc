@@ -149,10 +149,18 @@ Status Convolution(LowerContext& cx) {
   auto conv2d = [&](int xin, int win) -> StatusOr<int> {
     if (bgc == 1) return Conv2D(cx, xin, win, strides, rhs_dil, lo, hi, fgc);
     // Batch groups (weight gradients of grouped convolutions): group g pairs batch slice g with
-    // output-feature slice g; the results concatenate along the features.
+    // output-feature slice g. Moving the batch groups next to the channels makes that a feature-
+    // grouped convolution with the same kernel: [G*n, H, W, C] -> [n, H, W, G*C], groups G.
     Shape xs = cx.ShapeOf(xin), ws = cx.ShapeOf(win);
     if (xs[0] % bgc || ws[3] % bgc) return cx.Unsupported("batch_group_count does not divide batch and features");
     int64_t n = xs[0] / bgc, o = ws[3] / bgc;
+    if (fgc == 1) {
+      int g = cx.Reshape(xin, {bgc, n, xs[1], xs[2], xs[3]});
+      g = cx.Transpose(g, {1, 2, 3, 0, 4});
+      g = cx.Reshape(g, {n, xs[1], xs[2], bgc * xs[3]});
+      return Conv2D(cx, g, win, strides, rhs_dil, lo, hi, bgc);
+    }
+    // Both kinds of groups (StableHLO does not allow it, but be safe): one convolution per batch group.
     std::vector<int> parts;
     for (int64_t g = 0; g < bgc; ++g) {
       Shape xst(4, 0), xen = xs, wst(4, 0), wen = ws;
