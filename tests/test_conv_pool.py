@@ -192,3 +192,17 @@ def test_min_and_low_precision_pool_grads():
     x1 = random_array(RNG, (3, 20, 4), np.float32)  # a 1-D max pool over a sequence
     seq = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 4, 1), (1, 3, 1), "SAME")
     check(jax.grad(lambda x: jnp.sum(jnp.sin(seq(x)))), x1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window,strides,padding", [
+    ((3,), (1,), ((1, 1),)),                       # overlapping, stride 1
+    ((2, 3), (3, 2), ((0, 1), (2, 0))),            # stride past the window in one dim
+    ((2, 3, 2), (2, 2, 1), ((1, 0), (1, 1), (0, 1))),
+], ids=str)
+def test_pool_grads_any_rank_and_stride(window, strides, padding):
+    shape = (7, 9, 5)[:len(window)]
+    x = np.round(random_array(RNG, shape, np.float32))  # many ties
+    for init, op in ((-jnp.inf, lax.max), (jnp.inf, lax.min)):
+        pool = lambda x: lax.reduce_window(x, init, op, window, strides, padding)
+        ct = random_array(RNG, jax.eval_shape(pool, x).shape, np.float32)
+        check(lambda x, ct: jax.vjp(pool, x)[1](ct)[0], x, ct, rtol=1e-5, atol=1e-6)

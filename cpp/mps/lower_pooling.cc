@@ -2,6 +2,9 @@
 // (base dilation as interior padding), then one pass per windowed dim combining strided slices —
 // O(sum of log window sizes) MPS ops for every monoid, padding, stride and dilation. And
 // select_and_scatter, the max/min-pool gradient.
+#include <functional>
+#include <map>
+
 #include "mps/lower_families.h"
 #include "mps/lower_window_common.h"
 
@@ -153,9 +156,83 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
 
 namespace {
 
+// Places per-window-offset contributions (each shaped like the source) at offset + stride * index in
+// a tensor of the padded operand's shape, summing overlaps. Offset o = r + j * stride: all offsets of
+// one residue r land on one strided sub-grid, shifted by j source steps, so each contribution is one
+// edge pad (the shift), each residue one sum, and the residues interleave by concat + reshape.
+StatusOr<int> PlaceByResidues(LowerContext& cx, const std::vector<int>& contributions, const WindowAttrs& w,
+                              const Shape& pshape, const std::function<std::vector<int64_t>(int64_t)>& offset_of) {
+  size_t rank = pshape.size();
+  Shape sshape = cx.ShapeOf(contributions.at(0));
+  DType t = cx.DTypeOf(contributions[0]);
+  int zero = cx.Scalar(t, 0);
+  Shape shifted = sshape, J(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    J[d] = (w.dims[d] - 1) / w.strides[d];
+    shifted[d] += J[d];
+  }
+  // Sum per residue vector (row-major index over strides).
+  std::map<int64_t, int> sums;
+  for (size_t i = 0; i < contributions.size(); ++i) {
+    std::vector<int64_t> off = offset_of(static_cast<int64_t>(i));
+    std::vector<int64_t> lo(rank), hi(rank), interior(rank, 0);
+    int64_t key = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t j = off[d] / w.strides[d];
+      lo[d] = j;
+      hi[d] = J[d] - j;
+      key = key * w.strides[d] + off[d] % w.strides[d];
+    }
+    JMP_ASSIGN_OR_RETURN(int placed, PadGeneral(cx, contributions[i], zero, lo, hi, interior));
+    auto it = sums.find(key);
+    if (it == sums.end()) sums[key] = placed;
+    else it->second = cx.Binary(OpKind::kAdd, it->second, placed);
+  }
+  // Interleave, last dim first: residues r along dim d become [.., L_d, s_d, ..] -> [.., L_d * s_d, ..].
+  // `level` maps the residue prefix (dims before d) to the tensor interleaved over dims >= d.
+  std::map<int64_t, int> level;
+  int64_t count = 1;
+  for (int64_t s : w.strides) count *= s;
+  for (int64_t key = 0; key < count; ++key) {
+    auto it = sums.find(key);
+    level[key] = it != sums.end() ? it->second : cx.Splat(t, shifted, 0);
+  }
+  for (size_t d = rank; d-- > 0;) {
+    int64_t s = w.strides[d];
+    if (s == 1) continue;  // one residue: nothing to interleave
+    std::map<int64_t, int> next;
+    for (int64_t prefix = 0; prefix < static_cast<int64_t>(level.size()) / s; ++prefix) {
+      std::vector<int> parts;
+      Shape one;
+      for (int64_t r = 0; r < s; ++r) {
+        int v = level.at(prefix * s + r);
+        Shape vs = cx.ShapeOf(v);
+        one = vs;
+        one.insert(one.begin() + static_cast<ptrdiff_t>(d) + 1, 1);
+        parts.push_back(cx.Reshape(v, one));
+      }
+      Shape cat = one;
+      cat[d + 1] = s;
+      Op& c = cx.Emit(OpKind::kConcat, parts, t, cat);
+      c.axes = {static_cast<int64_t>(d) + 1};
+      Shape merged = cx.ShapeOf(parts[0]);
+      merged.erase(merged.begin() + static_cast<ptrdiff_t>(d) + 1);
+      merged[d] *= s;
+      next[prefix] = cx.Reshape(c.outputs[0], merged);
+    }
+    level.swap(next);
+  }
+  int y = level.at(0);
+  // To the padded operand's extent: the tail past it holds only zeros, or is missing.
+  Shape ys = cx.ShapeOf(y);
+  std::vector<int64_t> lo(rank, 0), hi(rank), interior(rank, 0);
+  for (size_t d = 0; d < rank; ++d) hi[d] = pshape[d] - ys[d];
+  return PadGeneral(cx, y, zero, lo, hi, interior);
+}
+
 // select_and_scatter (the max-pool gradient): per window, the element the select body picks (the
 // first maximum for GE, as StableHLO iterates row-major), then each source value is added at its
-// picked position: one strided slice per window offset to pick, one strided pad to place.
+// picked position: one strided slice per window offset to pick, then placement by residues.
 Status SelectAndScatter(LowerContext& cx) {
   const shlo::Op& op = cx.op();
   if (op.regions.size() != 2) return cx.Unsupported("select_and_scatter needs select and scatter bodies");
@@ -184,7 +261,7 @@ Status SelectAndScatter(LowerContext& cx) {
   Shape pshape = cx.ShapeOf(padded);
   int64_t positions = 1;
   for (int64_t d : w.dims) positions *= d;
-  if (positions > 4096) return cx.Unsupported("select_and_scatter with a window of more than 4096 elements");
+  if (positions < 1 || positions > 4096) return cx.Unsupported("select_and_scatter with an empty window or one of more than 4096 elements");
   auto offset_of = [&](int64_t i) {
     std::vector<int64_t> off(rank);
     for (size_t d = rank; d-- > 0;) {
@@ -212,19 +289,28 @@ Status SelectAndScatter(LowerContext& cx) {
     pick = cx.Select(keep, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i)));
   }
   int zero = cx.Scalar(t, 0);
+  std::vector<int> contributions;
+  for (int64_t i = 0; i < positions; ++i)
+    contributions.push_back(cx.Select(
+        cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))), source, cx.Splat(t, sshape, 0)));
+  int64_t residues = 1;
+  for (size_t d = 0; d < rank; ++d) residues *= w.strides[d];
   int acc = -1;
-  for (int64_t i = 0; i < positions; ++i) {
-    int contribution = cx.Select(cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))),
-                                 source, cx.Splat(t, sshape, 0));
-    std::vector<int64_t> off = offset_of(i), lo(rank), hi(rank), interior(rank);
-    for (size_t d = 0; d < rank; ++d) {
-      lo[d] = off[d];
-      interior[d] = w.strides[d] - 1;
-      int64_t placed = sshape[d] == 0 ? 0 : (sshape[d] - 1) * w.strides[d] + 1;
-      hi[d] = pshape[d] - off[d] - placed;
+  if (residues <= 64) {
+    JMP_ASSIGN_OR_RETURN(acc, PlaceByResidues(cx, contributions, w, pshape, offset_of));
+  } else {
+    // Very large strides: each contribution placed by its own strided (interior) pad.
+    for (int64_t i = 0; i < positions; ++i) {
+      std::vector<int64_t> off = offset_of(i), lo(rank), hi(rank), interior(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        lo[d] = off[d];
+        interior[d] = w.strides[d] - 1;
+        int64_t placed = sshape[d] == 0 ? 0 : (sshape[d] - 1) * w.strides[d] + 1;
+        hi[d] = pshape[d] - off[d] - placed;
+      }
+      JMP_ASSIGN_OR_RETURN(int placed, PadGeneral(cx, contributions[static_cast<size_t>(i)], zero, lo, hi, interior));
+      acc = acc < 0 ? placed : cx.Binary(OpKind::kAdd, acc, placed);
     }
-    JMP_ASSIGN_OR_RETURN(int placed, PadGeneral(cx, contribution, zero, lo, hi, interior));
-    acc = acc < 0 ? placed : cx.Binary(OpKind::kAdd, acc, placed);
   }
   // Back to the operand's shape (drop the padding), and the init value added everywhere.
   Shape starts(rank), ends(rank);
