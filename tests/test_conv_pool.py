@@ -109,6 +109,17 @@ def test_low_precision_and_vmapped_conv():
     check(jax.vmap(lambda w, x: conv(x, w, (1, 1), "SAME", dn), in_axes=(0, None)), ws, x.astype(np.float32), **TOL)
 
 
+def test_integer_convolutions():
+    x = random_array(RNG, (2, 7, 6, 4), np.int32)  # full range: products and sums wrap around
+    w = random_array(RNG, (3, 2, 2, 6), np.int32)
+    dn = ("NHWC", "HWIO", "NHWC")
+    check(lambda x, w: conv(x, w, (2, 1), ((1, 1), (0, 1)), dn, rhs=(1, 2), groups=2), x, w)
+    x8 = random_array(RNG, (2, 4, 9), np.int8)
+    w8 = random_array(RNG, (5, 4, 3), np.int8)
+    check(lambda x, w: conv(x, w, (1,), "SAME", ("NCH", "OIH", "NCH"), preferred_element_type=jnp.int32), x8, w8)
+    check(lambda x, w: conv(x, w, (2,), ((2, 1),), ("NCH", "OIH", "NCH"), lhs=(2,)), x8, w8)
+
+
 # ---- reduce_window
 
 

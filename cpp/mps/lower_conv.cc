@@ -1,6 +1,7 @@
 // convolution as MPSGraph's Conv2D (NHWC x HWIO): dimension numbers become transposes, 1-D
 // convolutions get a unit height, 3-D ones a sum of 2-D convolutions over the depth taps, lhs dilation
-// becomes interior padding, negative padding a slice, and batch groups one convolution per group.
+// becomes interior padding, negative padding a slice, and batch groups feature groups. Integer
+// convolutions (MPSGraph's are float only) become a sum of per-tap batched MatMuls.
 #include <algorithm>
 
 #include "mps/lower_families.h"
@@ -46,6 +47,9 @@ int DilateAxis(LowerContext& cx, int x, size_t axis, int64_t d) {
   return cx.Slice(y, starts, ends);
 }
 
+int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
+               const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups);
+
 // One 2-D convolution: x [N,H,W,C], w [KH,KW,C/groups,O], padding already applied (non-negative).
 int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
            const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
@@ -54,6 +58,7 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
     cx.Fail(cx.Unsupported("inconsistent convolution"));
     return x;
   }
+  if (!IsFloat(cx.DTypeOf(x))) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
   Shape out = {xs[0], 0, 0, ws[3]};
   for (size_t i = 0; i < 2; ++i) {
     int64_t padded = xs[1 + i] + lo[i] + hi[i];
@@ -67,6 +72,49 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
   op.ends = hi;
   op.int_attr = groups;
   return op.outputs[0];
+}
+
+// The same convolution for integer types (MPSGraph convolves floats only): pad, then per kernel tap
+// one strided slice times that tap's [C/groups, O] matrix as a batched MatMul over the groups, summed.
+// Integer MatMul wraps around, as XLA's integer convolution does.
+int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
+               const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
+  Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+  DType t = cx.DTypeOf(x);
+  if (xs.size() != 4 || ws.size() != 4 || groups < 1 || xs[3] % groups || ws[3] % groups || ws[2] * groups != xs[3]) {
+    cx.Fail(cx.Unsupported("inconsistent convolution"));
+    return x;
+  }
+  if (lo[0] || lo[1] || hi[0] || hi[1]) {
+    Shape padded = {xs[0], xs[1] + lo[0] + hi[0], xs[2] + lo[1] + hi[1], xs[3]};
+    Op& p = cx.Emit(OpKind::kPad, {x}, t, padded);
+    p.starts = {0, lo[0], lo[1], 0};
+    p.ends = {0, hi[0], hi[1], 0};
+    x = p.outputs[0];
+    xs = padded;
+  }
+  Shape out = {xs[0], 0, 0, ws[3]};
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t window = (ws[i] - 1) * dilation[i] + 1;
+    out[1 + i] = xs[1 + i] < window ? 0 : (xs[1 + i] - window) / strides[i] + 1;
+  }
+  int64_t m = out[0] * out[1] * out[2], cg = ws[2], og = ws[3] / groups;
+  int acc = -1;
+  for (int64_t kh = 0; kh < ws[0]; ++kh)
+    for (int64_t kw = 0; kw < ws[1]; ++kw) {
+      Shape st = {0, kh * dilation[0], kw * dilation[1], 0};
+      Shape en = {xs[0], st[1] + (out[1] - 1) * strides[0] + 1, st[2] + (out[2] - 1) * strides[1] + 1, xs[3]};
+      if (out[1] == 0) en[1] = st[1];
+      if (out[2] == 0) en[2] = st[2];
+      int slab = cx.Slice(x, st, en, {1, strides[0], strides[1], 1});              // [N, OH, OW, C]
+      slab = cx.Transpose(cx.Reshape(slab, {m, groups, cg}), {1, 0, 2});            // [G, M, Cg]
+      int tap = cx.Slice(w, {kh, kw, 0, 0}, {kh + 1, kw + 1, cg, ws[3]});
+      tap = cx.Transpose(cx.Reshape(tap, {cg, groups, og}), {1, 0, 2});              // [G, Cg, Og]
+      int prod = cx.Emit(OpKind::kMatMul, {slab, tap}, t, {groups, m, og}).outputs[0];
+      prod = cx.Reshape(cx.Transpose(prod, {1, 0, 2}), out);                        // [N, OH, OW, O]
+      acc = acc < 0 ? prod : cx.Binary(OpKind::kAdd, acc, prod);
+    }
+  return acc < 0 ? cx.Splat(t, out, 0) : acc;
 }
 
 Status Convolution(LowerContext& cx) {
@@ -111,7 +159,7 @@ Status Convolution(LowerContext& cx) {
     for (int64_t r : reversal->ints)
       if (r) return cx.Unsupported("window reversal in convolution");
   DType t = cx.OutType(0).dtype;
-  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)) return cx.Unsupported("convolution of this type");
+  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsInteger(t))) return cx.Unsupported("convolution of this type");
   x = cx.Cast(x, t);
   w = cx.Cast(w, t);
   // Input to [N, spatial..., C], kernel to [spatial..., I, O].
