@@ -55,10 +55,16 @@ def test_unsupported_op_forms_name_the_op(case):
     elif case == "variadic_reduce_window":
         fn = lambda x: lax.reduce_window((x, x), (0.0, 1.0), lambda a, b: (a[0] + b[0], a[1] * b[1]), (2,), (1,), "VALID")
         op = "stablehlo.reduce_window"
-    else:  # an update computation that is none of add/mul/min/max/set
-        dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-                                         scatter_dims_to_operand_dims=(0,))
-        fn = lambda x: lax.scatter_apply(x, jnp.array([[1], [1]]), lambda v: v * v + 1, dn, update_shape=(2,))
+    else:  # an update computation that uses the update, with indices that may repeat
+        from jax._src import core
+        from jax._src.lax import lax as lax_internal
+        from jax._src.lax import slicing
+
+        jaxpr, consts = lax_internal._reduction_jaxpr(lambda a, b: a * b - jnp.sin(b), core.typeof(np.float32(0)))
+        dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+        fn = lambda x: slicing.scatter_p.bind(x, jnp.array([[1], [1]]), jnp.ones(2), update_jaxpr=jaxpr, update_consts=consts,
+                                              dimension_numbers=dn, indices_are_sorted=False, unique_indices=False,
+                                              mode=slicing.GatherScatterMode.FILL_OR_DROP)
         op = "stablehlo.scatter"
     with pytest.raises(RuntimeError) as info:
         run_metal(fn, X)

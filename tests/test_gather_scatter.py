@@ -129,3 +129,33 @@ def test_dynamic_slices_in_scans():
 
     check(lambda i: lax.scan(body, jnp.float32(0), i), IDX, rtol=1e-5)
     check(lambda x: lax.fori_loop(0, 5, lambda i, c: c.at[i].set(c[i - 1] * 2 + x[i]), jnp.zeros_like(x)), x)
+
+
+def test_bool_updates_and_apply():
+    x = random_array(RNG, (8, 5), np.float32)
+    m = x > 0
+    check(lambda m, i: m.at[i].max(jnp.ones((7, 5), bool)), m, IDX)
+    check(lambda m, i: m.at[i].min(jnp.zeros((7, 5), bool)), m, IDX)
+    check(lambda m, i: m.at[i].set(~m[:7]), m, np.array([0, 3, -2, 9, 1, 2, 5], np.int32))
+    # apply: an element hit twice (index 3) gets the function twice, as XLA applies it per update.
+    check(lambda x, i: x.at[i].apply(jnp.sin), x, IDX)
+    check(lambda x, i: x.at[i].apply(jnp.exp, mode="clip"), x, IDX)
+    check(lambda x: x.at[jnp.array([1, 4])].apply(jnp.tanh, unique_indices=True), x)
+
+
+def test_unique_scatter_with_any_update_computation():
+    from jax._src import core
+    from jax._src.lax import lax as lax_internal
+    from jax._src.lax import slicing
+
+    def scatter_with(x, idx, u, fn):  # what lax.scatter_apply does, with the update used
+        jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
+        dn = SD(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+        return slicing.scatter_p.bind(x, idx, u, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
+                                      indices_are_sorted=False, unique_indices=True,
+                                      mode=slicing.GatherScatterMode.FILL_OR_DROP)
+
+    x = random_array(RNG, (8, 5), np.float32)
+    u = random_array(RNG, (3, 5), np.float32)
+    idx = np.array([[1], [6], [9]], np.int32)  # 9 is dropped
+    check(lambda x, i, u: scatter_with(x, i, u, lambda a, b: a * b - jnp.sin(b)), x, idx, u)

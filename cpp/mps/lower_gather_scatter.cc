@@ -227,14 +227,10 @@ bool ScatterMode(const shlo::Op& op, DType t, int64_t* mode) {
   return true;
 }
 
-Status Scatter(LowerContext& cx) {
+// The scatter op's dimension numbers applied to these operand and updates values, combining with
+// ScatterND's `mode`.
+StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int updates, int64_t mode) {
   const shlo::Op& op = cx.op();
-  if (op.operands.size() != 3) return cx.Unsupported("variadic scatter is not supported");
-  JMP_ASSIGN_OR_RETURN(int operand, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(int indices, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(int updates, cx.In(2));
-  int64_t mode;
-  if (!ScatterMode(op, cx.DTypeOf(operand), &mode)) return cx.Unsupported("scatter update computation not recognised");
   std::vector<int64_t> uwd = Field(op, "update_window_dims"), inserted = Field(op, "inserted_window_dims"),
                        obd = Field(op, "input_batching_dims"), ibd = Field(op, "scatter_indices_batching_dims"),
                        sim = Field(op, "scatter_dims_to_operand_dims");
@@ -335,7 +331,97 @@ Status Scatter(LowerContext& cx) {
   y = cx.Slice(y, starts, dshape);
   std::vector<int64_t> inverse(order.size());
   for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-  cx.Bind(0, cx.Transpose(y, inverse));
+  return cx.Transpose(y, inverse);
+}
+
+// How a bool operand's update computation maps onto a uint8 scatter: or-like bodies (add, max, or) are
+// max, and-like ones (mul, min, and) are min.
+bool BoolScatterMode(const shlo::Op& op, int64_t* mode) {
+  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
+  const shlo::Block& b = op.regions[0].blocks[0];
+  if (b.args.size() != 2 || b.ops.size() != 2) return false;
+  const shlo::Op& f = b.ops[0];
+  if (f.operands.size() != 2 || f.results.size() != 1 || b.ops[1].operands.size() != 1 || b.ops[1].operands[0] != f.results[0])
+    return false;
+  if (!((f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0])))
+    return false;
+  if (f.name == "stablehlo.add" || f.name == "stablehlo.maximum" || f.name == "stablehlo.or") *mode = 5;
+  else if (f.name == "stablehlo.multiply" || f.name == "stablehlo.minimum" || f.name == "stablehlo.and") *mode = 4;
+  else return false;
+  return true;
+}
+
+// Whether every value the block's ops read comes from its arguments through its own ops: blocks
+// lowered inline on whole tensors cannot yet broadcast a rank-0 constant or captured value.
+bool SelfContained(const shlo::Block& b) {
+  std::vector<int> known(b.args.begin(), b.args.end());
+  for (const shlo::Op& o : b.ops) {
+    if (o.name == "stablehlo.constant" || !o.regions.empty()) return false;
+    for (int v : o.operands)
+      if (std::find(known.begin(), known.end(), v) == known.end()) return false;
+    known.insert(known.end(), o.results.begin(), o.results.end());
+  }
+  return true;
+}
+
+// Whether any op of the block reads the block argument `arg` (the update, for x.at[i].apply(f)).
+bool BlockUses(const shlo::Block& b, int arg) {
+  for (const shlo::Op& o : b.ops)
+    for (int v : o.operands)
+      if (v == arg) return true;
+  return false;
+}
+
+Status Scatter(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (op.operands.size() != 3) return cx.Unsupported("variadic scatter is not supported");
+  JMP_ASSIGN_OR_RETURN(int operand, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int indices, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(int updates, cx.In(2));
+  DType t = cx.DTypeOf(operand);
+  int64_t mode;
+  if (ScatterMode(op, t, &mode)) {
+    JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, operand, indices, updates, mode));
+    cx.Bind(0, y);
+    return Status::Ok();
+  }
+  if (t == DType::kBool && BoolScatterMode(op, &mode)) {
+    JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, cx.Cast(operand, DType::kU8), indices, cx.Cast(updates, DType::kU8), mode));
+    cx.Bind(0, cx.Cast(y, DType::kBool));
+    return Status::Ok();
+  }
+  // Any other update computation, applied elementwise where updates land: exact when each element
+  // gets at most one update (unique_indices), or when the body ignores the update (x.at[i].apply(f)),
+  // where an element hit c times gets f applied c times.
+  if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1 || op.regions[0].blocks[0].args.size() != 2)
+    return cx.Unsupported("scatter update computation not recognised");
+  const shlo::Block& body = op.regions[0].blocks[0];
+  const shlo::Attr* unique_attr = op.Find("unique_indices");
+  bool unique = unique_attr && unique_attr->kind == shlo::Attr::Kind::kBool && unique_attr->b;
+  bool uses_update = BlockUses(body, body.args[1]);
+  if ((!unique && uses_update) || !SelfContained(body)) return cx.Unsupported("scatter update computation not recognised");
+  const Shape os = cx.ShapeOf(operand), us = cx.ShapeOf(updates);
+  JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1), 0));
+  int64_t windows = 1;  // the most updates one element can receive
+  {
+    const std::vector<int64_t> uwd = Field(op, "update_window_dims");
+    for (int64_t d = 0; d < static_cast<int64_t>(us.size()); ++d)
+      if (!Contains(uwd, d)) windows *= us[static_cast<size_t>(d)];
+  }
+  int spread = uses_update ? -1 : cx.Splat(t, os, 0);
+  if (uses_update) {
+    JMP_ASSIGN_OR_RETURN(spread, EmitScatter(cx, operand, indices, updates, 6));
+  }
+  int64_t rounds = unique ? 1 : windows;
+  if (rounds > 64) return cx.Unsupported("scatter applying a function to more than 64 possibly repeated updates");
+  int y = operand;
+  for (int64_t k = 1; k <= rounds; ++k) {
+    JMP_ASSIGN_OR_RETURN(std::vector<int> r, cx.LowerBlockInline(body, {y, spread}));
+    if (r.size() != 1) return cx.Unsupported("scatter update computation returns several values");
+    int hit = cx.Compare(OpKind::kGreaterThanOrEqualTo, count, cx.Splat(DType::kI32, os, static_cast<double>(k)));
+    y = cx.Select(hit, cx.BroadcastTo(r[0], os), y);
+  }
+  cx.Bind(0, y);
   return Status::Ok();
 }
 
