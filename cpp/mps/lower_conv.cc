@@ -98,6 +98,10 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
     int64_t window = (ws[i] - 1) * dilation[i] + 1;
     out[1 + i] = xs[1 + i] < window ? 0 : (xs[1 + i] - window) / strides[i] + 1;
   }
+  if (ws[0] * ws[1] > 4096) {
+    cx.Fail(cx.Unsupported("integer convolution with a kernel of more than 4096 taps"));
+    return x;
+  }
   int64_t m = out[0] * out[1] * out[2], cg = ws[2], og = ws[3] / groups;
   int acc = -1;
   for (int64_t kh = 0; kh < ws[0]; ++kh)
@@ -243,6 +247,7 @@ Status Convolution(LowerContext& cx) {
       x = p.outputs[0];
       xs = padded;
     }
+    if (kd > 4096) return cx.Unsupported("3-D convolution with more than 4096 depth taps");
     int64_t stride_d = strides[0], dil_d = rhs_dil[0];
     strides = {strides[1], strides[2]};
     rhs_dil = {rhs_dil[1], rhs_dil[2]};

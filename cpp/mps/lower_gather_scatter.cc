@@ -22,6 +22,38 @@ std::vector<int64_t> Field(const shlo::Op& op, const char* name) {
 
 bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+// Dimension lists from an artifact: each entry in [0, n) and none repeated.
+bool DistinctInRange(const std::vector<int64_t>& v, int64_t n) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] >= n) return false;
+    for (size_t j = 0; j < i; ++j)
+      if (v[j] == v[i]) return false;
+  }
+  return true;
+}
+
+bool Disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (int64_t x : a)
+    if (std::find(b.begin(), b.end(), x) != b.end()) return false;
+  return true;
+}
+
+// What gather and scatter share: the operand-side lists (`dropped` = collapsed or inserted dims,
+// `index_map` = start_index_map or scatter_dims_to_operand_dims), the batching pairs and the index
+// vector dim, checked against the operand and indices ranks before anything is indexed by them.
+Status ValidateDims(LowerContext& cx, int64_t rank, int64_t index_rank, const std::vector<int64_t>& dropped,
+                    const std::vector<int64_t>& operand_batching, const std::vector<int64_t>& index_batching,
+                    const std::vector<int64_t>& index_map, int64_t index_vector_dim) {
+  if (!DistinctInRange(dropped, rank) || !DistinctInRange(operand_batching, rank) || !DistinctInRange(index_map, rank) ||
+      !Disjoint(dropped, operand_batching) || !Disjoint(index_map, operand_batching))
+    return cx.Unsupported("dimension numbers out of range or repeated");
+  if (index_batching.size() != operand_batching.size() || !DistinctInRange(index_batching, index_rank) ||
+      std::find(index_batching.begin(), index_batching.end(), index_vector_dim) != index_batching.end())
+    return cx.Unsupported("batching dimension numbers do not pair up");
+  if (index_vector_dim < 0 || index_vector_dim > index_rank) return cx.Unsupported("index_vector_dim out of range");
+  return Status::Ok();
+}
+
 struct Indices {
   int value = -1;                 // int32 [B..., K]
   std::vector<int64_t> dims;      // operand dim of each index component
@@ -51,7 +83,7 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
   out.batch.assign(full.begin(), full.end() - 1);
   if (full.back() != static_cast<int64_t>(out.dims.size())) return cx.Unsupported("index vector size does not match the index map");
   for (size_t j = 0; j < operand_batching.size(); ++j) {
-    int64_t b = index_batching.at(j);
+    int64_t b = index_batching[j];
     if (b > index_vector_dim) --b;  // the index vector moved last
     Shape one = out.batch;
     one.push_back(1);
@@ -133,8 +165,16 @@ Status Gather(LowerContext& cx) {
   const Shape os = cx.ShapeOf(operand);
   size_t rank = os.size();
   if (slice_sizes.size() != rank) return cx.Unsupported("slice_sizes does not match the operand rank");
-  for (int64_t d : offset_dims)
-    if (d < 0 || d >= static_cast<int64_t>(cx.OutType(0).shape.size())) return cx.Unsupported("offset_dims out of range");
+  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()), collapsed,
+                                   obd, ibd, sim, ivd));
+  if (!DistinctInRange(offset_dims, static_cast<int64_t>(cx.OutType(0).shape.size())) ||
+      offset_dims.size() + collapsed.size() + obd.size() != rank)
+    return cx.Unsupported("offset_dims do not match the operand rank");
+  for (size_t d = 0; d < rank; ++d) {
+    bool dropped = Contains(collapsed, static_cast<int64_t>(d)) || Contains(obd, static_cast<int64_t>(d));
+    if (slice_sizes[d] < 0 || slice_sizes[d] > os[d] || (dropped && slice_sizes[d] > 1))
+      return cx.Unsupported("slice_sizes out of range");
+  }
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   collapsed.insert(collapsed.end(), obd.begin(), obd.end());
   if (rank == 0) {  // a scalar operand: every slice is the operand
@@ -238,8 +278,17 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   const Shape os = cx.ShapeOf(operand);
   const Shape us = cx.ShapeOf(updates);
   size_t rank = os.size();
+  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()), inserted,
+                                   obd, ibd, sim, ivd));
+  if (!DistinctInRange(uwd, static_cast<int64_t>(us.size()))) return cx.Unsupported("update_window_dims out of range");
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   inserted.insert(inserted.end(), obd.begin(), obd.end());
+  {  // the updates' scatter dims are the indices' batch dims
+    Shape scatter_dims;
+    for (int64_t d = 0; d < static_cast<int64_t>(us.size()); ++d)
+      if (!Contains(uwd, d)) scatter_dims.push_back(us[static_cast<size_t>(d)]);
+    if (scatter_dims != ix.batch) return cx.Unsupported("updates do not match the scatter indices");
+  }
   for (int64_t d : ix.dims)
     if (d < 0 || d >= static_cast<int64_t>(rank)) return cx.Unsupported("scatter_dims_to_operand_dims out of range");
   for (int64_t d : uwd)
@@ -253,6 +302,9 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
     size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
     return j < uwd.size() ? us[static_cast<size_t>(uwd[j])] : int64_t{1};
   };
+  for (size_t j = 0; j < uwd.size(); ++j)
+    if (us[static_cast<size_t>(uwd[j])] > os[static_cast<size_t>(window_operand_dims[j])])
+      return cx.Unsupported("update window larger than the operand");
   // Unindexed dims whose window is not the whole dim become index components fixed at 0 (ScatterND
   // only writes whole trailing slices).
   std::vector<int64_t> partial;

@@ -239,7 +239,9 @@ Status SelectAndScatter(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int source, cx.In(1));
   JMP_ASSIGN_OR_RETURN(int init, cx.In(2));
-  const shlo::Block& select = op.regions[0].blocks.at(0);
+  if (op.regions[0].blocks.size() != 1 || op.regions[0].blocks[0].args.size() != 2)
+    return cx.Unsupported("select_and_scatter select body not recognised");
+  const shlo::Block& select = op.regions[0].blocks[0];
   const shlo::Op* cmp = select.ops.size() == 2 ? &select.ops[0] : nullptr;
   const shlo::Attr* dir = cmp ? cmp->Find("comparison_direction") : nullptr;
   if (!cmp || cmp->name != "stablehlo.compare" || !dir || cmp->operands.size() != 2 ||
@@ -253,6 +255,15 @@ Status SelectAndScatter(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(WindowAttrs w, ReadWindowAttrs(cx, rank));
   DType t = cx.DTypeOf(x);
   if (!IsFloat(t) && !IsInteger(t)) return cx.Unsupported("select_and_scatter of this type");
+  // The artifact's window must be well formed and match the source's shape before any indexing.
+  if (sshape.size() != rank || cx.DTypeOf(source) != t) return cx.Unsupported("select_and_scatter source does not match the operand");
+  for (size_t d = 0; d < rank; ++d) {
+    if (w.dims[d] < 1 || w.strides[d] < 1 || w.base_dilations[d] != 1 || w.window_dilations[d] != 1)
+      return cx.Unsupported("select_and_scatter window dimensions and strides must be positive");
+    int64_t padded_len = shape[d] + w.pad_low[d] + w.pad_high[d];
+    int64_t windows = padded_len < w.dims[d] ? 0 : (padded_len - w.dims[d]) / w.strides[d] + 1;
+    if (sshape[d] != windows) return cx.Unsupported("select_and_scatter source shape does not match its windows");
+  }
   bool ge = dir->s == "GE";
   // Pad with a value the select never picks over a real element.
   std::vector<int64_t> zeros(rank, 0);
@@ -260,7 +271,7 @@ Status SelectAndScatter(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int padded, PadGeneral(cx, x, pad_value, w.pad_low, w.pad_high, zeros));
   Shape pshape = cx.ShapeOf(padded);
   int64_t positions = 1;
-  for (int64_t d : w.dims) positions *= d;
+  for (size_t d = 0; d < rank && positions <= 4096; ++d) positions *= w.dims[d];
   if (positions < 1 || positions > 4096) return cx.Unsupported("select_and_scatter with an empty window or one of more than 4096 elements");
   auto offset_of = [&](int64_t i) {
     std::vector<int64_t> off(rank);
@@ -294,7 +305,7 @@ Status SelectAndScatter(LowerContext& cx) {
     contributions.push_back(cx.Select(
         cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))), source, cx.Splat(t, sshape, 0)));
   int64_t residues = 1;
-  for (size_t d = 0; d < rank; ++d) residues *= w.strides[d];
+  for (size_t d = 0; d < rank && residues <= 64; ++d) residues *= w.strides[d];  // stops before overflowing
   int acc = -1;
   if (residues <= 64) {
     JMP_ASSIGN_OR_RETURN(acc, PlaceByResidues(cx, contributions, w, pshape, offset_of));
