@@ -89,13 +89,17 @@ Status Log1p(LowerContext& cx) {
 
 Status Cbrt(LowerContext& cx) {
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
-  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
+  // In float32: 1/3 rounded to bfloat16 (0.334) would be 6% off for |x| near 1e38.
+  DType out = cx.DTypeOf(x0);
+  int x = cx.Cast(x0, DType::kF32);
   const Shape shape = cx.ShapeOf(x);
-  DType t = cx.DTypeOf(x);
+  DType t = DType::kF32;
   int mag = cx.Binary(OpKind::kPower, cx.Unary(OpKind::kAbsolute, x), cx.Splat(t, shape, 1.0 / 3.0));
   // sign(x) * |x|^(1/3), keeping ±0 and NaN.
-  return Result(cx, cx.Select(cx.Compare(OpKind::kLessThan, x, cx.Splat(t, shape, 0)), cx.Unary(OpKind::kNegative, mag),
-                              cx.Select(cx.Compare(OpKind::kEqual, x, cx.Splat(t, shape, 0)), x, mag)));
+  int r = cx.Select(cx.Compare(OpKind::kLessThan, x, cx.Splat(t, shape, 0)), cx.Unary(OpKind::kNegative, mag),
+                    cx.Select(cx.Compare(OpKind::kEqual, x, cx.Splat(t, shape, 0)), x, mag));
+  return Result(cx, cx.Cast(r, out));
 }
 
 Status IsFinite(LowerContext& cx) {
@@ -446,6 +450,7 @@ void RegisterElementwiseRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.compare", &CompareOp);
   RegisterRule(r, "stablehlo.select", &SelectOp);
   RegisterRule(r, "stablehlo.clamp", &Clamp);
+  RegisterRule(r, "stablehlo.reduce_precision", &ReducePrecision);
 }
 
 }  // namespace jmp::mps

@@ -17,5 +17,7 @@ int Log1pF32(LowerContext& cx, int x);
 // The op being lowered (sine, cosine, tan, tanh, expm1, log1p, rsqrt, logistic, ...) on complex64,
 // decomposed into real arithmetic and the complex ops MPSGraph has (lower_complex_math.cc).
 Status LowerComplexMath(LowerContext& cx);
+// stablehlo.reduce_precision on float16/bfloat16/float32 (lower_reduce_precision.cc).
+Status ReducePrecision(LowerContext& cx);
 
 }  // namespace jmp::mps
