@@ -386,8 +386,8 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   return cx.Transpose(y, inverse);
 }
 
-// How a bool operand's update computation maps onto a uint8 scatter: or-like bodies (add, max, or) are
-// max, and-like ones (mul, min, and) are min.
+// How a bool operand's update computation maps onto an int32 scatter (a type every backend scatters):
+// or-like bodies (add, max, or) are max, and-like ones (mul, min, and) are min.
 bool BoolScatterMode(const shlo::Op& op, int64_t* mode) {
   if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
   const shlo::Block& b = op.regions[0].blocks[0];
@@ -438,7 +438,7 @@ Status Scatter(LowerContext& cx) {
     return Status::Ok();
   }
   if (t == DType::kBool && BoolScatterMode(op, &mode)) {
-    JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, cx.Cast(operand, DType::kU8), indices, cx.Cast(updates, DType::kU8), mode));
+    JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, cx.Cast(operand, DType::kI32), indices, cx.Cast(updates, DType::kI32), mode));
     cx.Bind(0, cx.Cast(y, DType::kBool));
     return Status::Ok();
   }
