@@ -351,7 +351,8 @@ int Expm1F32(LowerContext& cx, int x) {
   int u = cx.Unary(OpKind::kExponent, x);
   int one = cx.Splat(DType::kF32, shape, 1);
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
-  int ratio = cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kMultiply, um1, x), cx.Unary(OpKind::kLogarithm, u));
+  // (u - 1) * (x / log u): x / log u is near 1, so nothing overflows before the result does.
+  int ratio = cx.Binary(OpKind::kMultiply, um1, cx.Binary(OpKind::kDivide, x, cx.Unary(OpKind::kLogarithm, u)));
   int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(DType::kF32, shape, -1)), um1, ratio);
   r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, r);
   return cx.Select(Predicate(cx, OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
