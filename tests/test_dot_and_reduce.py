@@ -75,6 +75,14 @@ def test_argmax_argmin(dtype):
     check(lambda x: (jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.argmax(x)), x, exact=True)
 
 
+def test_argmax_argmin_bool():
+    x = RNG.random((5, 7)) < 0.3
+    x[1] = False  # all-false row: index 0
+    x[2] = True   # all-true row: index 0
+    check(lambda x: (jnp.argmax(x, axis=1), jnp.argmin(x, axis=1), jnp.argmax(x, axis=0), jnp.argmax(x)), x, exact=True)
+    check(lambda x: jax.vmap(jnp.argmax)(x), x, exact=True)
+
+
 def test_argmax_nan():
     x = np.array([[1.0, np.nan, 5.0, np.nan], [3.0, 3.0, -1.0, 2.0]], np.float32)
     check(lambda x: (jnp.argmax(x, axis=1), jnp.argmin(x, axis=1)), x, exact=True)

@@ -132,7 +132,10 @@ Status Reduce(LowerContext& cx) {
 
   OpKind arg_kind, value_kind;
   if (n == 2 && axes.size() == 1 && MatchArgReduce(body, &arg_kind, &value_kind) &&
-      cx.IsIotaAlong(inputs[1], axes[0]) && cx.DTypeOf(inputs[0]) != DType::kBool && cx.DTypeOf(inputs[0]) != DType::kC64) {
+      cx.IsIotaAlong(inputs[1], axes[0]) && cx.DTypeOf(inputs[0]) != DType::kC64) {
+    // Bools (jnp.argmax of a mask, gamma's sign) are ranked as 0/1 integers: false < true.
+    const DType value_type = cx.DTypeOf(inputs[0]);
+    int ranked = value_type == DType::kBool ? cx.Cast(inputs[0], DType::kI32) : inputs[0];
     const Shape in = cx.ShapeOf(inputs[0]);
     const Shape& out = cx.OutType(0).shape;
     if (in[static_cast<size_t>(axes[0])] == 0) {
@@ -141,10 +144,10 @@ Status Reduce(LowerContext& cx) {
       return Status::Ok();
     }
     Shape kept = KeptShape(in, axes);
-    Op& values = cx.Emit(value_kind, {inputs[0]}, cx.DTypeOf(inputs[0]), kept);
+    Op& values = cx.Emit(value_kind, {ranked}, cx.DTypeOf(ranked), kept);
     values.axes = axes;
-    int value = cx.Reshape(values.outputs[0], out);
-    Op& indices = cx.Emit(arg_kind, {inputs[0]}, DType::kI32, kept);
+    int value = cx.Cast(cx.Reshape(values.outputs[0], out), value_type);
+    Op& indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept);
     indices.axes = axes;
     int index = cx.Cast(cx.Reshape(indices.outputs[0], out), cx.OutType(1).dtype);
     cx.Bind(0, value);
