@@ -3,8 +3,18 @@
 #include <cstring>
 #include <limits>
 
+#include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
+
+// The float32 transcendental loops are also built for AVX2+FMA, picked at load time, where the
+// compiler supports function multi-versioning (GCC on x86-64 Linux).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define JMP_VECTOR_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define JMP_VECTOR_CLONES
+#endif
 
 namespace jmp::exec::host {
 
@@ -15,13 +25,16 @@ using K = mps::OpKind;
 template <typename T>
 using U = std::make_unsigned_t<T>;
 
+// `work`: roughly how many simple operations one element costs (sets the parallel grain).
 template <typename T, typename F>
-void Map1(const OpArgs& a, F f) {
+void Map1(const OpArgs& a, F f, int64_t work = 1) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   int64_t n = a.OutType().NumElements();
   using N = Num<T>;
   auto* y = reinterpret_cast<T*>(a.out[0]);
-  for (int64_t i = 0; i < n; ++i) y[i] = N::Store(f(N::Load(x[i])));
+  ParallelFor(n, GrainFor(work), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = N::Store(f(N::Load(x[i])));
+  });
 }
 
 template <typename T, typename F>
@@ -29,13 +42,55 @@ void MapPredicate(const OpArgs& a, F f) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   int64_t n = a.OutType().NumElements();
   uint8_t* y = a.out[0];
-  for (int64_t i = 0; i < n; ++i) y[i] = f(Num<T>::Load(x[i])) ? 1 : 0;
+  ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = f(Num<T>::Load(x[i])) ? 1 : 0;
+  });
+}
+
+JMP_VECTOR_CLONES void ExpF32(const float* x, float* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Exp(x[i]);
+}
+JMP_VECTOR_CLONES void TanhF32(const float* x, float* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Tanh(x[i]);
+}
+JMP_VECTOR_CLONES void SigmoidF32(const float* x, float* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Sigmoid(x[i]);
+}
+
+using F32Loop = void (*)(const float*, float*, int64_t, int64_t);
+
+void MapF32(const OpArgs& a, F32Loop loop) {
+  const float* x = reinterpret_cast<const float*>(a.in[0]);
+  float* y = reinterpret_cast<float*>(a.out[0]);
+  ParallelFor(a.OutType().NumElements(), GrainFor(16), [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
+}
+
+// exp, tanh and sigmoid through fastmath (vectorised) for every type computed in float.
+template <typename T>
+bool FastUnary(const OpArgs& a) {
+  if constexpr (std::is_same_v<T, float>) {
+    switch (a.op.kind) {
+      case K::kExponent: MapF32(a, ExpF32); return true;
+      case K::kTanh: MapF32(a, TanhF32); return true;
+      case K::kSigmoid: MapF32(a, SigmoidF32); return true;
+      default: return false;
+    }
+  } else if constexpr (std::is_same_v<typename Num<T>::C, float>) {
+    switch (a.op.kind) {
+      case K::kExponent: Map1<T>(a, fastmath::Exp, 16); return true;
+      case K::kTanh: Map1<T>(a, fastmath::Tanh, 16); return true;
+      case K::kSigmoid: Map1<T>(a, fastmath::Sigmoid, 16); return true;
+      default: return false;
+    }
+  }
+  return false;
 }
 
 
 template <typename T>
 Status FloatUnary(const OpArgs& a) {
   using C = typename Num<T>::C;
+  if (FastUnary<T>(a)) return Status::Ok();
   switch (a.op.kind) {
     case K::kExponent: Map1<T>(a, [](C x) { return C(std::exp(x)); }); return Status::Ok();
     case K::kExponentBase2: Map1<T>(a, [](C x) { return C(std::exp2(x)); }); return Status::Ok();
@@ -111,7 +166,9 @@ void Map2(const OpArgs& a, F f) {
   auto* z = reinterpret_cast<R*>(a.out[0]);
   int64_t n = a.OutType().NumElements();
   using N = Num<T>;
-  for (int64_t i = 0; i < n; ++i) z[i] = f(N::Load(x[i]), N::Load(y[i]));
+  ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) z[i] = f(N::Load(x[i]), N::Load(y[i]));
+  });
 }
 
 template <typename T, typename F>
@@ -121,7 +178,9 @@ void Arith(const OpArgs& a, F f) {
   const T* y = reinterpret_cast<const T*>(a.in[1]);
   auto* z = reinterpret_cast<T*>(a.out[0]);
   int64_t n = a.OutType().NumElements();
-  for (int64_t i = 0; i < n; ++i) z[i] = N::Store(f(N::Load(x[i]), N::Load(y[i])));
+  ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) z[i] = N::Store(f(N::Load(x[i]), N::Load(y[i])));
+  });
 }
 
 template <typename T>
@@ -311,7 +370,17 @@ Status RunSelect(const OpArgs& a) {
     const W* xs = reinterpret_cast<const W*>(x);
     const W* ys = reinterpret_cast<const W*>(y);
     W* out = reinterpret_cast<W*>(a.out[0]);
-    for (int64_t i = 0; i < n; ++i) out[i] = p[scalar_pred ? 0 : i] ? xs[i] : ys[i];
+    if (scalar_pred) {
+      std::memcpy(out, p[0] ? xs : ys, static_cast<size_t>(n) * sizeof(W));
+      return;
+    }
+    // A mask instead of a branch: masks from data (relu, pooling) defeat branch prediction.
+    ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        W m = static_cast<W>(W(0) - static_cast<W>(p[i] != 0));
+        out[i] = static_cast<W>((xs[i] & m) | (ys[i] & static_cast<W>(~m)));
+      }
+    });
   };
   switch (width) {
     case 1: run(uint8_t{}); break;
@@ -357,7 +426,9 @@ Status RunCast(const OpArgs& a) {
       using To = typename decltype(to_tag)::type;
       const From* x = reinterpret_cast<const From*>(a.in[0]);
       To* y = reinterpret_cast<To*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) y[i] = ConvertScalar<To, From>(x[i]);
+      ParallelFor(n, GrainFor(2), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) y[i] = ConvertScalar<To, From>(x[i]);
+      });
       return Status::Ok();
     });
   });
