@@ -66,3 +66,20 @@ def test_dynamic_slice_and_update(dtype):
         check(lambda x, u, s: lax.dynamic_update_slice(x, u, (s[0], s[1], s[2])), x, u, s)
     check(lambda x, i: x[i], x, np.int32(4))
     check(lambda x, i: lax.dynamic_update_index_in_dim(x, x[0], i, 0), x, np.int32(2))
+
+
+@pytest.mark.parametrize("shape", [(70, 33), (3, 40, 17), (16, 64, 4, 16), (5, 1, 33, 2, 19), (2, 3, 260, 300)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_large_layout_copies(shape):
+    # Sizes past the host executor's 16x16 transpose tiles and its per-thread split, every permutation
+    # kind (inner dim kept, moved, swapped with the outermost), and broadcasts, slices, reverses.
+    x = random_array(np.random.default_rng(len(shape)), shape, np.float32)
+    rank = len(shape)
+    perms = [tuple(reversed(range(rank))), tuple(range(1, rank)) + (0,), (rank - 1,) + tuple(range(rank - 1))]
+    if rank >= 3:
+        perms.append(tuple(range(rank - 3)) + (rank - 2, rank - 3, rank - 1))
+    for perm in perms:
+        check(lambda x: jnp.transpose(x, perm), x, exact=True)
+    check(lambda x: (jnp.broadcast_to(x[..., :1], x.shape), jnp.broadcast_to(x[:1], x.shape),
+                     x[::-1, ..., ::2], jnp.flip(x, axis=-1), x.reshape(-1)[::3]), x, exact=True)
+    check(lambda x: jnp.swapaxes(x, -1, -2) @ x if rank <= 3 else x, x)

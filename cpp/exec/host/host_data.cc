@@ -1,10 +1,12 @@
 // Data movement kernels. Every layout op is one strided copy: output element i reads input offset
 // base + Σ idx_d · stride_d, with strides permuted (transpose), zero (broadcast), scaled (slice) or
 // negative (reverse); copies move raw elements of the dtype's width.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
 
 namespace jmp::exec::host {
@@ -19,31 +21,73 @@ Shape RowMajorStrides(const Shape& shape) {
   return s;
 }
 
-template <typename W>
-void StridedCopyT(uint8_t* dst, const Shape& dst_strides, const uint8_t* src, int64_t src_base, const Shape& src_strides,
-                  const Shape& shape) {
-  size_t rank = shape.size();
-  int64_t total = 1;
-  for (int64_t d : shape) total *= d;
-  if (total == 0) return;
-  W* out = reinterpret_cast<W*>(dst);
-  const W* in = reinterpret_cast<const W*>(src);
-  if (rank == 0) {
-    out[0] = in[src_base];
-    return;
+// Drops size-1 dims and merges neighbours that are contiguous in both source and destination, so
+// that e.g. a head transpose [B,T,H,D] -> [B,H,T,D] becomes a 3-D copy with D-long rows.
+void SimplifyDims(Shape& shape, Shape& dst, Shape& src) {
+  Shape s2, d2, r2;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (!s2.empty() && d2.back() == dst[i] * shape[i] && r2.back() == src[i] * shape[i]) {
+      s2.back() *= shape[i];
+      d2.back() = dst[i];
+      r2.back() = src[i];
+      continue;
+    }
+    s2.push_back(shape[i]);
+    d2.push_back(dst[i]);
+    r2.push_back(src[i]);
   }
+  shape.swap(s2);
+  dst.swap(d2);
+  src.swap(r2);
+}
+
+// Copies the sub-block idx[0] in [first, last) of the outermost dim.
+template <typename W>
+void StridedCopyRange(W* out, const Shape& dst_strides, const W* in, int64_t src_base, const Shape& src_strides,
+                      const Shape& shape, int64_t first, int64_t last) {
+  size_t rank = shape.size();
   int64_t inner = shape[rank - 1];
   int64_t in_step = src_strides[rank - 1], out_step = dst_strides[rank - 1];
+  // A transpose: the source is contiguous along some outer dim `t`; copy 16x16 tiles of (t, inner)
+  // so reads and writes both stay within a few cache lines.
+  size_t t = rank;
+  if (in_step != 1 && out_step == 1)
+    for (size_t d = 0; d + 1 < rank; ++d)
+      if (src_strides[d] == 1) t = d;
+  // Along dim 0 this call owns only [first, last).
+  const int64_t plane_start = t == 0 ? first : 0;
+  const int64_t plane_n = t == 0 ? last - first : (t < rank ? shape[t] : 0);
   std::vector<int64_t> idx(rank, 0);
-  int64_t in_off = src_base, out_off = 0;
-  for (int64_t done = 0; done < total; done += inner) {
-    const W* s = in + in_off;
-    W* d = out + out_off;
-    if (in_step == 1 && out_step == 1) {
-      std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(W));
+  idx[0] = first;
+  int64_t in_off = src_base + first * src_strides[0], out_off = first * dst_strides[0];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= shape[d];
+  rows = rows / shape[0] * (last - first);
+  constexpr int64_t kTile = 16;
+  for (int64_t row = 0; row < rows;) {
+    const W* sp = in + in_off;
+    W* dp = out + out_off;
+    if (t < rank && idx[t] == plane_start) {
+      // Handle the whole (t, inner) plane here, tile by tile, then skip its rows.
+      int64_t tn = plane_n, ts = dst_strides[t];
+      for (int64_t i0 = 0; i0 < tn; i0 += kTile)
+        for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
+          int64_t i1 = std::min(tn, i0 + kTile), j1 = std::min(inner, j0 + kTile);
+          for (int64_t j = j0; j < j1; ++j)
+            for (int64_t i = i0; i < i1; ++i) dp[i * ts + j] = sp[i + j * in_step];
+        }
+    } else if (t < rank) {
+      // Rows with idx[t] != 0 were written with the plane above.
+    } else if (in_step == 1 && out_step == 1) {
+      std::memcpy(dp, sp, static_cast<size_t>(inner) * sizeof(W));
+    } else if (in_step == 0 && out_step == 1) {
+      W v = sp[0];
+      for (int64_t i = 0; i < inner; ++i) dp[i] = v;
     } else {
-      for (int64_t i = 0; i < inner; ++i) d[i * out_step] = s[i * in_step];
+      for (int64_t i = 0; i < inner; ++i) dp[i * out_step] = sp[i * in_step];
     }
+    ++row;
     for (size_t k = rank - 1; k-- > 0;) {  // advance the outer index
       ++idx[k];
       in_off += src_strides[k];
@@ -54,6 +98,33 @@ void StridedCopyT(uint8_t* dst, const Shape& dst_strides, const uint8_t* src, in
       idx[k] = 0;
     }
   }
+}
+
+template <typename W>
+void StridedCopyT(uint8_t* dst, const Shape& dst_strides_in, const uint8_t* src, int64_t src_base,
+                  const Shape& src_strides_in, const Shape& shape_in) {
+  int64_t total = 1;
+  for (int64_t d : shape_in) total *= d;
+  if (total == 0) return;
+  W* out = reinterpret_cast<W*>(dst);
+  const W* in = reinterpret_cast<const W*>(src);
+  Shape shape = shape_in, dst_strides = dst_strides_in, src_strides = src_strides_in;
+  SimplifyDims(shape, dst_strides, src_strides);
+  if (shape.empty()) {
+    out[0] = in[src_base];
+    return;
+  }
+  if (shape.size() == 1) {
+    int64_t in_step = src_strides[0], out_step = dst_strides[0];
+    ParallelFor(total, 32768, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) out[i * out_step] = in[src_base + i * in_step];
+    });
+    return;
+  }
+  int64_t per_outer = total / shape[0];
+  ParallelFor(shape[0], std::max<int64_t>(1, 32768 / std::max<int64_t>(per_outer, 1)), [&](int64_t first, int64_t last) {
+    StridedCopyRange(out, dst_strides, in, src_base, src_strides, shape, first, last);
+  });
 }
 
 struct C16 { uint64_t a, b; };
