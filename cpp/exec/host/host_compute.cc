@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
 
 #if defined(JMP_BLAS_ACCELERATE)
@@ -24,15 +25,14 @@
 
 namespace jmp::exec::host {
 
-// JMP_HOST_BLAS_THREADS=N caps OpenBLAS's threads (its spinning workers compete with other work on
-// small machines); by default OpenBLAS uses every core, which measured fastest for training steps.
-// Accelerate manages its own threads.
+// OpenBLAS runs one thread per call: RunMatMul splits its calls across the host executor's own
+// threads (host_parallel.h), so OpenBLAS's spinning workers never compete with them for the cores.
+// JMP_HOST_BLAS_THREADS=N gives OpenBLAS N threads instead. Accelerate manages its own threads.
 void ConfigureBlasThreads() {
 #if defined(JMP_BLAS_SCIPY_OPENBLAS)
-  if (const char* env = std::getenv("JMP_HOST_BLAS_THREADS")) {
-    int threads = std::atoi(env);
-    if (threads > 0) scipy_openblas_set_num_threads(threads);
-  }
+  int threads = 1;
+  if (const char* env = std::getenv("JMP_HOST_BLAS_THREADS")) threads = std::max(1, std::atoi(env));
+  scipy_openblas_set_num_threads(threads);
 #endif
 }
 
@@ -204,12 +204,24 @@ Status RunMatMul(const OpArgs& a) {
     return Status::Ok();
   }
   if (t == DType::kF32) {
-    for (int64_t b = 0; b < batch; ++b) {
-      const float* A = reinterpret_cast<const float*>(a.in[0]) + b * m * k;
+    // An operand may arrive untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
+    const bool ta = a.transposed[0], tb = a.transposed[1];
+    const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
+    auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
+      const float* A = reinterpret_cast<const float*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
       const float* B = reinterpret_cast<const float*>(a.in[1]) + b * k * n;
-      float* C = reinterpret_cast<float*>(a.out[0]) + b * m * n;
-      JMP_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                1.0f, A, static_cast<int>(k), B, static_cast<int>(n), 0.0f, C, static_cast<int>(n));
+      float* C = reinterpret_cast<float*>(a.out[0]) + b * m * n + r0 * n;
+      JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(r1 - r0),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, A, lda, B, ldb, 0.0f, C, static_cast<int>(n));
+    };
+    // Split across the host threads: by matrices when there are several, else by rows of C.
+    constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
+    if (batch > 1) {
+      ParallelFor(batch, std::max<int64_t>(1, kFlopsPerTask / (m * n * k)), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) rows(b, 0, m);
+      });
+    } else {
+      ParallelFor(m, std::max<int64_t>(8, kFlopsPerTask / (n * k)), [&](int64_t r0, int64_t r1) { rows(0, r0, r1); });
     }
     return Status::Ok();
   }

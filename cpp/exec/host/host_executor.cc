@@ -1,6 +1,9 @@
 // The host executor: compiles an MPS op graph into a plan once (buffer sizes, constants), then runs
 // it with every intermediate in one per-run arena, so several threads can run one executable at once.
+#include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -8,6 +11,7 @@
 
 #include "exec/executor.h"
 #include "exec/host/host_kernels.h"
+#include "exec/host/host_profile.h"
 
 namespace jmp::exec {
 
@@ -54,6 +58,8 @@ struct Plan {
   // Reshapes and reinterpretations are views: their output reads the input's bytes, no copy.
   std::vector<int> alias_of;           // per value: the value whose storage it shares, or -1
   std::vector<uint8_t> view_op;        // per op: 1 when it is such a view (skipped at run time)
+  std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
+  std::vector<uint8_t> skipped_op;     // per op: 1 for a Transpose every reader of which reads its source
   std::vector<uint8_t> folded;
   size_t arena_bytes = 0;
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
@@ -66,27 +72,115 @@ ArenaPool* NewArenaPool();
 void DeleteArenaPool(ArenaPool* p);
 void FoldConstants(Plan& plan);
 
+// A MatMul operand made by a Transpose of its last two dims is read untransposed (BLAS transposes),
+// and the Transpose is skipped when nothing else reads its result.
+void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const std::vector<int>& uses) {
+  const mps::Graph& g = *plan.graph;
+  plan.matmul_source.assign(g.ops.size(), {-1, -1});
+  std::vector<int> folded_uses(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (op.kind != mps::OpKind::kMatMul || plan.folded_op[i] || op.inputs.size() != 2) continue;
+    if (g.type(op.outputs[0]).dtype != DType::kF32) continue;
+    for (size_t j = 0; j < 2; ++j) {
+      int p = producer[static_cast<size_t>(op.inputs[j])];
+      if (p < 0 || plan.folded_op[static_cast<size_t>(p)]) continue;
+      const mps::Op& t = g.ops[static_cast<size_t>(p)];
+      size_t r = t.axes.size();
+      if (t.kind != mps::OpKind::kTranspose || r < 2 || g.type(t.inputs[0]).shape.size() != r) continue;
+      bool swap_last_two = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
+      for (size_t d = 0; d + 2 < r; ++d) swap_last_two &= t.axes[d] == static_cast<int64_t>(d);
+      if (!swap_last_two) continue;
+      plan.matmul_source[i][j] = t.inputs[0];
+      ++folded_uses[static_cast<size_t>(op.inputs[j])];
+    }
+  }
+  std::vector<uint8_t> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[static_cast<size_t>(v)] = 1;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (op.kind != mps::OpKind::kTranspose || op.outputs.size() != 1) continue;
+    size_t v = static_cast<size_t>(op.outputs[0]);
+    if (folded_uses[v] > 0 && folded_uses[v] == uses[v] && !is_output[v]) plan.skipped_op[i] = 1;
+  }
+}
+
+int Root(const Plan& plan, int v) {
+  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
+  return v;
+}
+
+// Arena slots by liveness: a value's slot is reused once its last reader has run, so the working set
+// stays small enough to live in cache. Best fit among free slots, no splitting.
+void AssignArenaSlots(Plan& plan) {
+  const mps::Graph& g = *plan.graph;
+  const size_t end = g.ops.size();
+  std::vector<size_t> last_use(g.values.size(), 0);
+  std::vector<uint8_t> needs_slot(g.values.size(), 0);
+  auto reads = [&](int v, size_t at) {
+    size_t root = static_cast<size_t>(Root(plan, v));
+    last_use[root] = std::max(last_use[root], at);
+  };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
+    const mps::Op& op = g.ops[i];
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      int src = j < 2 ? plan.matmul_source[i][j] : -1;
+      reads(src >= 0 ? src : op.inputs[j], i);
+    }
+    for (int v : op.outputs) {
+      needs_slot[static_cast<size_t>(v)] = 1;
+      last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], i);
+    }
+  }
+  for (int v : g.outputs) reads(v, end);
+  std::multimap<size_t, int64_t> free_slots;  // size -> offset
+  std::vector<size_t> slot_size(g.values.size(), 0);
+  std::vector<std::vector<int>> release_after(end + 1);
+  size_t top = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
+    for (int v : g.ops[i].outputs) {
+      size_t sv = static_cast<size_t>(v);
+      if (!needs_slot[sv] || plan.arena_offset[sv] >= 0) continue;
+      size_t need = AlignUp(g.values[sv].ByteSize());
+      auto it = free_slots.lower_bound(need);
+      if (it != free_slots.end() && it->first <= 2 * need + kAlign) {
+        plan.arena_offset[sv] = it->second;
+        slot_size[sv] = it->first;
+        free_slots.erase(it);
+      } else {
+        plan.arena_offset[sv] = static_cast<int64_t>(top);
+        slot_size[sv] = need;
+        top += need;
+      }
+      release_after[last_use[sv]].push_back(v);
+    }
+    for (int v : release_after[i]) free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
+  }
+  plan.arena_bytes = top;
+}
+
 std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   auto plan = std::make_unique<Plan>();
   plan->graph = &g;
   plan->arena_offset.assign(g.values.size(), -1);
   plan->input_index.assign(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i) plan->input_index[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
-  size_t offset = 0;
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    if (plan->input_index[v] >= 0) continue;
-    plan->arena_offset[v] = static_cast<int64_t>(offset);
-    offset += AlignUp(g.values[v].ByteSize());
-  }
-  plan->arena_bytes = offset;
   plan->arenas = {NewArenaPool(), DeleteArenaPool};
   for (const mps::Op& op : g.ops) {
     plan->subplan_first.push_back(plan->subplans.size());
     for (const mps::Graph& sub : op.subgraphs) plan->subplans.push_back(MakePlan(sub));
   }
   FoldConstants(*plan);
+  std::vector<int> producer(g.values.size(), -1), uses(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    for (int v : g.ops[i].outputs) producer[static_cast<size_t>(v)] = static_cast<int>(i);
+    for (int v : g.ops[i].inputs) ++uses[static_cast<size_t>(v)];
+  }
   plan->alias_of.assign(g.values.size(), -1);
   plan->view_op.assign(g.ops.size(), 0);
+  plan->skipped_op.assign(g.ops.size(), 0);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     bool view = op.kind == mps::OpKind::kReshape || op.kind == mps::OpKind::kIdentity ||
@@ -96,9 +190,10 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     plan->alias_of[static_cast<size_t>(op.outputs[0])] = op.inputs[0];
     plan->view_op[i] = 1;
   }
+  FoldMatMulTransposes(*plan, producer, uses);
+  AssignArenaSlots(*plan);
   return plan;
 }
-
 
 uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v) {
   while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
@@ -305,12 +400,24 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     Arena& arena;
     ~Return() { plan.arenas->Give(std::move(arena)); }
   } give_back{plan, arena};
+  const bool profile = ProfilingEnabled();
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     OpArgs a{op, g, {}, {}};
-    if (plan.folded_op[i] || plan.view_op[i]) continue;
+    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
     for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    for (size_t j = 0; j < 2; ++j)
+      if (int src = plan.matmul_source[i][j]; src >= 0) {
+        a.in[j] = ValuePtr(plan, arena.get(), inputs, src);
+        a.transposed[j] = true;
+      }
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    if (profile) {
+      auto start = std::chrono::steady_clock::now();
+      JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
+      if (op.subgraphs.empty()) RecordOpTime(op, g, std::chrono::steady_clock::now() - start);
+      continue;
+    }
     JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
   }
   for (size_t i = 0; i < g.outputs.size(); ++i) {

@@ -15,6 +15,9 @@ struct OpArgs {
   const mps::Graph& graph;
   std::vector<const uint8_t*> in;
   std::vector<uint8_t*> out;
+  // MatMul only: operand i arrives as the input of the Transpose (of its last two dims) that made it,
+  // which the plan skipped; BLAS applies the transpose.
+  bool transposed[2] = {false, false};
   const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
   const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }
   Status Unsupported(const char* what) const;
