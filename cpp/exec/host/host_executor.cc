@@ -30,19 +30,72 @@ constexpr size_t kAlign = 64;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// Device buffers come from a cache of freed blocks in size classes (four per power of two), as GPU
+// allocators do: a training step frees and allocates the same sizes every step, and fresh large
+// blocks would come from mmap and fault in every page again. At most kMaxCachedBytes stay cached.
+class BlockCache {
+ public:
+  static constexpr size_t kMaxCachedBytes = size_t{512} << 20;
+
+  static size_t SizeClass(size_t n) {
+    if (n <= 256) return AlignUp(n);
+    size_t top = size_t{1} << (63 - __builtin_clzll(static_cast<unsigned long long>(n - 1)));  // < n <= 2 top
+    size_t step = top / 4;
+    return (n + step - 1) / step * step;
+  }
+  uint8_t* Take(size_t cls) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(cls);
+      if (it != free_.end()) {
+        uint8_t* p = it->second;
+        free_.erase(it);
+        cached_ -= cls;
+        return p;
+      }
+    }
+    return static_cast<uint8_t*>(std::aligned_alloc(kAlign, cls));
+  }
+  void Give(uint8_t* p, size_t cls) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + cls <= kMaxCachedBytes) {
+        free_.emplace(cls, p);
+        cached_ += cls;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockCache() {
+    for (auto& [cls, p] : free_) std::free(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, uint8_t*> free_;
+  size_t cached_ = 0;
+};
+
 class HostMemory : public DeviceMemory {
  public:
-  explicit HostMemory(size_t size) : size_(size) {
-    data_ = size ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(size))) : nullptr;
+  HostMemory(std::shared_ptr<BlockCache> cache, size_t size) : cache_(std::move(cache)), size_(size) {
+    if (size_) {
+      cls_ = BlockCache::SizeClass(size_);
+      data_ = cache_->Take(cls_);
+    }
   }
-  ~HostMemory() override { std::free(data_); }
+  ~HostMemory() override {
+    if (data_) cache_->Give(data_, cls_);
+  }
   bool ok() const { return size_ == 0 || data_ != nullptr; }
   void* data() override { return data_; }
   size_t size() const override { return size_; }
 
  private:
+  std::shared_ptr<BlockCache> cache_;
   uint8_t* data_ = nullptr;
-  size_t size_;
+  size_t size_, cls_ = 0;
 };
 
 class ArenaPool;
@@ -459,13 +512,16 @@ class HostExecutor : public Executor {
   HostExecutor() { ConfigureBlasThreads(); }
   std::string name() const override { return "host"; }
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override {
-    auto m = std::make_shared<HostMemory>(bytes);
+    auto m = std::make_shared<HostMemory>(blocks_, bytes);
     if (!m->ok()) return ResourceExhausted("could not allocate " + std::to_string(bytes) + " bytes");
     return std::shared_ptr<DeviceMemory>(m);
   }
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     return std::unique_ptr<Executable>(new HostExecutable(graph));
   }
+
+ private:
+  std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
 };
 
 }  // namespace
