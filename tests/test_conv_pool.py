@@ -217,3 +217,45 @@ def test_pool_grads_any_rank_and_stride(window, strides, padding):
         pool = lambda x: lax.reduce_window(x, init, op, window, strides, padding)
         ct = random_array(RNG, jax.eval_shape(pool, x).shape, np.float32)
         check(lambda x, ct: jax.vjp(pool, x)[1](ct)[0], x, ct, rtol=1e-5, atol=1e-6)
+
+
+# ---- MPSGraph's pooling calls: where the lowering uses them, they agree with XLA
+
+
+def test_pooling_calls_used_where_they_fit():
+    import jax_metal_plugin
+
+    x = random_array(RNG, (2, 8, 8, 3), np.float32)
+    maxpool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    sumpool = lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+    graph = jax_metal_plugin.mps_graph(lambda x: (maxpool(x), sumpool(x)), x)
+    assert "MaxPool4D(" in graph and "AvgPool4D(" in graph, graph
+    graph = jax_metal_plugin.mps_graph(jax.grad(lambda x: jnp.sum(maxpool(x) ** 2)), x)
+    assert "MaxPool4DGradient(" in graph, graph
+    # Windows MPSGraph's calls do not take stay on the general path.
+    dilated = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "VALID",
+                                          window_dilation=(1, 2, 1, 1))
+    assert "MaxPool4D(" not in jax_metal_plugin.mps_graph(dilated, x)
+    assert "Pool4D" not in jax_metal_plugin.mps_graph(lambda i: lax.reduce_window(i, 0, lax.add, (2, 2), (1, 1), "VALID"),
+                                                      np.ones((4, 4), np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"], ids=str)
+def test_pool_calls_special_values(dtype):
+    dtype = jnp.bfloat16 if dtype == "bfloat16" else dtype
+    x = np.round(random_array(RNG, (2, 9, 8, 3), np.float32) * 2)  # ties
+    x[0, 0, 0, 0], x[0, 0, 1, 0] = -0.0, 0.0
+    x[1, 2, 2, 1] = np.nan
+    x[1, 4, 4, 2] = -np.inf
+    x = x.astype(dtype)
+    for window, strides, padding in [((1, 2, 2, 1), (1, 2, 2, 1), "VALID"), ((1, 3, 3, 1), (1, 1, 2, 1), "SAME"),
+                                     ((2, 3, 1, 3), (1, 2, 1, 1), ((1, 0), (2, 1), (0, 0), (0, 2)))]:
+        pool = lambda x: lax.reduce_window(x, jnp.array(-jnp.inf, x.dtype), lax.max, window, strides, padding)
+        check(pool, x, exact=True)
+    f32 = x.astype(np.float32)
+    finite = np.where(np.isfinite(f32), f32, 1.5).astype(np.float32)
+    for window, strides in [((1, 2, 2, 1), (1, 2, 2, 1)), ((1, 3, 3, 1), (1, 1, 1, 1)), ((2, 2, 3, 1), (1, 2, 1, 1))]:
+        pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, window, strides, "VALID")
+        check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), finite, rtol=1e-5)
+        check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), f32, rtol=1e-5)  # NaN windows too
+        check(lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, "SAME"), finite, rtol=1e-5, atol=1e-5)

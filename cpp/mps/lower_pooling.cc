@@ -99,6 +99,40 @@ int WindowPass(LowerContext& cx, int x, size_t d, int64_t k, int64_t dilation, i
 
 }  // namespace
 
+namespace {
+
+// MPSGraph's 4-D pooling calls take windows of rank <= 4 (leading 1s added by reshapes), unit
+// dilations, non-negative padding smaller than the window (every window holds a real element) and
+// float operands.
+bool FitsPool4D(const WindowAttrs& w, const Shape& shape, DType t) {
+  if (shape.size() > 4 || (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16)) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (w.base_dilations[d] != 1 || w.window_dilations[d] != 1 || w.dims[d] < 1 || w.strides[d] < 1 ||
+        w.pad_low[d] < 0 || w.pad_high[d] < 0 || w.pad_low[d] >= w.dims[d] || w.pad_high[d] >= w.dims[d] ||
+        shape[d] + w.pad_low[d] + w.pad_high[d] < w.dims[d])
+      return false;
+  return true;
+}
+
+// One MaxPool4D / AvgPool4D / MaxPool4DGradient (inputs given) with the window padded out to rank 4.
+int EmitPool4D(LowerContext& cx, OpKind kind, std::vector<int> inputs, const WindowAttrs& w, const Shape& out) {
+  size_t lead = 4 - out.size();
+  auto widen = [&](const std::vector<int64_t>& v, int64_t fill) {
+    std::vector<int64_t> r(lead, fill);
+    r.insert(r.end(), v.begin(), v.end());
+    return r;
+  };
+  for (int& v : inputs) v = cx.Reshape(v, widen(cx.ShapeOf(v), 1));
+  Op& op = cx.Emit(kind, inputs, cx.DTypeOf(inputs[0]), widen(out, 1));
+  op.axes = widen(w.dims, 1);
+  op.strides = widen(w.strides, 1);
+  op.starts = widen(w.pad_low, 0);
+  op.ends = widen(w.pad_high, 0);
+  return cx.Reshape(op.outputs[0], out);
+}
+
+}  // namespace
+
 StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   const shlo::Op& op = cx.op();
   if (op.operands.size() != 2) return cx.Unsupported("variadic reduce_window is not supported");
@@ -127,6 +161,22 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   // monoids are associative and commutative, so the window separates.
   double identity_value = monoid == "stablehlo.add" ? 0 : monoid == "stablehlo.multiply" ? 1
                           : monoid == "stablehlo.maximum" ? LowestValue(t) : HighestValue(t);
+  // Max pooling, and float32 sum pooling as average pooling times the window size, go to MPSGraph's
+  // pooling calls when the window fits them and the init value is the monoid's identity.
+  double init_splat;
+  bool init_is_identity = cx.KnownSplat(init, &init_splat) && init_splat == identity_value;
+  bool pool_monoid = monoid == "stablehlo.maximum" || (monoid == "stablehlo.add" && t == DType::kF32);
+  if (pool_monoid && init_is_identity && FitsPool4D(w, shape, t)) {
+    bool max = monoid == "stablehlo.maximum";
+    int pooled = EmitPool4D(cx, max ? OpKind::kMaxPool4D : OpKind::kAvgPool4D, {x}, w, out);
+    if (!max) {
+      int64_t size = 1;
+      for (int64_t k : w.dims) size *= k;
+      pooled = cx.Binary(OpKind::kMultiply, pooled, cx.Splat(t, out, static_cast<double>(size)));
+    }
+    cx.Bind(0, pooled);
+    return true;
+  }
   std::vector<int64_t> interior(rank);
   for (size_t d = 0; d < rank; ++d) interior[d] = w.base_dilations[d] - 1;
   bool empty_window = false;  // or an empty result: init everywhere (nothing to pad)
@@ -265,6 +315,15 @@ Status SelectAndScatter(LowerContext& cx) {
     if (sshape[d] != windows) return cx.Unsupported("select_and_scatter source shape does not match its windows");
   }
   bool ge = dir->s == "GE";
+  // The max-pool gradient proper: MPSGraph's pooling gradient call.
+  double init_splat;
+  bool zero_init = cx.KnownSplat(init, &init_splat) && init_splat == 0;
+  bool unpadded = true;
+  for (size_t d = 0; d < rank; ++d) unpadded &= w.pad_low[d] == 0 && w.pad_high[d] == 0;
+  if (ge && zero_init && unpadded && FitsPool4D(w, shape, t)) {
+    cx.Bind(0, EmitPool4D(cx, OpKind::kMaxPool4DGradient, {source, x}, w, shape));
+    return Status::Ok();
+  }
   // Pad with a value the select never picks over a real element.
   std::vector<int64_t> zeros(rank, 0);
   int pad_value = cx.Scalar(t, ge ? LowestValue(t) : HighestValue(t));

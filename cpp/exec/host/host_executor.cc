@@ -350,8 +350,8 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kScatterND: return RunScatterND(a);
     case K::kScatterAlongAxis: return RunScatterAlongAxis(a);
     case K::kConv2D: return RunConv2D(a);
-    case K::kMaxPool4D: case K::kAvgPool4D: case K::kMaxPool4DGradient:
-      return a.Unsupported("is not implemented on the host yet (the lowering uses the general window path)");
+    case K::kMaxPool4D: case K::kAvgPool4D: return RunPool4D(a);
+    case K::kMaxPool4DGradient: return RunMaxPool4DGradient(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
       return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);

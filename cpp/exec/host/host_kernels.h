@@ -51,7 +51,9 @@ Status RunArgReduction(const OpArgs& a);
 Status RunCumulative(const OpArgs& a);
 Status RunSort(const OpArgs& a);         // Sort, ArgSort
 Status RunTopK(const OpArgs& a);
-Status RunFFT(const OpArgs& a);
-Status RunConv2D(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
+Status RunFFT(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
+Status RunConv2D(const OpArgs& a);
+Status RunPool4D(const OpArgs& a);          // MaxPool4D, AvgPool4D
+Status RunMaxPool4DGradient(const OpArgs& a);
 
 }  // namespace jmp::exec::host

@@ -1,0 +1,165 @@
+// MaxPool4D, AvgPool4D and MaxPool4DGradient over rank-4 tensors, as op_kinds.def defines them:
+// window sizes in `axes`, strides in `strides`, low/high padding in `starts`/`ends`, all four dims.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
+#include "exec/host/host_types.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+using K = mps::OpKind;
+using Shape = std::vector<int64_t>;
+
+struct Window {
+  int64_t k[4], s[4], lo[4];
+  int64_t in[4], out[4];
+  int64_t in_stride[4], out_stride[4];
+};
+
+// Checks the attributes against the shapes (an artifact may carry anything) and lays them out.
+Status ReadWindow(const OpArgs& a, const Shape& in, const Shape& out, Window* w) {
+  const mps::Op& op = a.op;
+  if (in.size() != 4 || out.size() != 4 || op.axes.size() != 4 || op.strides.size() != 4 || op.starts.size() != 4 ||
+      op.ends.size() != 4)
+    return a.Unsupported("needs rank-4 operands and four window sizes, strides and paddings");
+  for (size_t d = 0; d < 4; ++d) {
+    w->k[d] = op.axes[d];
+    w->s[d] = op.strides[d];
+    w->lo[d] = op.starts[d];
+    w->in[d] = in[d];
+    w->out[d] = out[d];
+    if (w->k[d] < 1 || w->s[d] < 1 || op.starts[d] < 0 || op.ends[d] < 0 || op.starts[d] > (int64_t{1} << 40) ||
+        op.ends[d] > (int64_t{1} << 40))
+      return a.Unsupported("has a non-positive window or stride, or negative padding");
+    int64_t padded = in[d] + op.starts[d] + op.ends[d];
+    int64_t expected = padded < w->k[d] ? 0 : (padded - w->k[d]) / w->s[d] + 1;
+    if (out[d] != expected) return a.Unsupported("has a result shape its window does not give");
+  }
+  w->in_stride[3] = w->out_stride[3] = 1;
+  for (int d = 2; d >= 0; --d) {
+    w->in_stride[d] = w->in_stride[d + 1] * in[static_cast<size_t>(d) + 1];
+    w->out_stride[d] = w->out_stride[d + 1] * out[static_cast<size_t>(d) + 1];
+  }
+  return Status::Ok();
+}
+
+// Calls f(input offset) for each in-bounds element of the window at output position o, in row-major
+// window order.
+template <typename F>
+void ForWindow(const Window& w, const int64_t o[4], F f) {
+  int64_t b[4], e[4];
+  for (int d = 0; d < 4; ++d) {
+    int64_t first = o[d] * w.s[d] - w.lo[d];
+    b[d] = std::max<int64_t>(first, 0);
+    e[d] = std::min<int64_t>(first + w.k[d], w.in[d]);
+  }
+  for (int64_t i0 = b[0]; i0 < e[0]; ++i0)
+    for (int64_t i1 = b[1]; i1 < e[1]; ++i1)
+      for (int64_t i2 = b[2]; i2 < e[2]; ++i2) {
+        int64_t base = i0 * w.in_stride[0] + i1 * w.in_stride[1] + i2 * w.in_stride[2];
+        for (int64_t i3 = b[3]; i3 < e[3]; ++i3) f(base + i3);
+      }
+}
+
+template <typename T>
+void Pool(const OpArgs& a, const Window& w, bool max) {
+  using N = Num<T>;
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  T* y = reinterpret_cast<T*>(a.out[0]);
+  const double size = static_cast<double>(w.k[0] * w.k[1] * w.k[2] * w.k[3]);
+  int64_t rows = w.out[0] * w.out[1] * w.out[2];
+  ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(w.out[3], 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t o[4] = {r / (w.out[1] * w.out[2]), r / w.out[2] % w.out[1], r % w.out[2], 0};
+      for (o[3] = 0; o[3] < w.out[3]; ++o[3]) {
+        float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+        if (max) {
+          ForWindow(w, o, [&](int64_t i) {
+            float v = N::Load(x[i]);
+            bool wins = v > acc || std::isnan(v) || (v == acc && std::signbit(acc) && !std::signbit(v));
+            acc = wins && !std::isnan(acc) ? v : acc;
+          });
+        } else {
+          ForWindow(w, o, [&](int64_t i) { acc += N::Load(x[i]); });
+          acc = static_cast<float>(acc / size);
+        }
+        y[r * w.out[3] + o[3]] = N::Store(acc);
+      }
+    }
+  });
+}
+
+// StableHLO's select_and_scatter with select GE: each window keeps its first element and moves to a
+// later one only when !(kept >= later), so ties go to the first maximum; the window's gradient is
+// added there. Windows overlap when strides are below window sizes, so only batches (dim 0, when the
+// window neither spans nor strides it) run in parallel.
+template <typename T>
+void PoolGradient(const OpArgs& a, const Window& w) {
+  using N = Num<T>;
+  const T* g = reinterpret_cast<const T*>(a.in[0]);
+  const T* x = reinterpret_cast<const T*>(a.in[1]);
+  T* y = reinterpret_cast<T*>(a.out[0]);
+  int64_t in_total = w.in[0] * w.in_stride[0];
+  std::vector<float> acc(static_cast<size_t>(in_total), 0.0f);
+  auto batch_range = [&](int64_t b0, int64_t b1) {
+    int64_t o[4];
+    for (o[0] = b0; o[0] < b1; ++o[0])
+      for (o[1] = 0; o[1] < w.out[1]; ++o[1])
+        for (o[2] = 0; o[2] < w.out[2]; ++o[2])
+          for (o[3] = 0; o[3] < w.out[3]; ++o[3]) {
+            int64_t pick = -1;
+            float best = 0;
+            ForWindow(w, o, [&](int64_t i) {
+              float v = N::Load(x[i]);
+              if (pick < 0 || !(best >= v)) {
+                pick = i;
+                best = v;
+              }
+            });
+            int64_t out_index = o[0] * w.out_stride[0] + o[1] * w.out_stride[1] + o[2] * w.out_stride[2] + o[3];
+            if (pick >= 0) acc[static_cast<size_t>(pick)] += N::Load(g[out_index]);
+          }
+  };
+  bool batches_disjoint = w.k[0] == 1 && w.s[0] == 1 && w.lo[0] == 0;
+  if (batches_disjoint) ParallelFor(w.out[0], 1, batch_range);
+  else batch_range(0, w.out[0]);
+  for (int64_t i = 0; i < in_total; ++i) y[i] = N::Store(acc[static_cast<size_t>(i)]);
+}
+
+template <typename F>
+Status FloatTypes(const OpArgs& a, DType t, F f) {
+  switch (t) {
+    case DType::kF32: f(float{}); return Status::Ok();
+    case DType::kF16: f(f16{}); return Status::Ok();
+    case DType::kBF16: f(bf16{}); return Status::Ok();
+    default: return a.Unsupported("is defined for f32, f16 and bf16");
+  }
+}
+
+}  // namespace
+
+Status RunPool4D(const OpArgs& a) {
+  Window w;
+  JMP_RETURN_IF_ERROR(ReadWindow(a, a.InType(0).shape, a.OutType().shape, &w));
+  if (a.OutType().NumElements() == 0) return Status::Ok();
+  bool max = a.op.kind == K::kMaxPool4D;
+  return FloatTypes(a, a.OutType().dtype, [&](auto tag) { Pool<decltype(tag)>(a, w, max); });
+}
+
+Status RunMaxPool4DGradient(const OpArgs& a) {
+  if (a.op.inputs.size() != 2 || a.InType(1).shape != a.OutType().shape || a.InType(0).dtype != a.OutType().dtype ||
+      a.InType(1).dtype != a.OutType().dtype)
+    return a.Unsupported("needs (gradient, source) with the source's shape and one type");
+  Window w;
+  JMP_RETURN_IF_ERROR(ReadWindow(a, a.OutType().shape, a.InType(0).shape, &w));
+  if (a.OutType().NumElements() == 0) return Status::Ok();
+  return FloatTypes(a, a.OutType().dtype, [&](auto tag) { PoolGradient<decltype(tag)>(a, w); });
+}
+
+}  // namespace jmp::exec::host
