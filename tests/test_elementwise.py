@@ -236,3 +236,20 @@ def test_complex_grads_and_dot():
     check(jax.grad(lambda x: jnp.sum(jnp.abs(jnp.exp(x * (1 + 2j))) ** 2)), np.real(z).astype(np.float32), rtol=1e-4)
     check(jax.grad(lambda z: jnp.real(jnp.sum(z * jnp.conj(z) + jnp.sqrt(z)))), z, rtol=1e-4, atol=1e-5)
     check(lambda z: (jnp.sum(z), jnp.real(z).astype(jnp.float16), jnp.where(jnp.abs(z) > 1, z, 0)), z, rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_vectorised_exp_tanh_sigmoid_over_the_float_range(dtype):
+    # The host executor's own exp/tanh/sigmoid (host_fastmath.h): a dense sweep through every binade
+    # that matters, the overflow/underflow edges, and large arrays that split across threads.
+    mags = np.concatenate([np.geomspace(1e-30, 110, 30000), np.linspace(87.0, 89.0, 2001), np.linspace(0, 10, 20001)])
+    x = np.concatenate([mags, -mags, special_floats(np.float32)]).astype(np.float32)
+    with np.errstate(over="ignore"):  # values past float16's range become inf, and are kept as such
+        x = x.astype(dtype)
+    tight = {"rtol": 1e-6, "atol": 1e-37} if dtype == jnp.float32 else {}
+    check(jnp.exp, x, **tight)
+    check(jnp.tanh, x, **tight)
+    check(jax.nn.sigmoid, x, **tight)
+    # 1 + tanh(...) cancels near -1: any two tanh within an ulp differ there by more than rtol allows.
+    check(lambda x: jax.nn.gelu(x, approximate=True), x)
+    check(lambda x: jax.nn.softmax(x.reshape(-1, 7)[:, :5]), x[: x.size // 7 * 7])

@@ -27,22 +27,32 @@ constexpr float kLog2E = 1.44269504088896341f;
 constexpr float kLn2Hi = 0.693145751953125f;
 constexpr float kLn2Lo = 1.42860676533018e-06f;
 
-// exp(x) = 2^n e^r with n = round(x / ln 2), |r| <= ln(2)/2; e^r from its Taylor series to r^7
-// (truncation below 1e-8 relative). 2^n is applied as two factors so subnormal results round once.
-inline float Exp(float x) {
-  float xc = x == x ? x : 0.0f;
-  xc = xc < -104.0f ? -104.0f : xc;
-  xc = xc > 89.0f ? 89.0f : xc;
-  float n = RoundSmall(xc * kLog2E);
-  float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040;
+// x = n ln 2 + r with n = round(x / ln 2), |r| <= ln(2)/2 (|x| < 2^22 ln 2).
+inline float ReduceLn2(float x, float* n) {
+  *n = RoundSmall(x * kLog2E);
+  return (x - *n * kLn2Hi) - *n * kLn2Lo;
+}
+
+// expm1(r) for |r| <= ln(2)/2 from its Taylor series to r^8 (truncation below 1e-9 relative).
+inline float Expm1Reduced(float r) {
+  float p = 1.0f / 40320;
+  p = p * r + 1.0f / 5040;
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
   p = p * r + 1.0f / 24;
   p = p * r + 1.0f / 6;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  return p * r;
+}
+
+// exp(x) = 2^n (1 + expm1(r)); 2^n is applied as two factors so subnormal results round once.
+inline float Exp(float x) {
+  float xc = x == x ? x : 0.0f;
+  xc = xc < -104.0f ? -104.0f : xc;
+  xc = xc > 89.0f ? 89.0f : xc;
+  float n;
+  float p = 1.0f + Expm1Reduced(ReduceLn2(xc, &n));
   int32_t i = static_cast<int32_t>(n);
   int32_t i1 = i / 2, i2 = i - i1;
   float y = p * BitsToFloat((i1 + 127) << 23) * BitsToFloat((i2 + 127) << 23);
@@ -52,17 +62,8 @@ inline float Exp(float x) {
 // expm1(y) for 0 <= y <= 18: 2^n expm1(r) + (2^n - 1), both terms exact or nearly so (no
 // cancellation: for n >= 1, 2^n expm1(r) >= -0.3 * 2^n while 2^n - 1 >= 2^(n-1)).
 inline float Expm1Small(float y) {
-  float n = RoundSmall(y * kLog2E);
-  float r = (y - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 40320;
-  p = p * r + 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r;
+  float n;
+  float p = Expm1Reduced(ReduceLn2(y, &n));
   float s = BitsToFloat((static_cast<int32_t>(n) + 127) << 23);
   return s * p + (s - 1.0f);
 }
