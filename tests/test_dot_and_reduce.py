@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import FLOAT_DTYPES, check, random_array
+from jaxcompare import FLOAT_DTYPES, assert_close, check, random_array, run_on
 
 RNG = np.random.default_rng(2)
 
@@ -93,3 +93,18 @@ def test_softmax_and_logsumexp():
     check(jax.nn.softmax, x)
     check(lambda x: jax.nn.logsumexp(x, axis=-1), x)
     check(jax.nn.log_softmax, x)
+
+
+@pytest.mark.parametrize("shape,axes", [((300, 70), (1,)), ((300, 70), (0,)), ((4, 1, 50, 33), (0, 1)),
+                                        ((4, 1, 50, 33), (2, 3)), ((6, 40, 1, 9), (1,)), ((70000,), (0,))], ids=str)
+def test_float32_reductions_by_layout(shape, axes):
+    # Trailing, leading and interior reduced dims, size-1 dims, and lengths past eight-lane blocks.
+    x = random_array(RNG, shape, np.float32)
+    check(lambda x: (jnp.sum(x, axis=axes), jnp.max(x, axis=axes), jnp.min(x, axis=axes), jnp.mean(x, axis=axes)),
+          x, rtol=1e-5, atol=1e-5)
+    # NaN propagates (StableHLO's maximum/minimum). XLA:CPU's vectorised row maxima drop NaNs in long
+    # rows, so NumPy is the reference here.
+    x.reshape(-1)[:: 97] = np.nan
+    got = run_on("metal", lambda x: (jnp.max(x, axis=axes), jnp.min(x, axis=axes), jnp.sum(x, axis=axes)), x)
+    want = (np.max(x, axis=axes), np.min(x, axis=axes), np.sum(x, axis=axes, dtype=np.float64).astype(np.float32))
+    assert_close(got, want, rtol=1e-5, atol=1e-5)

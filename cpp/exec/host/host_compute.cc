@@ -90,9 +90,81 @@ std::vector<T> KeptThenReduced(const T* x, const Shape& shape, const std::vector
   return out;
 }
 
+// float32 sums, maxima and minima whose reduced dims are all after, or all before, the kept ones (size-1
+// dims aside): no relayout, split across threads. Sums accumulate in double, eight lanes at a time.
+bool FastReduceF32(const OpArgs& a) {
+  const Shape& shape = a.InType(0).shape;
+  K kind = a.op.kind;
+  if (kind != K::kReductionSum && kind != K::kReductionMaximum && kind != K::kReductionMinimum) return false;
+  std::vector<bool> reduced(shape.size(), false);
+  for (int64_t ax : a.op.axes) reduced[static_cast<size_t>(ax)] = true;
+  int64_t kept_n = 1, red_n = 1;
+  int first_red = -1, last_red = -1, first_kept = -1, last_kept = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    int di = static_cast<int>(d);
+    if (reduced[d]) {
+      red_n *= shape[d];
+      if (first_red < 0) first_red = di;
+      last_red = di;
+    } else {
+      kept_n *= shape[d];
+      if (first_kept < 0) first_kept = di;
+      last_kept = di;
+    }
+  }
+  bool trailing = first_red < 0 || first_kept < 0 || last_kept < first_red;
+  bool leading = !trailing && last_red < first_kept;
+  if ((!trailing && !leading) || red_n == 0) return false;
+  const float* x = reinterpret_cast<const float*>(a.in[0]);
+  float* y = reinterpret_cast<float*>(a.out[0]);
+  const bool sum = kind == K::kReductionSum, max = kind == K::kReductionMaximum;
+  auto combine = [&](double acc, float v) {
+    if (std::isnan(acc) || std::isnan(v)) return static_cast<double>(NAN);
+    return max ? (v > acc ? v : acc) : (v < acc ? v : acc);
+  };
+  const double init = sum ? 0.0 : max ? -INFINITY : INFINITY;
+  if (trailing) {
+    ParallelFor(kept_n, std::max<int64_t>(1, 16384 / red_n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* row = x + r * red_n;
+        double acc = init;
+        if (sum) {
+          double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t i = 0;
+          for (; i + 8 <= red_n; i += 8)
+            for (int j = 0; j < 8; ++j) lanes[j] += row[i + j];
+          for (; i < red_n; ++i) acc += row[i];
+          for (double l : lanes) acc += l;
+        } else {
+          for (int64_t i = 0; i < red_n; ++i) acc = combine(acc, row[i]);
+        }
+        y[r] = static_cast<float>(acc);
+      }
+    });
+  } else {
+    // Columns: out[j] combines x[i * kept_n + j] over i.
+    ParallelFor(kept_n, 256, [&](int64_t c0, int64_t c1) {
+      std::vector<double> acc(static_cast<size_t>(c1 - c0), init);
+      for (int64_t i = 0; i < red_n; ++i) {
+        const float* row = x + i * kept_n;
+        if (sum) {
+          for (int64_t j = c0; j < c1; ++j) acc[static_cast<size_t>(j - c0)] += row[j];
+        } else {
+          for (int64_t j = c0; j < c1; ++j) acc[static_cast<size_t>(j - c0)] = combine(acc[static_cast<size_t>(j - c0)], row[j]);
+        }
+      }
+      for (int64_t j = c0; j < c1; ++j) y[j] = static_cast<float>(acc[static_cast<size_t>(j - c0)]);
+    });
+  }
+  return true;
+}
+
 template <typename T>
 Status Reduce(const OpArgs& a) {
   using N = Num<T>;
+  if constexpr (std::is_same_v<T, float>)
+    if (FastReduceF32(a)) return Status::Ok();
   int64_t rows, len;
   std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape, a.op.axes, &rows, &len);
   T* y = reinterpret_cast<T*>(a.out[0]);
