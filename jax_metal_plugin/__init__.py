@@ -28,6 +28,30 @@ def initialize() -> None:
     from jax._src import xla_bridge
 
     xla_bridge.register_plugin("metal", priority=500, library_path=path)
+    _enable_donation()
+
+
+def _enable_donation() -> None:
+    """Lets JAX lower buffer donation for platform "metal".
+
+    JAX marks donated arguments in the lowered module (tf.aliasing_output, jax.buffer_donor) only for the
+    platforms listed in jax._src.interpreters.mlir._platforms_with_donation; for any other it warns "Some
+    donated buffers were not usable" and keeps the arguments alive. The plugin honours both attributes
+    (the runtime reuses or frees a donated buffer and reports it deleted). The list is JAX internals:
+    when a JAX version has no such list, donation stays off and nothing else changes.
+    """
+    try:
+        from jax._src.interpreters import mlir
+    except ImportError:
+        return
+    platforms = getattr(mlir, "_platforms_with_donation", None)
+    if isinstance(platforms, list):
+        if "metal" not in platforms:
+            platforms.append("metal")
+    elif isinstance(platforms, set):
+        platforms.add("metal")
+    elif isinstance(platforms, tuple) and "metal" not in platforms:
+        mlir._platforms_with_donation = (*platforms, "metal")
 
 
 def mps_graph(fn, *args, **kwargs) -> str:

@@ -92,3 +92,110 @@ def test_unknown_buffer_type_is_an_error(api):
         ctypes.c_size_t.from_buffer(destroy, 0).value = 24
         ctypes.c_void_p.from_buffer(destroy, 16).value = client
         assert call(fns[CLIENT_DESTROY], ctypes.addressof(destroy)) is None
+
+
+# ---- donation through the C API: non_donatable_input_indices keeps a donated argument alive
+
+EVENT_DESTROY, EVENT_AWAIT, CLIENT_COMPILE, EXEC_DESTROY, EXECUTE = 5, 8, 20, 50, 55
+BUFFER_DESTROY, BUFFER_IS_DELETED, BUFFER_TO_HOST = 58, 68, 70
+F32 = 11  # PJRT_Buffer_Type_F32
+P, S = ctypes.c_void_p, ctypes.c_size_t
+
+
+def _struct(name, fields):
+    return type(name, (ctypes.Structure,), {"_fields_": [("struct_size", S), ("extension_start", P)] + fields})
+
+
+ClientCreate = _struct("ClientCreate", [("create_options", P), ("num_options", S), ("kv_get", P), ("kv_get_arg", P),
+                                        ("kv_put", P), ("kv_put_arg", P), ("client", P), ("kv_try_get", P),
+                                        ("kv_try_get_arg", P)])
+Program = _struct("Program", [("code", P), ("code_size", S), ("format", ctypes.c_char_p), ("format_size", S)])
+Compile = _struct("Compile", [("client", P), ("program", P), ("compile_options", P), ("compile_options_size", S),
+                              ("executable", P)])
+FromHost = _struct("FromHost", [("client", P), ("data", P), ("type", ctypes.c_int), ("dims", P), ("num_dims", S),
+                                ("byte_strides", P), ("num_byte_strides", S), ("semantics", ctypes.c_int),
+                                ("device", P), ("memory", P), ("device_layout", P), ("done_with_host_buffer", P),
+                                ("buffer", P)])
+ExecuteOptions = _struct("ExecuteOptions", [("send_callbacks", P), ("recv_callbacks", P), ("num_send_ops", S),
+                                            ("num_recv_ops", S), ("launch_id", ctypes.c_int),
+                                            ("non_donatable_input_indices", P), ("num_non_donatable_input_indices", S),
+                                            ("context", P), ("call_location", P), ("num_tasks", S), ("task_ids", P),
+                                            ("incarnation_ids", P)])
+Execute = _struct("Execute", [("executable", P), ("options", P), ("argument_lists", P), ("num_devices", S),
+                              ("num_args", S), ("output_lists", P), ("device_complete_events", P),
+                              ("execute_device", P)])
+OneHandle = _struct("OneHandle", [("handle", P)])  # *_Destroy, Event_Await
+IsDeleted = _struct("IsDeleted", [("buffer", P), ("is_deleted", ctypes.c_bool)])
+ToHost = _struct("ToHost", [("src", P), ("host_layout", P), ("dst", P), ("dst_size", S), ("event", P)])
+
+
+def _call(fns, index, args):
+    args.struct_size = ctypes.sizeof(args)
+    error = call(fns[index], ctypes.addressof(args))
+    assert error is None, message(fns, error)
+    return args
+
+
+def test_non_donatable_input_indices_keep_a_donated_argument(api):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jax_metal_plugin import tools
+
+    fns, _ = api
+    x = np.arange(4, dtype=np.float32)
+    lowered = jax.jit(lambda a: a * 2, donate_argnums=0).lower(jnp.asarray(x))
+    text = lowered.as_text(dialect="stablehlo")
+    assert "tf.aliasing_output = 0" in text
+    code = ctypes.create_string_buffer(tools._serialize(text, tools.artifact_version()))
+    client = _call(fns, CLIENT_CREATE, ClientCreate()).client
+    try:
+        program = Program(code=ctypes.addressof(code), code_size=len(code.raw) - 1, format=b"mlir", format_size=4)
+        program.struct_size = ctypes.sizeof(program)
+        executable = _call(fns, CLIENT_COMPILE, Compile(client=client, program=ctypes.addressof(program))).executable
+        dims = (ctypes.c_int64 * 1)(4)
+
+        def run(non_donatable):
+            made = _call(fns, BUFFER_FROM_HOST, FromHost(client=client, data=x.ctypes.data, type=F32,
+                                                         dims=ctypes.addressof(dims), num_dims=1))
+            _call(fns, EVENT_DESTROY, OneHandle(handle=made.done_with_host_buffer))
+            buffer = made.buffer
+            indices = (ctypes.c_int64 * max(1, len(non_donatable)))(*non_donatable)
+            options = ExecuteOptions(non_donatable_input_indices=ctypes.addressof(indices),
+                                     num_non_donatable_input_indices=len(non_donatable))
+            options.struct_size = ctypes.sizeof(options)
+            arg_list = (P * 1)(buffer)
+            arg_lists = (P * 1)(ctypes.addressof(arg_list))
+            out_list = (P * 1)()
+            out_lists = (P * 1)(ctypes.addressof(out_list))
+            _call(fns, EXECUTE, Execute(executable=executable, options=ctypes.addressof(options),
+                                        argument_lists=ctypes.addressof(arg_lists), num_devices=1, num_args=1,
+                                        output_lists=ctypes.addressof(out_lists)))
+            deleted = _call(fns, BUFFER_IS_DELETED, IsDeleted(buffer=buffer)).is_deleted
+            result = np.zeros(4, np.float32)
+            copied = _call(fns, BUFFER_TO_HOST, ToHost(src=out_list[0], dst=result.ctypes.data, dst_size=16))
+            _call(fns, EVENT_AWAIT, OneHandle(handle=copied.event))
+            _call(fns, EVENT_DESTROY, OneHandle(handle=copied.event))
+            kept = None
+            if not deleted:
+                kept = np.zeros(4, np.float32)
+                copied = _call(fns, BUFFER_TO_HOST, ToHost(src=buffer, dst=kept.ctypes.data, dst_size=16))
+                _call(fns, EVENT_AWAIT, OneHandle(handle=copied.event))
+                _call(fns, EVENT_DESTROY, OneHandle(handle=copied.event))
+            for b in (buffer, out_list[0]):
+                _call(fns, BUFFER_DESTROY, OneHandle(handle=b))
+            return deleted, result, kept
+
+        deleted, result, _ = run([])
+        assert deleted
+        np.testing.assert_array_equal(result, x * 2)
+        deleted, result, kept = run([0])
+        assert not deleted
+        np.testing.assert_array_equal(result, x * 2)
+        np.testing.assert_array_equal(kept, x)
+        deleted, _, _ = run([7, -1])  # indices past the arguments are ignored
+        assert deleted
+        _call(fns, EXEC_DESTROY, OneHandle(handle=executable))
+    finally:
+        _call(fns, CLIENT_DESTROY, OneHandle(handle=client))

@@ -46,3 +46,26 @@ def test_newer_versions_than_advertised_are_refused():
     data[producer:end] = b"StableHLO_v9.9.9"[: end - producer].ljust(end - producer, b"9")
     with pytest.raises(ValueError, match="outside what this plugin reads|not a StableHLO"):
         _core.parse_artifact(bytes(data))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_argument_attributes_are_kept(version):
+    # What JAX emits for donated arguments: tf.aliasing_output when a result has the argument's type,
+    # jax.buffer_donor when one only has its size. Other dialects' attributes (sdy.sharding) are dropped.
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.interpreters import mlir
+    from jax_metal_plugin import tools
+
+    if "cpu" not in mlir._platforms_with_donation:
+        pytest.skip("this JAX lowers no donation")
+    # Lowered for the CPU backend, which donates in every JAX version; the attributes are the same.
+    x, y = jax.device_put((np.ones(4, np.float32), np.ones((2, 2), np.float32)), jax.devices("cpu")[0])
+    fn = lambda x, y, z: (x * 2, jnp.sum(x) + y.reshape(4) + z)  # noqa: E731
+    lowered = jax.jit(fn, donate_argnums=(0, 1)).lower(x, y, x)
+    text = _core.parse_artifact(tools._serialize(lowered.as_text(dialect="stablehlo"), version))
+    header = next(line for line in text.splitlines() if line.startswith("func public @main"))
+    assert header.startswith("func public @main(tensor<4xf32> {tf.aliasing_output = 0}, "
+                             "tensor<2x2xf32> {jax.buffer_donor = true}, tensor<4xf32>) -> ("), header
+    assert "sdy." not in header

@@ -23,8 +23,13 @@ class Executable {
  public:
   virtual ~Executable() = default;
   // Runs the graph to completion. inputs[i] holds graph.inputs[i]; outputs[i] receives graph.outputs[i],
-  // allocated by the caller with the output's byte size. An output never aliases an input.
+  // allocated by the caller with the output's byte size. An output aliases an input only when
+  // OutputsMayAliasInputs() says the executable allows it.
   virtual Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) = 0;
+  // Whether Run accepts an output that is the very memory of an input of the same byte size (a donated
+  // buffer reused): every output must then come out as if the inputs had been read before any output
+  // was written. Distinct outputs never share memory.
+  virtual bool OutputsMayAliasInputs() const { return false; }
 };
 
 class Executor {

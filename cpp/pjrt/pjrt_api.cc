@@ -1,8 +1,10 @@
 // The PJRT C API entry points: thin C shims that validate their arguments, call typed C++ and turn
 // every failure into a PJRT_Error. Nothing throws across this boundary.
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <unordered_map>
 
 #include "mps/lower.h"
 #include "pjrt/pjrt_state.h"
@@ -113,7 +115,9 @@ std::vector<int64_t> DefaultMinorToMajor(size_t rank) {
   return m;
 }
 
-PJRT_Buffer* NewBuffer(PJRT_Client* client, DType dtype, std::vector<int64_t> dims, std::shared_ptr<exec::DeviceMemory> mem) {
+// `allocated`: the memory was allocated for this buffer (not an input's, reused by donation).
+PJRT_Buffer* NewBuffer(PJRT_Client* client, DType dtype, std::vector<int64_t> dims, std::shared_ptr<exec::DeviceMemory> mem,
+                       bool allocated = true) {
   auto state = std::make_shared<BufferState>();
   state->client = client->state.get();
   state->dtype = dtype;
@@ -123,7 +127,7 @@ PJRT_Buffer* NewBuffer(PJRT_Client* client, DType dtype, std::vector<int64_t> di
   state->memory = std::move(mem);
   ClientState* c = client->state.get();
   int64_t now = c->bytes_in_use += static_cast<int64_t>(state->bytes);
-  c->num_allocs++;
+  if (allocated) c->num_allocs++;
   int64_t peak = c->peak_bytes.load();
   while (now > peak && !c->peak_bytes.compare_exchange_weak(peak, now)) {
   }
@@ -135,6 +139,30 @@ StatusOr<std::shared_ptr<exec::DeviceMemory>> LiveMemory(PJRT_Buffer* b) {
   if (b->state->deleted || !b->state->memory) return FailedPrecondition("the buffer has been deleted or donated");
   return b->state->memory;
 }
+
+// A host read of a buffer's memory outside the work queue: entered while the buffer is live, so that an
+// execution donating the buffer afterwards does not overwrite it before the read is done.
+class HostRead {
+ public:
+  explicit HostRead(PJRT_Buffer* b) {
+    std::lock_guard<std::mutex> lock(b->state->mu);
+    if (b->state->deleted || !b->state->memory) return;
+    memory_ = b->state->memory;
+    gate_ = b->state->reads;
+    gate_->Enter();
+  }
+  ~HostRead() {
+    if (gate_) gate_->Leave();
+  }
+  HostRead(const HostRead&) = delete;
+  HostRead& operator=(const HostRead&) = delete;
+  Status status() const { return memory_ ? Status::Ok() : FailedPrecondition("the buffer has been deleted or donated"); }
+  exec::DeviceMemory* memory() const { return memory_.get(); }
+
+ private:
+  std::shared_ptr<exec::DeviceMemory> memory_;
+  std::shared_ptr<ReadGate> gate_;
+};
 
 // ---- errors
 
@@ -304,11 +332,18 @@ JMP_ENTRY(PJRT_Client_Compile)
   if (!module.ok()) return MakeError(module.status());
   auto graph = mps::LowerModule(*module);
   if (!graph.ok()) return MakeError(graph.status());
+  auto donation = shlo::DonationOf(*module->FindFunc("main"));  // LowerModule found @main
+  if (!donation.ok()) return MakeError(donation.status());
   auto program = std::make_shared<CompiledProgram>();
   program->graph = std::move(graph).value();
+  if (donation->aliased_output.size() != program->graph.inputs.size())
+    return MakeError(Internal("@main's arguments and the graph's inputs differ in number"));
+  program->aliased_output = std::move(donation->aliased_output);
+  program->donated = std::move(donation->donated);
   auto compiled = args->client->state->executor->Compile(program->graph);
   if (!compiled.ok()) return MakeError(compiled.status());
   program->executable = std::move(compiled).value();
+  program->in_place = program->executable->OutputsMayAliasInputs();
   program->name = "main";
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
   for (size_t i = 0; i < p->code_size; ++i) h = (h ^ static_cast<uint8_t>(p->code[i])) * 1099511628211ull;
@@ -575,6 +610,32 @@ JMP_ENTRY(PJRT_Executable_OutputDimensions)
   args->dim_sizes = p.output_ranks.data();
   return nullptr;
 JMP_END
+// Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated
+// arguments (alias). Temporaries are the executor's business and not known here.
+JMP_ENTRY(PJRT_Executable_GetCompiledMemoryStats)
+  JMP_REQUIRE(args->executable, "executable is null");
+  const CompiledProgram& p = *args->executable->program;
+  const mps::Graph& g = p.graph;
+  int64_t in = 0, out = 0, alias = 0;
+  for (int v : g.inputs) in += static_cast<int64_t>(g.type(v).ByteSize());
+  for (int v : g.outputs) out += static_cast<int64_t>(g.type(v).ByteSize());
+  if (p.in_place)
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (p.aliased_output[i] >= 0) alias += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
+  args->generated_code_size_in_bytes = 0;
+  args->argument_size_in_bytes = in;
+  args->output_size_in_bytes = out;
+  args->alias_size_in_bytes = alias;
+  args->temp_size_in_bytes = 0;
+  args->host_generated_code_size_in_bytes = 0;
+  args->host_argument_size_in_bytes = 0;
+  args->host_output_size_in_bytes = 0;
+  args->host_alias_size_in_bytes = 0;
+  args->host_temp_size_in_bytes = 0;
+  args->peak_memory_in_bytes = in + out - alias;
+  args->total_size_in_bytes = in + out - alias;
+  return nullptr;
+JMP_END
 JMP_ENTRY(PJRT_Executable_Fingerprint)
   JMP_REQUIRE(args->executable, "executable is null");
   args->executable_fingerprint = args->executable->program->fingerprint.c_str();
@@ -624,6 +685,14 @@ JMP_ENTRY(PJRT_LoadedExecutable_Fingerprint)
   return nullptr;
 JMP_END
 
+// Buffer donation. An input is donated when @main declares it (tf.aliasing_output, jax.buffer_donor)
+// and the caller does not list it in non_donatable_input_indices, unless other frameworks hold
+// references to its memory (dlpack: then it is used, not donated, as on XLA's CPU client). A donated
+// buffer is consumed by the call: it reads as deleted as soon as Execute returns, and its memory is
+// reused for the output it aliases (or, for a buffer donor, the first unclaimed output of its byte size)
+// when the executor can write outputs over inputs; otherwise it is freed once the run is done. Work
+// queued earlier that reads it runs first (one in-order queue), and host reads that started earlier
+// (ToHostBuffer, copies) finish before the run writes over it.
 JMP_ENTRY(PJRT_LoadedExecutable_Execute)
   PJRT_LoadedExecutable* loaded = args->executable;
   JMP_REQUIRE(loaded, "PJRT_LoadedExecutable_Execute: executable is null");
@@ -633,45 +702,110 @@ JMP_ENTRY(PJRT_LoadedExecutable_Execute)
   JMP_REQUIRE(args->num_args == 0 || (args->argument_lists && args->argument_lists[0]), "argument_lists is null");
   auto program = loaded->program;
   const mps::Graph& g = program->graph;
-  if (args->num_args != g.inputs.size())
-    return Invalid("the executable takes " + std::to_string(g.inputs.size()) + " arguments, got " + std::to_string(args->num_args));
+  const size_t n = args->num_args;
+  if (n != g.inputs.size())
+    return Invalid("the executable takes " + std::to_string(g.inputs.size()) + " arguments, got " + std::to_string(n));
   PJRT_Client* client = loaded->client;
-  std::vector<std::shared_ptr<exec::DeviceMemory>> inputs;
+  PJRT_Buffer* const* argv = n ? args->argument_lists[0] : nullptr;
+
+  std::vector<bool> donate = program->donated;
+  const PJRT_ExecuteOptions* options = args->options;
+  constexpr size_t kNonDonatableEnd =
+      offsetof(PJRT_ExecuteOptions, num_non_donatable_input_indices) + sizeof(size_t);
+  if (options && options->struct_size >= kNonDonatableEnd && options->num_non_donatable_input_indices) {
+    JMP_REQUIRE(options->non_donatable_input_indices, "non_donatable_input_indices is null");
+    for (size_t k = 0; k < options->num_non_donatable_input_indices; ++k) {
+      int64_t i = options->non_donatable_input_indices[k];
+      if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
+    }
+  }
+
+  // Checking the arguments and queueing the run happen under one lock: a buffer found live here cannot
+  // be donated by a run queued before this one.
+  std::lock_guard<std::mutex> submit(client->state->submit_mu);
+  std::vector<std::shared_ptr<exec::DeviceMemory>> inputs(n);
   std::vector<std::shared_ptr<EventState>> waits;
-  for (size_t i = 0; i < args->num_args; ++i) {
-    PJRT_Buffer* b = args->argument_lists[0][i];
+  std::unordered_map<const BufferState*, size_t> first_use;
+  for (size_t i = 0; i < n; ++i) {
+    PJRT_Buffer* b = argv[i];
     JMP_REQUIRE(b, "argument " + std::to_string(i) + " is null");
     const mps::TensorType& t = g.type(g.inputs[i]);
     if (b->state->dtype != t.dtype || b->state->dims != t.shape)
       return Invalid("argument " + std::to_string(i) + " has the wrong type or shape");
-    auto mem = LiveMemory(b);
-    if (!mem.ok()) return MakeError(mem.status().WithContext("argument " + std::to_string(i)));
-    inputs.push_back(*mem);
+    auto [it, fresh] = first_use.emplace(b->state.get(), i);
+    if (!fresh && (donate[i] || donate[it->second]))
+      return Invalid("argument " + std::to_string(i) + " is the buffer passed as argument " + std::to_string(it->second) +
+                     ", which this call donates: a donated buffer cannot also be used by the same call (as in "
+                     "f(donate(a), a))");
+    std::lock_guard<std::mutex> lock(b->state->mu);
+    if (b->state->deleted || !b->state->memory)
+      return MakeError(FailedPrecondition("argument " + std::to_string(i) + ": the buffer has been deleted or donated"));
+    if (b->state->external_refs > 0) donate[i] = false;
+    inputs[i] = b->state->memory;
     waits.push_back(b->state->ready);
   }
-  std::vector<std::shared_ptr<BufferState>> outputs;
-  std::vector<std::shared_ptr<exec::DeviceMemory>> out_mems;
-  for (size_t j = 0; j < g.outputs.size(); ++j) {
-    const mps::TensorType& t = g.type(g.outputs[j]);
-    auto mem = client->state->executor->Allocate(t.ByteSize());
+
+  // Outputs: a donated input's memory where the executor allows it, fresh memory otherwise.
+  const size_t m = g.outputs.size();
+  std::vector<int64_t> reuse(m, -1);  // per output: the donated input whose memory it takes, or -1
+  if (program->in_place) {
+    auto fits = [&](size_t i, size_t j) { return inputs[i]->size() == g.type(g.outputs[j]).ByteSize(); };
+    for (size_t i = 0; i < n; ++i) {
+      int64_t j = program->aliased_output[i];
+      if (donate[i] && j >= 0 && fits(i, static_cast<size_t>(j))) reuse[static_cast<size_t>(j)] = static_cast<int64_t>(i);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!donate[i] || program->aliased_output[i] >= 0) continue;
+      for (size_t j = 0; j < m; ++j)
+        if (reuse[j] < 0 && fits(i, j)) {
+          reuse[j] = static_cast<int64_t>(i);
+          break;
+        }
+    }
+  }
+  std::vector<std::shared_ptr<exec::DeviceMemory>> out_mems(m);
+  for (size_t j = 0; j < m; ++j) {
+    if (reuse[j] >= 0) {
+      out_mems[j] = inputs[static_cast<size_t>(reuse[j])];
+      continue;
+    }
+    auto mem = client->state->executor->Allocate(g.type(g.outputs[j]).ByteSize());
     if (!mem.ok()) return MakeError(mem.status());
-    PJRT_Buffer* out = NewBuffer(client, t.dtype, t.shape, *mem);
-    out_mems.push_back(*mem);
+    out_mems[j] = std::move(mem).value();
+  }
+
+  // Nothing can fail from here on: consume the donated buffers, make the outputs, queue the run.
+  std::vector<std::shared_ptr<ReadGate>> overwritten;  // donated inputs the run writes over
+  for (size_t i = 0; i < n; ++i) {
+    if (!donate[i]) continue;
+    std::lock_guard<std::mutex> lock(argv[i]->state->mu);
+    argv[i]->state->DeleteLocked();
+    for (size_t j = 0; j < m; ++j)
+      if (reuse[j] == static_cast<int64_t>(i)) {
+        overwritten.push_back(argv[i]->state->reads);
+        break;
+      }
+  }
+  std::vector<std::shared_ptr<BufferState>> outputs;
+  for (size_t j = 0; j < m; ++j) {
+    const mps::TensorType& t = g.type(g.outputs[j]);
+    PJRT_Buffer* out = NewBuffer(client, t.dtype, t.shape, out_mems[j], /*allocated=*/reuse[j] < 0);
     outputs.push_back(out->state);
     args->output_lists[0][j] = out;
   }
   auto done = std::make_shared<EventState>();
   if (args->device_complete_events) args->device_complete_events[0] = new PJRT_Event{done};
-  client->state->queue.Push([program, inputs, waits, outputs, out_mems, done]() {
+  client->state->queue.Push([program, inputs, waits, overwritten, outputs, out_mems, done]() {
     Status status;
     for (auto& w : waits) {
       Status s = w->Await();
       if (!s.ok() && status.ok()) status = s;
     }
+    for (auto& gate : overwritten) gate->WaitIdle();
     if (status.ok()) {
       std::vector<exec::DeviceMemory*> in, out;
-      for (auto& m : inputs) in.push_back(m.get());
-      for (auto& m : out_mems) out.push_back(m.get());
+      for (auto& mem : inputs) in.push_back(mem.get());
+      for (auto& mem : out_mems) out.push_back(mem.get());
       status = program->executable->Run(in, out);
     }
     for (auto& o : outputs) o->ready->Set(status);
@@ -738,8 +872,7 @@ JMP_END
 JMP_ENTRY(PJRT_Buffer_Delete)
   JMP_REQUIRE(args->buffer, "buffer is null");
   std::lock_guard<std::mutex> lock(args->buffer->state->mu);
-  args->buffer->state->deleted = true;
-  args->buffer->state->memory.reset();  // queued executions keep their own reference
+  args->buffer->state->DeleteLocked();  // deleting twice is harmless
   return nullptr;
 JMP_END
 JMP_ENTRY(PJRT_Buffer_IsDeleted)
@@ -755,6 +888,15 @@ JMP_ENTRY(PJRT_Buffer_IsOnCpu)
 JMP_END
 JMP_ENTRY(PJRT_Buffer_ReadyEvent)
   JMP_REQUIRE(args->buffer, "buffer is null");
+  {
+    std::lock_guard<std::mutex> lock(args->buffer->state->mu);
+    if (args->buffer->state->deleted) {  // the C API: a deleted or donated buffer's event is an error at once
+      auto failed = std::make_shared<EventState>();
+      failed->Set(FailedPrecondition("the buffer has been deleted or donated"));
+      args->event = new PJRT_Event{failed};
+      return nullptr;
+    }
+  }
   args->event = new PJRT_Event{args->buffer->state->ready};
   return nullptr;
 JMP_END
@@ -801,11 +943,11 @@ JMP_ENTRY(PJRT_Buffer_ToHostBuffer)
     return nullptr;
   }
   if (args->dst_size < s.bytes) return Invalid("destination holds " + std::to_string(args->dst_size) + " bytes, the buffer " + std::to_string(s.bytes));
-  auto mem = LiveMemory(args->src);
-  if (!mem.ok()) return MakeError(mem.status());
+  HostRead read(args->src);
+  if (!read.status().ok()) return MakeError(read.status());
   Status ready = s.ready->Await();
   auto event = std::make_shared<EventState>();
-  if (ready.ok() && s.bytes) std::memcpy(args->dst, (*mem)->data(), s.bytes);
+  if (ready.ok() && s.bytes) std::memcpy(args->dst, read.memory()->data(), s.bytes);
   g_copy_count++;
   event->Set(ready);
   args->event = new PJRT_Event{event};
@@ -813,13 +955,13 @@ JMP_ENTRY(PJRT_Buffer_ToHostBuffer)
 JMP_END
 
 PJRT_Error* CopyBuffer(PJRT_Buffer* src, PJRT_Buffer** dst) {
-  auto mem = LiveMemory(src);
-  if (!mem.ok()) return MakeError(mem.status());
+  HostRead read(src);
+  if (!read.status().ok()) return MakeError(read.status());
   Status ready = src->state->ready->Await();
   if (!ready.ok()) return MakeError(ready);
   auto copy = src->client->state->executor->Allocate(src->state->bytes);
   if (!copy.ok()) return MakeError(copy.status());
-  if (src->state->bytes) std::memcpy((*copy)->data(), (*mem)->data(), src->state->bytes);
+  if (src->state->bytes) std::memcpy((*copy)->data(), read.memory()->data(), src->state->bytes);
   *dst = NewBuffer(src->client, src->state->dtype, src->state->dims, *copy);
   (*dst)->state->ready->Set(Status::Ok());
   return nullptr;
@@ -914,8 +1056,30 @@ void WorkQueue::Push(std::function<void()> task) {
   cv_.notify_one();
 }
 
+void ReadGate::Enter() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++readers_;
+}
+void ReadGate::Leave() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --readers_;
+  }
+  cv_.notify_all();
+}
+void ReadGate::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return readers_ == 0; });
+}
+
+void BufferState::DeleteLocked() {
+  deleted = true;
+  if (memory && client) client->bytes_in_use -= static_cast<int64_t>(bytes);
+  memory.reset();
+}
+
 BufferState::~BufferState() {
-  if (client) client->bytes_in_use -= static_cast<int64_t>(bytes);
+  if (memory && client) client->bytes_in_use -= static_cast<int64_t>(bytes);
 }
 
 const PJRT_Api* GetApi() {
@@ -1024,7 +1188,7 @@ const PJRT_Api* GetApi() {
     JMP_DECLINE(PJRT_Client_CreateViewOfDeviceBuffer)
     JMP_OFFER(PJRT_Executable_Fingerprint)
     JMP_OFFER(PJRT_Client_TopologyDescription)
-    JMP_DECLINE(PJRT_Executable_GetCompiledMemoryStats)
+    JMP_OFFER(PJRT_Executable_GetCompiledMemoryStats)
     JMP_OFFER(PJRT_Memory_Kind_Id)
     JMP_DECLINE(PJRT_ExecuteContext_Create)
     JMP_DECLINE(PJRT_ExecuteContext_Destroy)

@@ -40,17 +40,35 @@ class EventState {
 
 struct ClientState;
 
+// Host reads of a buffer's memory that run outside the work queue (ToHostBuffer, buffer copies). An
+// execution that writes a donated buffer in place waits until the reads that started before the
+// donation are done.
+class ReadGate {
+ public:
+  void Enter();
+  void Leave();
+  void WaitIdle();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int readers_ = 0;
+};
+
 struct BufferState {
   ClientState* client = nullptr;
   DType dtype = DType::kF32;
   std::vector<int64_t> dims;
   std::vector<int64_t> minor_to_major;
   size_t bytes = 0;
-  std::shared_ptr<exec::DeviceMemory> memory;   // null once deleted
+  std::shared_ptr<exec::DeviceMemory> memory;   // null once deleted or donated; counted in bytes_in_use while set
   std::shared_ptr<EventState> ready = std::make_shared<EventState>();
+  std::shared_ptr<ReadGate> reads = std::make_shared<ReadGate>();
   std::mutex mu;
-  bool deleted = false;
+  bool deleted = false;                         // by PJRT_Buffer_Delete or by donation to an execution
   int external_refs = 0;
+  // Marks the buffer deleted and lets go of its memory (queued work keeps its own reference). Needs mu.
+  void DeleteLocked();
   ~BufferState();
 };
 
@@ -64,6 +82,11 @@ struct CompiledProgram {
   std::vector<size_t> output_ranks;
   std::vector<const char*> output_memory_kinds;
   std::vector<size_t> output_memory_kind_sizes;
+  // Buffer donation, per input, as @main declares it: the output that may reuse the input's memory
+  // (tf.aliasing_output) or -1, and whether the input is donated at all (aliased or jax.buffer_donor).
+  std::vector<int64_t> aliased_output;
+  std::vector<bool> donated;
+  bool in_place = false;  // the executable runs with outputs sharing memory with inputs
 };
 
 // Runs work in submission order on one thread: an execution that consumes a buffer always runs
@@ -89,6 +112,9 @@ struct ClientState {
   std::atomic<int64_t> bytes_in_use{0};
   std::atomic<int64_t> peak_bytes{0};
   std::atomic<int64_t> num_allocs{0};
+  // Held from checking an execution's arguments to queueing it, so that the queue's order is the order
+  // in which buffers were found live and donated.
+  std::mutex submit_mu;
   WorkQueue queue;
 };
 

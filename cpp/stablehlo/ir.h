@@ -76,6 +76,11 @@ struct Func {
   bool is_public = false;
   std::vector<Type> arg_types;
   std::vector<Type> result_types;
+  // Per argument / per result: its attributes (arg_attrs / res_attrs), without other dialects' (sdy.*,
+  // mhlo.*). @main's arguments carry buffer donation: `tf.aliasing_output` (kInt, the result that may
+  // reuse the argument's memory) and `jax.buffer_donor` (kBool). Empty maps when the function has none.
+  std::vector<AttrMap> arg_attrs;
+  std::vector<AttrMap> result_attrs;
   Region body;
   // Value ids are unique across the function and every region nested in it; this gives each one's type.
   std::vector<Type> value_types;
@@ -88,6 +93,16 @@ struct Module {
 
   const Func* FindFunc(const std::string& name) const;  // "main" is the entry point
 };
+
+// Buffer donation as @main declares it: per argument, the result it aliases (tf.aliasing_output) or -1,
+// and whether it is donated at all (aliased or jax.buffer_donor).
+struct Donation {
+  std::vector<int64_t> aliased_output;
+  std::vector<bool> donated;
+};
+// Validates what an untrusted artifact says: an alias names an existing result of the argument's type,
+// and no result is aliased twice.
+StatusOr<Donation> DonationOf(const Func& main);
 
 // The newest StableHLO version the reader handles; advertised to JAX as stablehlo_current_version.
 inline constexpr int64_t kNewestVersion[3] = {1, 13, 0};

@@ -74,6 +74,43 @@ const Attr* Op::Find(const std::string& attr_name) const {
   return it == attrs.end() ? nullptr : &it->second;
 }
 
+StatusOr<Donation> DonationOf(const Func& main) {
+  Donation d;
+  size_t n = main.arg_types.size();
+  d.aliased_output.assign(n, -1);
+  d.donated.assign(n, false);
+  std::vector<int64_t> aliased_by(main.result_types.size(), -1);
+  for (size_t i = 0; i < n && i < main.arg_attrs.size(); ++i) {
+    const AttrMap& attrs = main.arg_attrs[i];
+    std::string arg = "@" + main.name + " argument " + std::to_string(i);
+    if (auto it = attrs.find("tf.aliasing_output"); it != attrs.end()) {
+      if (it->second.kind != Attr::Kind::kInt)
+        return InvalidArgument(arg + ": tf.aliasing_output is not an integer but " + it->second.ToString());
+      int64_t out = it->second.i;
+      if (out < 0 || static_cast<size_t>(out) >= main.result_types.size())
+        return InvalidArgument(arg + ": tf.aliasing_output = " + std::to_string(out) + " names no result (@" + main.name +
+                               " has " + std::to_string(main.result_types.size()) + ")");
+      const Type& at = main.arg_types[i];
+      const Type& rt = main.result_types[static_cast<size_t>(out)];
+      if (at.kind != Type::Kind::kTensor || rt.kind != Type::Kind::kTensor || at.dtype != rt.dtype || at.shape != rt.shape)
+        return InvalidArgument(arg + " of type " + at.ToString() + " is aliased to result " + std::to_string(out) +
+                               " of type " + rt.ToString());
+      if (aliased_by[static_cast<size_t>(out)] >= 0)
+        return InvalidArgument("@" + main.name + " result " + std::to_string(out) + " is aliased by arguments " +
+                               std::to_string(aliased_by[static_cast<size_t>(out)]) + " and " + std::to_string(i));
+      aliased_by[static_cast<size_t>(out)] = static_cast<int64_t>(i);
+      d.aliased_output[i] = out;
+      d.donated[i] = true;
+    }
+    if (auto it = attrs.find("jax.buffer_donor"); it != attrs.end()) {
+      if (it->second.kind != Attr::Kind::kBool)
+        return InvalidArgument(arg + ": jax.buffer_donor is not a boolean but " + it->second.ToString());
+      if (it->second.b) d.donated[i] = true;
+    }
+  }
+  return d;
+}
+
 const Func* Module::FindFunc(const std::string& name) const {
   for (const Func& f : funcs)
     if (f.name == name) return &f;
@@ -134,9 +171,20 @@ std::string PrintModule(const Module& module) {
   os << "// producer " << module.producer << '\n';
   for (const Func& f : module.funcs) {
     os << "func " << (f.is_public ? "public " : "private ") << '@' << f.name << '(';
-    for (size_t i = 0; i < f.arg_types.size(); ++i) os << (i ? ", " : "") << f.arg_types[i].ToString();
+    auto with_attrs = [&](const std::vector<Type>& types, const std::vector<AttrMap>& attrs) {
+      for (size_t i = 0; i < types.size(); ++i) {
+        os << (i ? ", " : "") << types[i].ToString();
+        if (i < attrs.size() && !attrs[i].empty()) {
+          Attr dict;
+          dict.kind = Attr::Kind::kDict;
+          dict.dict = attrs[i];
+          os << ' ' << dict.ToString();
+        }
+      }
+    };
+    with_attrs(f.arg_types, f.arg_attrs);
     os << ") -> (";
-    for (size_t i = 0; i < f.result_types.size(); ++i) os << (i ? ", " : "") << f.result_types[i].ToString();
+    with_attrs(f.result_types, f.result_attrs);
     os << ")\n";
     PrintRegion(os, f, f.body, 0);
   }

@@ -851,6 +851,29 @@ Status ArtifactReader::FinishFunc(const AttrMap& attrs, Func* func, const std::s
     for (size_t i = inputs; i < type->second.type.elements.size(); ++i)
       func->result_types.push_back(type->second.type.elements[i]);
   }
+  // arg_attrs / res_attrs: an array with one dictionary per argument (result), or absent.
+  auto per_value_attrs = [&](const char* key, size_t count, std::vector<AttrMap>* out) -> Status {
+    out->assign(count, AttrMap{});
+    auto it = attrs.find(key);
+    if (it == attrs.end() || (it->second.kind == Attr::Kind::kUnit && it->second.s.empty())) return Status::Ok();
+    const Attr& list = it->second;
+    // An empty array reads as an empty integer list.
+    if (list.kind == Attr::Kind::kInts && list.ints.empty()) return Status::Ok();
+    if (list.kind != Attr::Kind::kArray || list.array.size() != count)
+      return InvalidArgument("malformed artifact: " + std::string(key) + " of @" + func->name + " is not one dictionary per " +
+                             (out == &func->arg_attrs ? "argument" : "result") + " (" + where + ")");
+    for (size_t i = 0; i < count; ++i) {
+      const Attr& dict = list.array[i];
+      if (dict.kind != Attr::Kind::kDict)
+        return InvalidArgument("malformed artifact: " + std::string(key) + "[" + std::to_string(i) + "] of @" +
+                               func->name + " is not a dictionary (" + where + ")");
+      for (const auto& [name, value] : dict.dict)
+        if (name.rfind("sdy.", 0) != 0 && name.rfind("mhlo.", 0) != 0) (*out)[i][name] = value;
+    }
+    return Status::Ok();
+  };
+  JMP_RETURN_IF_ERROR(per_value_attrs("arg_attrs", func->arg_types.size(), &func->arg_attrs));
+  JMP_RETURN_IF_ERROR(per_value_attrs("res_attrs", func->result_types.size(), &func->result_attrs));
   return Status::Ok();
 }
 

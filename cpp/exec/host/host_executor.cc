@@ -257,7 +257,9 @@ uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint
   return arena + plan.arena_offset[static_cast<size_t>(v)];
 }
 
-Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs);
+// `outputs_alias_inputs`: some output is an input's memory (a donated buffer reused).
+Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                   bool outputs_alias_inputs = false);
 
 // Runs a subgraph with `inputs`, copying its outputs into `outputs`.
 Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
@@ -443,7 +445,8 @@ void FoldConstants(Plan& plan) {
 ArenaPool* NewArenaPool() { return new ArenaPool; }
 void DeleteArenaPool(ArenaPool* p) { delete p; }
 
-Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
+Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
+                   bool outputs_alias_inputs) {
   const mps::Graph& g = *plan.graph;
   if (inputs.size() != g.inputs.size()) return Internal("wrong number of inputs");
   Arena arena = plan.arenas->Take(plan.arena_bytes);
@@ -473,10 +476,29 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     }
     JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
   }
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
+  // Ops only read inputs; outputs are written here, last. An output may be an input's memory (a donated
+  // buffer reused): a result read from an input (or a view of one) that another output overwrites is
+  // staged first.
+  const size_t n = g.outputs.size();
+  std::vector<const uint8_t*> src(n);
+  std::vector<std::vector<uint8_t>> staged;
+  for (size_t i = 0; i < n; ++i) src[i] = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
+  for (size_t i = 0; outputs_alias_inputs && i < n; ++i) {
     size_t bytes = g.type(g.outputs[i]).ByteSize();
-    const uint8_t* src = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
-    if (bytes && outputs[i] != src) std::memmove(outputs[i], src, bytes);
+    int root = g.outputs[i];
+    while (plan.alias_of[static_cast<size_t>(root)] >= 0) root = plan.alias_of[static_cast<size_t>(root)];
+    if (!bytes || src[i] == outputs[i] || plan.input_index[static_cast<size_t>(root)] < 0) continue;
+    for (size_t j = 0; j < n; ++j) {
+      size_t other = g.type(g.outputs[j]).ByteSize();
+      if (j == i || !other || src[i] >= outputs[j] + other || outputs[j] >= src[i] + bytes) continue;
+      staged.emplace_back(src[i], src[i] + bytes);
+      src[i] = staged.back().data();
+      break;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = g.type(g.outputs[i]).ByteSize();
+    if (bytes && outputs[i] != src[i]) std::memmove(outputs[i], src[i], bytes);
   }
   return Status::Ok();
 }
@@ -494,13 +516,19 @@ class HostExecutable : public Executable {
       in.push_back(static_cast<const uint8_t*>(inputs[i]->data()));
     }
     std::vector<uint8_t*> out;
+    std::vector<const DeviceMemory*> sorted_inputs(inputs.begin(), inputs.end());
+    std::sort(sorted_inputs.begin(), sorted_inputs.end(), std::less<const DeviceMemory*>());
+    bool aliased = false;
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (outputs[i]->size() < graph_.type(graph_.outputs[i]).ByteSize())
         return InvalidArgument("output " + std::to_string(i) + " is smaller than its type");
       out.push_back(static_cast<uint8_t*>(outputs[i]->data()));
+      aliased = aliased || std::binary_search(sorted_inputs.begin(), sorted_inputs.end(), outputs[i],
+                                              std::less<const DeviceMemory*>());
     }
-    return ExecutePlan(*plan_, in, out);
+    return ExecutePlan(*plan_, in, out, aliased);
   }
+  bool OutputsMayAliasInputs() const override { return true; }  // ExecutePlan writes outputs last
 
  private:
   mps::Graph graph_;
