@@ -83,3 +83,16 @@ def test_large_layout_copies(shape):
     check(lambda x: (jnp.broadcast_to(x[..., :1], x.shape), jnp.broadcast_to(x[:1], x.shape),
                      x[::-1, ..., ::2], jnp.flip(x, axis=-1), x.reshape(-1)[::3]), x, exact=True)
     check(lambda x: jnp.swapaxes(x, -1, -2) @ x if rank <= 3 else x, x)
+
+
+def test_dynamic_slice_start_types():
+    # starts of narrow or unsigned integer types, including values past the end and past 2^31 (the
+    # operand is kept short enough for operand_dim - update_dim to fit the start's type: XLA computes
+    # that bound in the start's type, StableHLO exactly)
+    x = random_array(RNG, (200, 4), np.float32)
+    u = random_array(RNG, (2, 4), np.float32)
+    for dtype, value in [(np.int8, -100), (np.int8, 100), (np.uint8, 250), (np.int16, 199), (np.uint16, 60000),
+                         (np.uint32, 4000000000), (np.uint32, 7), (np.int32, -2**31)]:
+        i = dtype(value)
+        check(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, i * 0)), x, u, i, exact=True)
+        check(lambda x, i: lax.dynamic_slice(x, (i, i * 0), (3, 4)), x, i, exact=True)

@@ -7,11 +7,20 @@ namespace jmp::mps {
 
 namespace {
 
-// The start for axis d as an int32 scalar clamped to [0, dim - size].
+// The start for axis d as an int32 scalar clamped to [0, dim - size], the clamp taken on the start's
+// own value: types int32 holds exactly are cast first; wider ones (uint32, int64, uint64) are clamped
+// in their own type, so a start past 2^31 clamps to the end instead of wrapping to a negative int32.
 int ClampedStart(LowerContext& cx, int start, int64_t dim, int64_t size) {
-  int s = cx.Reshape(cx.Cast(start, DType::kI32), {});
-  s = cx.Binary(OpKind::kMaximum, s, cx.Scalar(DType::kI32, 0));
-  return cx.Binary(OpKind::kMinimum, s, cx.Scalar(DType::kI32, static_cast<double>(dim - size)));
+  const double hi = static_cast<double>(dim - size);
+  int s = cx.Reshape(start, {});
+  DType t = cx.DTypeOf(s);
+  if (IsInteger(t) && BitWidth(t) >= 32 && t != DType::kI32) {
+    s = cx.Binary(OpKind::kMinimum, s, cx.Scalar(t, hi));
+    if (IsSignedInt(t)) s = cx.Binary(OpKind::kMaximum, s, cx.Scalar(t, 0));
+    return cx.Cast(s, DType::kI32);
+  }
+  s = cx.Binary(OpKind::kMaximum, cx.Cast(s, DType::kI32), cx.Scalar(DType::kI32, 0));
+  return cx.Binary(OpKind::kMinimum, s, cx.Scalar(DType::kI32, hi));
 }
 
 int Coordinates(LowerContext& cx, const Shape& shape, int64_t axis) {
