@@ -63,6 +63,13 @@ def test_dynamic_update_slice_is_one_scatter_of_the_update():
     assert "GatherAlongAxis(" not in text
 
 
+def test_dynamic_slice_is_one_gather():
+    text = graph(lambda x, i, j: lax.dynamic_slice(x, (i, j, 0), (1, 4, 32)),
+                 jnp.ones((8, 64, 32)), np.int32(3), np.int32(5))
+    assert text.count("GatherND(") == 1 and "i32[1,4,2]" in text
+    assert "GatherAlongAxis(" not in text
+
+
 def test_integer_division_is_guarded():
     text = graph(lax.div, jnp.ones(3, jnp.int32), jnp.ones(3, jnp.int32))
     assert "Divide(" in text and "Select(" in text and "Equal(" in text

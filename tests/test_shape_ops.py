@@ -101,25 +101,28 @@ DUS_CASES = [
 
 
 @pytest.mark.parametrize("shapes", DUS_CASES, ids=lambda s: f"{s[0]}<-{s[1]}".replace(" ", ""))
-def test_dynamic_update_slice_windows_and_clamping(shapes):
+def test_dynamic_slice_windows_and_clamping(shapes):
     xs, us = shapes
     x = random_array(RNG, xs, np.float32)
     u = random_array(RNG, us, np.float32)
     rank = len(xs)
     update = lambda x, u, s: lax.dynamic_update_slice(x, u, tuple(s[d] for d in range(rank)))
+    read = lambda x, s: lax.dynamic_slice(x, tuple(s[d] for d in range(rank)), us)
     for start in [(0, 0, 0), (1, 2, 1), (5, 4, 2), (-10, 9, 1), (4, -10, 7), (2**30, 3, -2**30)]:
         s = np.array(start[:rank], np.int32)
         check(update, x, u, s, exact=True)
+        check(read, x, s, exact=True)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.int8, jnp.uint8, jnp.uint32, jnp.complex64],
                          ids=lambda d: np.dtype(d).name)
-def test_dynamic_update_slice_dtypes(dtype):
+def test_dynamic_slice_dtypes(dtype):
     x = random_array(RNG, (4, 6, 2), dtype)
     u = random_array(RNG, (2, 1, 2), dtype)
     for start in [(0, 0, 0), (3, 5, 1), (1, 2, 0)]:
         s = np.array(start, np.int32)
         check(lambda x, u, s: lax.dynamic_update_slice(x, u, (s[0], s[1], s[2])), x, u, s, exact=True)
+        check(lambda x, s: lax.dynamic_slice(x, (s[0], s[1], s[2]), (2, 1, 2)), x, s, exact=True)
 
 
 def test_dynamic_slice_start_types():

@@ -1,7 +1,7 @@
 // dynamic_slice and dynamic_update_slice with tensor-valued starts. MPSGraph has tensor-start slices
 // only from macOS 15.2 (and slice updates from 14.4), so both are built from coordinate iotas with
-// the starts clamped as StableHLO says: dynamic_slice gathers one axis at a time (GatherAlongAxis,
-// 12.3), dynamic_update_slice is one ScatterND (12.0) of the update at the window's indices.
+// the starts clamped as StableHLO says: dynamic_slice is one GatherND (11.0) of the window's slices,
+// dynamic_update_slice one ScatterND (12.0) of the update at the window's indices.
 #include "mps/lower_families.h"
 
 namespace jmp::mps {
@@ -30,27 +30,6 @@ int Coordinates(LowerContext& cx, const Shape& shape, int64_t axis) {
   return op.outputs[0];
 }
 
-Status DynamicSlice(LowerContext& cx) {
-  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, cx.IntsAttr("slice_sizes"));
-  const Shape in = cx.ShapeOf(x);
-  if (sizes.size() != in.size() || cx.op().operands.size() != in.size() + 1)
-    return cx.Unsupported("dynamic_slice operands do not match the rank");
-  int cur = x;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (sizes[d] < 0 || sizes[d] > in[d]) return cx.Unsupported("slice size out of range");
-    if (sizes[d] == in[d]) continue;
-    JMP_ASSIGN_OR_RETURN(int start, cx.In(d + 1));
-    int s = ClampedStart(cx, start, in[d], sizes[d]);
-    Shape out = cx.ShapeOf(cur);
-    out[d] = sizes[d];
-    int idx = cx.Binary(OpKind::kAdd, Coordinates(cx, out, static_cast<int64_t>(d)), cx.BroadcastTo(s, out));
-    cur = GatherAlongAxis(cx, cur, idx, static_cast<int64_t>(d));
-  }
-  cx.Bind(0, cur);
-  return Status::Ok();
-}
-
 // The index rows of a window: for each position of `window` (the window's extent along the leading
 // axes that need an index component), its coordinates plus the clamped starts, int32 [window..., k].
 int WindowIndices(LowerContext& cx, const Shape& window, const std::vector<int>& starts) {
@@ -72,6 +51,43 @@ int WindowIndices(LowerContext& cx, const Shape& window, const std::vector<int>&
   Op& cat = cx.Emit(OpKind::kConcat, parts, DType::kI32, rows);
   cat.axes = {static_cast<int64_t>(window.size())};
   return cat.outputs[0];
+}
+
+// One GatherND of the window's slices at its clamped starts: the cost of the result, whatever the
+// operand's size. Index components cover the leading axes up to the last one the slice does not span.
+Status DynamicSlice(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, cx.IntsAttr("slice_sizes"));
+  const Shape in = cx.ShapeOf(x);
+  if (sizes.size() != in.size() || cx.op().operands.size() != in.size() + 1)
+    return cx.Unsupported("dynamic_slice operands do not match the rank");
+  size_t k = 0;  // index components: axes [0, k)
+  bool empty = false;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (sizes[d] < 0 || sizes[d] > in[d]) return cx.Unsupported("slice size out of range");
+    if (sizes[d] != in[d]) k = d + 1;
+    empty |= sizes[d] == 0;
+  }
+  if (empty) {  // no elements: where they would come from does not matter
+    cx.Bind(0, cx.Slice(x, Shape(in.size(), 0), sizes));
+    return Status::Ok();
+  }
+  std::vector<int> starts(k, -1);  // -1: the slice spans the axis, its start clamps to 0
+  for (size_t d = 0; d < k; ++d) {
+    if (sizes[d] == in[d]) continue;
+    JMP_ASSIGN_OR_RETURN(int start, cx.In(d + 1));
+    starts[d] = ClampedStart(cx, start, in[d], sizes[d]);
+  }
+  if (k == 0) {
+    cx.Bind(0, x);
+    return Status::Ok();
+  }
+  Shape window(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(k));
+  int indices = WindowIndices(cx, window, starts);
+  Op& gather = cx.Emit(OpKind::kGatherND, {x, indices}, cx.DTypeOf(x), sizes);
+  gather.int_attr = 0;  // no batch dims
+  cx.Bind(0, gather.outputs[0]);
+  return Status::Ok();
 }
 
 // One ScatterND (mode set) of the update into the operand at its clamped starts: the update's cost
