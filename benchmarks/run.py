@@ -114,6 +114,32 @@ def transformer_suite(quick):
     return step, init(jax.random.key(2)), (rng.integers(0, vocab, (16, seq + 1)).astype(np.int32),)
 
 
+def scan_layers_suite(quick):
+    """A residual MLP whose 8 layers (256 wide) are a lax.scan over stacked parameters: the backward
+    scan reads each layer with dynamic_slice and writes its gradient with dynamic_update_slice."""
+    layers, dim, batch = 8, 256, 64
+
+    def init(key):
+        k1, k2 = jax.random.split(key)
+        return {"w1": jax.random.normal(k1, (layers, dim, dim)) / np.sqrt(dim), "b1": jnp.zeros((layers, dim)),
+                "w2": jax.random.normal(k2, (layers, dim, dim)) / np.sqrt(dim), "b2": jnp.zeros((layers, dim))}
+
+    def loss(p, x, y):
+        def layer(h, lp):
+            return h + jax.nn.gelu(h @ lp["w1"] + lp["b1"]) @ lp["w2"] + lp["b2"], None
+
+        h, _ = lax.scan(layer, x, p)
+        return jnp.mean((h - y) ** 2)
+
+    def step(p, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
+
+    rng = np.random.default_rng(6)
+    data = (rng.normal(size=(batch, dim)).astype(np.float32), rng.normal(size=(batch, dim)).astype(np.float32))
+    return step, init(jax.random.key(6)), data
+
+
 def stateless(fn):
     """A suite whose step has no state to carry."""
     return lambda state, *data: (state, fn(*data))
@@ -143,6 +169,7 @@ SUITES = {
     "mlp": (mlp_suite, 30),
     "cnn": (cnn_suite, 10),
     "transformer": (transformer_suite, 10),
+    "scan-layers": (scan_layers_suite, 10),
     "fft": (fft_suite, 20),
     "sort": (sort_suite, 20),
     "cumsum": (cumsum_suite, 20),

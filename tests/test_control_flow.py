@@ -89,3 +89,34 @@ def test_grad_through_scan():
         return jnp.sum(hs ** 2)
 
     check(jax.grad(loss), w, xs, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_scan_over_stacked_layers():
+    # A residual MLP whose layers are a scan over stacked parameters: the backward scan reads each
+    # layer with dynamic_slice and accumulates each layer's gradient into an [L, ...] buffer with
+    # dynamic_update_slice.
+    n_layers, width, batch = 4, 16, 8
+    params = {"w1": random_array(RNG, (n_layers, width, width), np.float32) * 0.3,
+              "b1": random_array(RNG, (n_layers, width), np.float32) * 0.1,
+              "w2": random_array(RNG, (n_layers, width, width), np.float32) * 0.3,
+              "scale": random_array(RNG, (n_layers, width), np.float32, low=0.5, high=1.5)}
+    x = random_array(RNG, (batch, width), np.float32)
+    y = random_array(RNG, (batch, width), np.float32)
+
+    def loss(p, x, y):
+        def layer(h, lp):
+            z = h * lax.rsqrt(jnp.mean(h * h, axis=-1, keepdims=True) + 1e-5) * lp["scale"]
+            z = jax.nn.gelu(z @ lp["w1"] + lp["b1"])
+            return h + z @ lp["w2"], jnp.sum(z)
+
+        h, sums = lax.scan(layer, x, p)
+        return jnp.mean((h - y) ** 2) + 1e-3 * jnp.sum(sums)
+
+    def train(p, x, y):
+        for _ in range(3):
+            g = jax.grad(loss)(p, x, y)
+            p = jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
+        return p, loss(p, x, y)
+
+    check(jax.grad(loss), params, x, y, rtol=1e-4, atol=1e-5)
+    check(train, params, x, y, rtol=1e-4, atol=1e-5)

@@ -50,6 +50,26 @@ def test_scan_is_a_while_with_subgraphs():
     assert text.count("graph(") >= 3  # the executable's, the condition's and the body's
 
 
+def test_dynamic_update_slice_is_one_scatter_of_the_update():
+    # No pass over the operand's shape besides the scatter itself: the cost follows the update.
+    text = graph(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, 0, 0)),
+                 jnp.ones((8, 64, 32)), jnp.ones((1, 64, 32)), np.int32(3))
+    assert text.count("ScatterND(") == 1 and "int=6" in text
+    ops = [line for line in text.splitlines() if " = " in line]
+    assert [op for op in ops if "[8,64,32]" in op and "ScatterND(" not in op] == []
+    text = graph(lambda x, u, i, j: lax.dynamic_update_slice(x, u, (i, j, 0)),
+                 jnp.ones((8, 64, 32)), jnp.ones((8, 1, 32)), np.int32(3), np.int32(5))
+    assert text.count("ScatterND(") == 1 and "i32[8,1,2]" in text
+    assert "GatherAlongAxis(" not in text
+
+
+def test_dynamic_slice_is_one_gather():
+    text = graph(lambda x, i, j: lax.dynamic_slice(x, (i, j, 0), (1, 4, 32)),
+                 jnp.ones((8, 64, 32)), np.int32(3), np.int32(5))
+    assert text.count("GatherND(") == 1 and "i32[1,4,2]" in text
+    assert "GatherAlongAxis(" not in text
+
+
 def test_integer_division_is_guarded():
     text = graph(lax.div, jnp.ones(3, jnp.int32), jnp.ones(3, jnp.int32))
     assert "Divide(" in text and "Select(" in text and "Equal(" in text

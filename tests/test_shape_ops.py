@@ -83,3 +83,56 @@ def test_large_layout_copies(shape):
     check(lambda x: (jnp.broadcast_to(x[..., :1], x.shape), jnp.broadcast_to(x[:1], x.shape),
                      x[::-1, ..., ::2], jnp.flip(x, axis=-1), x.reshape(-1)[::3]), x, exact=True)
     check(lambda x: jnp.swapaxes(x, -1, -2) @ x if rank <= 3 else x, x)
+
+
+# Update windows of every kind: partial along leading, middle and trailing axes, spanning axes,
+# length-1 axes, the whole operand and nothing at all; starts below 0 and past the end clamp to
+# [0, operand_dim - update_dim] (JAX wraps negative starts once, -10 stays negative).
+DUS_CASES = [
+    ((6, 5, 3), (2, 3, 3)),
+    ((6, 5, 3), (1, 5, 3)),   # one row of a stack (scan outputs, gradient accumulators)
+    ((6, 5, 3), (6, 1, 3)),   # a middle-axis column (a KV cache time step)
+    ((6, 5, 3), (6, 5, 2)),   # the last axis only
+    ((6, 5, 3), (1, 1, 1)),
+    ((6, 5, 3), (6, 5, 3)),   # the whole operand
+    ((6, 5, 3), (0, 5, 3)),   # nothing
+    ((7,), (3,)),
+]
+
+
+@pytest.mark.parametrize("shapes", DUS_CASES, ids=lambda s: f"{s[0]}<-{s[1]}".replace(" ", ""))
+def test_dynamic_slice_windows_and_clamping(shapes):
+    xs, us = shapes
+    x = random_array(RNG, xs, np.float32)
+    u = random_array(RNG, us, np.float32)
+    rank = len(xs)
+    update = lambda x, u, s: lax.dynamic_update_slice(x, u, tuple(s[d] for d in range(rank)))
+    read = lambda x, s: lax.dynamic_slice(x, tuple(s[d] for d in range(rank)), us)
+    for start in [(0, 0, 0), (1, 2, 1), (5, 4, 2), (-10, 9, 1), (4, -10, 7), (2**30, 3, -2**30)]:
+        s = np.array(start[:rank], np.int32)
+        check(update, x, u, s, exact=True)
+        check(read, x, s, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.int8, jnp.uint8, jnp.uint32, jnp.complex64],
+                         ids=lambda d: np.dtype(d).name)
+def test_dynamic_slice_dtypes(dtype):
+    x = random_array(RNG, (4, 6, 2), dtype)
+    u = random_array(RNG, (2, 1, 2), dtype)
+    for start in [(0, 0, 0), (3, 5, 1), (1, 2, 0)]:
+        s = np.array(start, np.int32)
+        check(lambda x, u, s: lax.dynamic_update_slice(x, u, (s[0], s[1], s[2])), x, u, s, exact=True)
+        check(lambda x, s: lax.dynamic_slice(x, (s[0], s[1], s[2]), (2, 1, 2)), x, s, exact=True)
+
+
+def test_dynamic_slice_start_types():
+    # starts of narrow or unsigned integer types, including values past the end and past 2^31 (the
+    # operand is kept short enough for operand_dim - update_dim to fit the start's type: XLA computes
+    # that bound in the start's type, StableHLO exactly)
+    x = random_array(RNG, (200, 4), np.float32)
+    u = random_array(RNG, (2, 4), np.float32)
+    for dtype, value in [(np.int8, -100), (np.int8, 100), (np.uint8, 250), (np.int16, 199), (np.uint16, 60000),
+                         (np.uint32, 4000000000), (np.uint32, 7), (np.int32, -2**31)]:
+        i = dtype(value)
+        check(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, i * 0)), x, u, i, exact=True)
+        check(lambda x, i: lax.dynamic_slice(x, (i, i * 0), (3, 4)), x, i, exact=True)

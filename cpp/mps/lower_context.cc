@@ -106,6 +106,18 @@ void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, Low
 // ---- scopes and values
 
 StatusOr<int> LowerContext::LookupIn(Scope* s, int shlo_id) {
+  JMP_ASSIGN_OR_RETURN(int v, LookupUnbroadcast(s, shlo_id));
+  if (!s->broadcast_scalars || s->lanes.empty() || !s->graph->type(v).shape.empty()) return v;
+  // A scalar read by a block lowered on lanes: broadcast once, in the block's graph, and remembered
+  // (only in this scope: the parent keeps its scalar).
+  Scope* outer = SwapScope(s);
+  int lanes = BroadcastTo(v, s->lanes);
+  SwapScope(outer);
+  s->env[shlo_id] = lanes;
+  return lanes;
+}
+
+StatusOr<int> LowerContext::LookupUnbroadcast(Scope* s, int shlo_id) {
   auto it = s->env.find(shlo_id);
   if (it != s->env.end()) return it->second;
   if (!s->parent) return InvalidArgument("value %" + std::to_string(shlo_id) + " is used before it is defined");
@@ -217,7 +229,13 @@ StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& blo
   s.func = scope_->func;
   s.parent = scope_;
   s.shares_parent_graph = true;
-  for (size_t i = 0; i < args.size(); ++i) s.env[block.args[i]] = args[i];
+  s.broadcast_scalars = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Shape& shape = ShapeOf(args[i]);
+    if (i == 0) s.lanes = shape;
+    else if (shape != s.lanes) return InvalidArgument("inline block arguments of different shapes");
+    s.env[block.args[i]] = args[i];
+  }
   const shlo::Op* saved_op = op_;
   Scope* outer = SwapScope(&s);
   StatusOr<const shlo::Op*> terminator = LowerBlock(block);

@@ -27,6 +27,11 @@ struct Scope {
   Scope* parent = nullptr;             // a region's enclosing scope: values found there are captured
   std::vector<std::pair<int, int>> captures;  // (parent MPS value, our parameter), in capture order
   bool shares_parent_graph = false;    // a block lowered inline: parent values are used directly
+  // A block lowered inline on tensors (its scalar ops applied elementwise): every value it reads is
+  // one scalar per lane, so a rank-0 value (a constant of the block, or one captured from outside:
+  // JAX's serializer hoists region constants out) is broadcast to `lanes` where it is read.
+  bool broadcast_scalars = false;
+  Shape lanes;
 };
 
 class LowerContext {
@@ -50,7 +55,8 @@ class LowerContext {
   StatusOr<Graph> BuildSubgraph(const std::vector<TensorType>& params, const SubgraphBuilder& build,
                                 std::vector<int>* captures);
   // Lowers a region's block inline on tensors (its scalar ops applied elementwise): args bound to
-  // `args`, the terminator's operands come back.
+  // `args` (all of one shape, the lanes), the terminator's operands come back with that shape;
+  // rank-0 values the block reads (its constants, captured outer scalars) are broadcast to it.
   StatusOr<std::vector<int>> LowerBlockInline(const shlo::Block& block, const std::vector<int>& args);
   // Lowers a function body inline: args are bound to `args`, the return operands come back.
   StatusOr<std::vector<int>> InlineCall(const shlo::Func& callee, const std::vector<int>& args);
@@ -117,6 +123,7 @@ class LowerContext {
 
  private:
   StatusOr<int> LookupIn(Scope* s, int shlo_id);
+  StatusOr<int> LookupUnbroadcast(Scope* s, int shlo_id);
 
   const shlo::Module& module_;
   Scope* scope_ = nullptr;

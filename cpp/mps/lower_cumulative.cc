@@ -14,10 +14,11 @@ namespace jmp::mps {
 
 namespace {
 
+// A binary body of plain scalar code (no nested regions), which LowerBlockInline applies to tensors.
 bool ElementwiseSafe(const shlo::Block& body) {
   if (body.args.size() != 2) return false;
   for (const shlo::Op& b : body.ops)
-    if (b.operands.empty() && b.name != "stablehlo.return") return false;  // scalar constants: not elementwise-safe
+    if (!b.regions.empty()) return false;
   return true;
 }
 

@@ -403,16 +403,10 @@ bool BoolScatterMode(const shlo::Op& op, int64_t* mode) {
   return true;
 }
 
-// Whether every value the block's ops read comes from its arguments through its own ops: blocks
-// lowered inline on whole tensors cannot yet broadcast a rank-0 constant or captured value.
-bool SelfContained(const shlo::Block& b) {
-  std::vector<int> known(b.args.begin(), b.args.end());
-  for (const shlo::Op& o : b.ops) {
-    if (o.name == "stablehlo.constant" || !o.regions.empty()) return false;
-    for (int v : o.operands)
-      if (std::find(known.begin(), known.end(), v) == known.end()) return false;
-    known.insert(known.end(), o.results.begin(), o.results.end());
-  }
+// Whether the block is plain scalar code (no nested regions), so it can be lowered inline on tensors.
+bool Flat(const shlo::Block& b) {
+  for (const shlo::Op& o : b.ops)
+    if (!o.regions.empty()) return false;
   return true;
 }
 
@@ -451,7 +445,7 @@ Status Scatter(LowerContext& cx) {
   const shlo::Attr* unique_attr = op.Find("unique_indices");
   bool unique = unique_attr && unique_attr->kind == shlo::Attr::Kind::kBool && unique_attr->b;
   bool uses_update = BlockUses(body, body.args[1]);
-  if ((!unique && uses_update) || !SelfContained(body)) return cx.Unsupported("scatter update computation not recognised");
+  if ((!unique && uses_update) || !Flat(body)) return cx.Unsupported("scatter update computation not recognised");
   const Shape os = cx.ShapeOf(operand), us = cx.ShapeOf(updates);
   JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1), 0));
   int64_t windows = 1;  // the most updates one element can receive
