@@ -120,3 +120,37 @@ def test_grad_of_scan_over_stacked_layers():
 
     check(jax.grad(loss), params, x, y, rtol=1e-4, atol=1e-5)
     check(train, params, x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_loop_carries_kept_written_in_place_and_swapped():
+    # The host runs carries the body returns unchanged without copies and updates stacked buffers in
+    # place; these loops mix every kind, including buffers a scatter updates while other carries read
+    # them, carries that swap places, and a condition reading the updated buffer.
+    xs = random_array(RNG, (6, 5, 4), np.float32)
+
+    def scan_like(xs):
+        def body(i, c):
+            buf, other, w, swap_a, swap_b, stack = c
+            row = jnp.tanh(xs[i] @ w[:4, :4]) + other[i]
+            stack = lax.dynamic_update_slice(stack, row[None], (i, 0, 0))  # in place: only the update reads it
+            new_buf = lax.dynamic_update_slice(buf, row[None] * 3, (i, 0, 0))
+            old_row = buf[(i + 1) % xs.shape[0]]                           # the old value, read after the update
+            other = other.at[i].add(stack[i] * 0.5)
+            return new_buf, other, w, swap_b, swap_a + new_buf.sum() + old_row.sum(), stack
+        init = (xs - 1, xs * 2, jnp.eye(6, dtype=xs.dtype), jnp.float32(1), jnp.float32(-1), jnp.zeros_like(xs))
+        return lax.fori_loop(0, xs.shape[0], body, init)
+
+    check(scan_like, xs)
+    check(jax.grad(lambda xs: jnp.sum(scan_like(xs)[0] ** 2) + scan_like(xs)[3]), xs, rtol=1e-4)
+
+    def until_full(xs):
+        def cond(c):
+            return (c[1] < xs.shape[0]) & (jnp.max(c[0]) < 1e6)
+        def body(c):
+            buf, i = c
+            return buf.at[i].set(xs[i] + jnp.sum(buf)), i + 1
+        return lax.while_loop(cond, body, (jnp.zeros_like(xs), 0))
+
+    check(until_full, xs)
+    ys = check(lambda xs: lax.scan(lambda c, x: (c + x, (c * x, c)), jnp.zeros((5, 4), xs.dtype), xs), xs)
+    assert ys[1][0].shape == (6, 5, 4)

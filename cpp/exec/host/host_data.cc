@@ -302,7 +302,6 @@ Status RunGatherAlongAxis(const OpArgs& a) {
   return Status::Ok();
 }
 
-Status RunScatterAlongAxis(const OpArgs& a) { return a.Unsupported("is not implemented on the host yet"); }
 namespace {
 
 // The flat offset (in elements) of the slice an index row selects; false when out of range.
@@ -339,6 +338,57 @@ Status RunGatherND(const OpArgs& a) {
   return Status::Ok();
 }
 
+namespace {
+
+// Combines src into dst by a scatter mode (op_kinds.def: ScatterND); false when the type lacks it.
+template <typename T>
+bool Combine(T& dst, const T& src, int64_t mode) {
+  if (mode == 6) {
+    dst = src;
+    return true;
+  }
+  if constexpr (kIsBool<T>) {
+    return false;
+  } else if constexpr (kIsComplex<T>) {
+    if (mode == 0) dst = dst + src;
+    else if (mode == 1) dst = dst - src;
+    else if (mode == 2) dst = dst * src;
+    else return false;
+  } else if constexpr (kIsInt<T>) {
+    using UT = std::make_unsigned_t<T>;  // wrap-around, as the elementwise ops do
+    UT x = static_cast<UT>(dst), v = static_cast<UT>(src);
+    switch (mode) {
+      case 0: dst = static_cast<T>(static_cast<UT>(x + v)); break;
+      case 1: dst = static_cast<T>(static_cast<UT>(x - v)); break;
+      case 2: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
+      case 3: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
+      case 4: dst = src < dst ? src : dst; break;
+      case 5: dst = src > dst ? src : dst; break;
+      default: return false;
+    }
+  } else {
+    using N = Num<T>;
+    auto x = N::Load(dst), v = N::Load(src);
+    using C = decltype(x);
+    C res;
+    switch (mode) {
+      case 0: res = static_cast<C>(x + v); break;
+      case 1: res = static_cast<C>(x - v); break;
+      case 2: res = static_cast<C>(x * v); break;
+      case 3: res = v == C(0) ? C(0) : static_cast<C>(x / v); break;
+      case 4: res = (v != v || v < x) ? v : x; break;
+      case 5: res = (v != v || v > x) ? v : x; break;
+      default: return false;
+    }
+    dst = N::Store(res);
+  }
+  return true;
+}
+
+}  // namespace
+
+// The output may be the data's own buffer (the plan scatters in place into a value nothing reads
+// afterwards); the copy is skipped then.
 Status RunScatterND(const OpArgs& a) {
   if (a.InType(1).dtype != a.OutType().dtype) return a.Unsupported("needs updates of the data's type");
   const Shape& data = a.InType(0).shape;
@@ -357,49 +407,46 @@ Status RunScatterND(const OpArgs& a) {
     for (int64_t r = 0; r < rows; ++r) {
       int64_t off;
       if (!RowOffset(a, data, r, k, strides, &off)) return Internal("ScatterND: index out of range");
-      for (int64_t i = 0; i < slice; ++i) {
-        T& dst = y[off + i];
-        const T& src = u[r * slice + i];
-        if (mode == 6) {
-          dst = src;
-          continue;
-        }
-        if constexpr (kIsBool<T>) {
-          return a.Unsupported("combining bools is not supported");
-        } else if constexpr (kIsComplex<T>) {
-          if (mode == 0) dst = dst + src;
-          else if (mode == 1) dst = dst - src;
-          else if (mode == 2) dst = dst * src;
-          else return a.Unsupported("mode is not defined for complex values");
-        } else if constexpr (kIsInt<T>) {
-          using UT = std::make_unsigned_t<T>;  // wrap-around, as the elementwise ops do
-          UT x = static_cast<UT>(dst), v = static_cast<UT>(src);
-          switch (mode) {
-            case 0: dst = static_cast<T>(static_cast<UT>(x + v)); break;
-            case 1: dst = static_cast<T>(static_cast<UT>(x - v)); break;
-            case 2: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
-            case 3: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
-            case 4: dst = src < dst ? src : dst; break;
-            case 5: dst = src > dst ? src : dst; break;
-            default: return a.Unsupported("has an unknown mode");
-          }
-        } else {
-          using N = Num<T>;
-          auto x = N::Load(dst), v = N::Load(src);
-          using C = decltype(x);
-          C res;
-          switch (mode) {
-            case 0: res = static_cast<C>(x + v); break;
-            case 1: res = static_cast<C>(x - v); break;
-            case 2: res = static_cast<C>(x * v); break;
-            case 3: res = v == C(0) ? C(0) : static_cast<C>(x / v); break;
-            case 4: res = (v != v || v < x) ? v : x; break;
-            case 5: res = (v != v || v > x) ? v : x; break;
-            default: return a.Unsupported("has an unknown mode");
-          }
-          dst = N::Store(res);
-        }
+      if (mode == 6) {
+        std::memcpy(y + off, u + r * slice, static_cast<size_t>(slice) * sizeof(T));
+        continue;
       }
+      for (int64_t i = 0; i < slice; ++i)
+        if (!Combine(y[off + i], u[r * slice + i], mode)) return a.Unsupported("has a mode this type does not have");
+    }
+    return Status::Ok();
+  });
+}
+
+Status RunScatterAlongAxis(const OpArgs& a) {
+  const Shape& data = a.InType(0).shape;
+  const Shape& ushape = a.InType(1).shape;
+  if (a.InType(1).dtype != a.OutType().dtype || a.InType(2).shape != ushape || ushape.size() != data.size() ||
+      a.op.axes.size() != 1 || a.op.axes[0] < 0 || a.op.axes[0] >= static_cast<int64_t>(data.size()))
+    return a.Unsupported("needs updates and indices of one shape, the data's rank and type, and an axis");
+  for (size_t d = 0; d < data.size(); ++d)
+    if (ushape[d] > data[d] && d != static_cast<size_t>(a.op.axes[0])) return a.Unsupported("has updates wider than the data");
+  size_t axis = static_cast<size_t>(a.op.axes[0]);
+  Shape ds = RowMajorStrides(data), us = RowMajorStrides(ushape);
+  if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
+  int64_t n = a.InType(1).NumElements(), mode = a.op.int_attr;
+  DType it = a.InType(2).dtype;
+  return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T* y = reinterpret_cast<T*>(a.out[0]);
+    const T* u = reinterpret_cast<const T*>(a.in[1]);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = i, dst = 0;
+      for (size_t d = 0; d < ushape.size(); ++d) {
+        int64_t c = rem / us[d];
+        rem %= us[d];
+        if (d == axis) {
+          c = IndexAt(a.in[2], it, i);
+          if (c < 0 || c >= data[d]) return Internal("ScatterAlongAxis: index " + std::to_string(c) + " out of range");
+        }
+        dst += c * ds[d];
+      }
+      if (!Combine(y[dst], u[i], mode)) return a.Unsupported("has a mode this type does not have");
     }
     return Status::Ok();
   });

@@ -113,6 +113,10 @@ struct Plan {
   std::vector<uint8_t> view_op;        // per op: 1 when it is such a view (skipped at run time)
   std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
   std::vector<uint8_t> skipped_op;     // per op: 1 for a Transpose every reader of which reads its source
+  // Per input p: the ScatterND/ScatterAlongAxis that is p's only reader and makes output p, or -1. In a
+  // while body that scatter may write straight into p's buffer (RunWhile). Per op: the inverse.
+  std::vector<int> in_place_carry_op;
+  std::vector<int> in_place_op_input;
   std::vector<uint8_t> folded;
   size_t arena_bytes = 0;
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
@@ -158,6 +162,28 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const st
   }
 }
 
+void FindInPlaceCarries(Plan& plan, const std::vector<int>& uses) {
+  const mps::Graph& g = *plan.graph;
+  plan.in_place_carry_op.assign(g.inputs.size(), -1);
+  plan.in_place_op_input.assign(g.ops.size(), -1);
+  std::vector<int> as_output(g.values.size(), 0);
+  for (int v : g.outputs) ++as_output[static_cast<size_t>(v)];
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if ((op.kind != mps::OpKind::kScatterND && op.kind != mps::OpKind::kScatterAlongAxis) || op.inputs.size() != 3 ||
+        plan.folded_op[i])
+      continue;
+    int data = op.inputs[0], out = op.outputs[0];
+    int p = plan.input_index[static_cast<size_t>(data)];
+    if (p < 0 || static_cast<size_t>(p) >= g.outputs.size() || g.outputs[static_cast<size_t>(p)] != out) continue;
+    if (uses[static_cast<size_t>(data)] != 1 || as_output[static_cast<size_t>(data)] != 0 || uses[static_cast<size_t>(out)] != 0 ||
+        as_output[static_cast<size_t>(out)] != 1 || g.type(data).ByteSize() != g.type(out).ByteSize())
+      continue;
+    plan.in_place_carry_op[static_cast<size_t>(p)] = static_cast<int>(i);
+    plan.in_place_op_input[i] = p;
+  }
+}
+
 int Root(const Plan& plan, int v) {
   while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
   return v;
@@ -190,10 +216,27 @@ void AssignArenaSlots(Plan& plan) {
   std::multimap<size_t, int64_t> free_slots;  // size -> offset
   std::vector<size_t> slot_size(g.values.size(), 0);
   std::vector<std::vector<int>> release_after(end + 1);
+  std::vector<uint8_t> handed_on(g.values.size(), 0);  // its slot now belongs to a later value
   size_t top = 0;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
-    for (int v : g.ops[i].outputs) {
+    const mps::Op& op = g.ops[i];
+    // A scatter whose data dies here writes into the data's slot: no copy of the whole operand
+    // (dynamic_update_slice in a scan over layers would copy the stacked buffer every step).
+    if ((op.kind == mps::OpKind::kScatterND || op.kind == mps::OpKind::kScatterAlongAxis) && op.inputs.size() == 3) {
+      size_t data = static_cast<size_t>(Root(plan, op.inputs[0]));
+      size_t out = static_cast<size_t>(op.outputs[0]);
+      bool sole_reader = last_use[data] == i && Root(plan, op.inputs[1]) != static_cast<int>(data) &&
+                         Root(plan, op.inputs[2]) != static_cast<int>(data);
+      if (sole_reader && plan.arena_offset[data] >= 0 && !handed_on[data] && slot_size[data] >= g.values[out].ByteSize() &&
+          plan.arena_offset[out] < 0) {
+        plan.arena_offset[out] = plan.arena_offset[data];
+        slot_size[out] = slot_size[data];
+        handed_on[data] = 1;
+        release_after[last_use[out]].push_back(static_cast<int>(out));
+      }
+    }
+    for (int v : op.outputs) {
       size_t sv = static_cast<size_t>(v);
       if (!needs_slot[sv] || plan.arena_offset[sv] >= 0) continue;
       size_t need = AlignUp(g.values[sv].ByteSize());
@@ -209,7 +252,8 @@ void AssignArenaSlots(Plan& plan) {
       }
       release_after[last_use[sv]].push_back(v);
     }
-    for (int v : release_after[i]) free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
+    for (int v : release_after[i])
+      if (!handed_on[static_cast<size_t>(v)]) free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
   }
   plan.arena_bytes = top;
 }
@@ -243,6 +287,7 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     plan->alias_of[static_cast<size_t>(op.outputs[0])] = op.inputs[0];
     plan->view_op[i] = 1;
   }
+  FindInPlaceCarries(*plan, uses);
   FoldMatMulTransposes(*plan, producer, uses);
   AssignArenaSlots(*plan);
   return plan;
@@ -258,8 +303,10 @@ uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint
 }
 
 // `outputs_alias_inputs`: some output is an input's memory (a donated buffer reused).
+// writable_carries: the caller (a while loop) lets in-place carries (Plan::in_place_carry_op) write
+// into their input buffers, and passes that same buffer as the matching output.
 Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
-                   bool outputs_alias_inputs = false);
+                   bool outputs_alias_inputs = false, bool writable_carries = false);
 
 // Runs a subgraph with `inputs`, copying its outputs into `outputs`.
 Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
@@ -269,26 +316,53 @@ Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
 Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   const mps::Graph& g = a.graph;
   size_t n = a.op.inputs.size();
-  // Two carry buffers swapped each iteration.
-  std::vector<std::vector<uint8_t>> cur(n), next(n);
+  const mps::Graph& bg = *body.graph;
+  // Carries the body returns unchanged (a scan's stacked inputs and weights) are read straight from
+  // the op's input, never copied. Carries the body updates by a scatter into themselves (a scan's
+  // stacked outputs) stay in one buffer the body writes in place. The rest live in two buffers
+  // swapped each iteration.
+  enum class Carry { kSwapped, kPassthrough, kInPlace };
+  std::vector<Carry> kind(n, Carry::kSwapped);
+  if (bg.inputs.size() == n && bg.outputs.size() == n)
+    for (size_t i = 0; i < n; ++i) {
+      if (bg.outputs[i] == bg.inputs[i]) kind[i] = Carry::kPassthrough;
+      else if (body.in_place_carry_op[i] >= 0) kind[i] = Carry::kInPlace;
+    }
+  std::vector<std::vector<uint8_t>> buffers[2];
+  buffers[0].resize(n);
+  buffers[1].resize(n);
+  std::vector<int> current(n, 0);
+  std::vector<const uint8_t*> ins(n);
+  std::vector<uint8_t*> outs(n);
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
-    cur[i].assign(a.in[i], a.in[i] + bytes);
-    next[i].resize(bytes);
+    if (kind[i] == Carry::kPassthrough) {
+      ins[i] = a.in[i];
+      outs[i] = const_cast<uint8_t*>(a.in[i]);  // ExecutePlan skips an output that is its source
+      continue;
+    }
+    buffers[0][i].assign(a.in[i], a.in[i] + bytes);
+    if (kind[i] == Carry::kSwapped) buffers[1][i].resize(bytes);
   }
   uint8_t pred = 0;
   for (;;) {
-    std::vector<const uint8_t*> ins(n);
-    for (size_t i = 0; i < n; ++i) ins[i] = cur[i].data();
+    for (size_t i = 0; i < n; ++i) {
+      if (kind[i] == Carry::kPassthrough) continue;
+      uint8_t* now = buffers[current[i]][i].data();
+      ins[i] = now;
+      outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i].data();
+    }
     JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, {&pred}));
     if (!pred) break;
-    std::vector<uint8_t*> outs(n);
-    for (size_t i = 0; i < n; ++i) outs[i] = next[i].data();
-    JMP_RETURN_IF_ERROR(RunSubgraph(body, ins, outs));
-    std::swap(cur, next);
+    JMP_RETURN_IF_ERROR(ExecutePlan(body, ins, outs, /*outputs_alias_inputs=*/false, /*writable_carries=*/true));
+    for (size_t i = 0; i < n; ++i)
+      if (kind[i] == Carry::kSwapped) current[i] = 1 - current[i];
   }
-  for (size_t i = 0; i < n; ++i)
-    if (!cur[i].empty()) std::memcpy(a.out[i], cur[i].data(), cur[i].size());
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = g.type(a.op.inputs[i]).ByteSize();
+    const uint8_t* final_value = kind[i] == Carry::kPassthrough ? a.in[i] : buffers[current[i]][i].data();
+    if (bytes) std::memcpy(a.out[i], final_value, bytes);
+  }
   return Status::Ok();
 }
 
@@ -446,7 +520,7 @@ ArenaPool* NewArenaPool() { return new ArenaPool; }
 void DeleteArenaPool(ArenaPool* p) { delete p; }
 
 Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
-                   bool outputs_alias_inputs) {
+                   bool outputs_alias_inputs, bool writable_carries) {
   const mps::Graph& g = *plan.graph;
   if (inputs.size() != g.inputs.size()) return Internal("wrong number of inputs");
   Arena arena = plan.arenas->Take(plan.arena_bytes);
@@ -468,6 +542,8 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
         a.transposed[j] = true;
       }
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    if (writable_carries && plan.in_place_op_input[i] >= 0)
+      a.out[0] = const_cast<uint8_t*>(inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
     if (profile) {
       auto start = std::chrono::steady_clock::now();
       JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
@@ -483,6 +559,9 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   std::vector<const uint8_t*> src(n);
   std::vector<std::vector<uint8_t>> staged;
   for (size_t i = 0; i < n; ++i) src[i] = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
+  if (writable_carries)
+    for (size_t i = 0; i < n && i < inputs.size(); ++i)
+      if (plan.in_place_carry_op[i] >= 0) src[i] = inputs[i];
   for (size_t i = 0; outputs_alias_inputs && i < n; ++i) {
     size_t bytes = g.type(g.outputs[i]).ByteSize();
     int root = g.outputs[i];
