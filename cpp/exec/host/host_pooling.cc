@@ -67,8 +67,59 @@ void ForWindow(const Window& w, const int64_t o[4], F f) {
       }
 }
 
+// True when the window neither spans, strides nor pads the last dim (NHWC pooling): the kernels then
+// run vectorisable loops along it.
+bool LastDimIsLanes(const Window& w) { return w.k[3] == 1 && w.s[3] == 1 && w.lo[3] == 0 && w.out[3] == w.in[3]; }
+
+// Calls f(input offset of lane 0) for each in-bounds window position of output row (o0, o1, o2).
+template <typename F>
+void ForWindowRows(const Window& w, const int64_t o[3], F f) {
+  int64_t b[3], e[3];
+  for (int d = 0; d < 3; ++d) {
+    int64_t first = o[d] * w.s[d] - w.lo[d];
+    b[d] = std::max<int64_t>(first, 0);
+    e[d] = std::min<int64_t>(first + w.k[d], w.in[d]);
+  }
+  for (int64_t i0 = b[0]; i0 < e[0]; ++i0)
+    for (int64_t i1 = b[1]; i1 < e[1]; ++i1)
+      for (int64_t i2 = b[2]; i2 < e[2]; ++i2) f(i0 * w.in_stride[0] + i1 * w.in_stride[1] + i2 * w.in_stride[2]);
+}
+
+template <typename T>
+void PoolLanes(const OpArgs& a, const Window& w, bool max) {
+  using N = Num<T>;
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  T* y = reinterpret_cast<T*>(a.out[0]);
+  const int64_t lanes = w.out[3];
+  const float size = static_cast<float>(w.k[0] * w.k[1] * w.k[2]);
+  int64_t rows = w.out[0] * w.out[1] * w.out[2];
+  ParallelFor(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(lanes, 1)), [&](int64_t r0, int64_t r1) {
+    std::vector<float> acc(static_cast<size_t>(lanes));
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t o[3] = {r / (w.out[1] * w.out[2]), r / w.out[2] % w.out[1], r % w.out[2]};
+      std::fill(acc.begin(), acc.end(), max ? -std::numeric_limits<float>::infinity() : 0.0f);
+      float* ac = acc.data();
+      ForWindowRows(w, o, [&](int64_t base) {
+        const T* xs = x + base;
+        if (max) {
+          for (int64_t c = 0; c < lanes; ++c) {
+            float v = N::Load(xs[c]), m = ac[c];
+            bool wins = v > m || v != v || (v == m && std::signbit(m) && !std::signbit(v));
+            ac[c] = wins && m == m ? v : m;
+          }
+        } else {
+          for (int64_t c = 0; c < lanes; ++c) ac[c] += N::Load(xs[c]);
+        }
+      });
+      T* ys = y + r * lanes;
+      for (int64_t c = 0; c < lanes; ++c) ys[c] = N::Store(max ? ac[c] : ac[c] / size);
+    }
+  });
+}
+
 template <typename T>
 void Pool(const OpArgs& a, const Window& w, bool max) {
+  if (LastDimIsLanes(w)) return PoolLanes<T>(a, w, max);
   using N = Num<T>;
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   T* y = reinterpret_cast<T*>(a.out[0]);
@@ -106,7 +157,10 @@ void PoolGradient(const OpArgs& a, const Window& w) {
   const T* x = reinterpret_cast<const T*>(a.in[1]);
   T* y = reinterpret_cast<T*>(a.out[0]);
   int64_t in_total = w.in[0] * w.in_stride[0];
-  std::vector<float> acc(static_cast<size_t>(in_total), 0.0f);
+  // Gradients accumulate in float: straight in the output for float32, else in a scratch buffer.
+  std::vector<float> scratch(std::is_same_v<T, float> ? 0 : static_cast<size_t>(in_total), 0.0f);
+  float* acc = std::is_same_v<T, float> ? reinterpret_cast<float*>(a.out[0]) : scratch.data();
+  if (std::is_same_v<T, float>) std::memset(acc, 0, static_cast<size_t>(in_total) * sizeof(float));
   auto batch_range = [&](int64_t b0, int64_t b1) {
     int64_t o[4];
     for (o[0] = b0; o[0] < b1; ++o[0])
@@ -123,13 +177,41 @@ void PoolGradient(const OpArgs& a, const Window& w) {
               }
             });
             int64_t out_index = o[0] * w.out_stride[0] + o[1] * w.out_stride[1] + o[2] * w.out_stride[2] + o[3];
-            if (pick >= 0) acc[static_cast<size_t>(pick)] += N::Load(g[out_index]);
+            if (pick >= 0) acc[pick] += N::Load(g[out_index]);
           }
   };
+  // NHWC: each output row's window picks per lane, vectorised along the lanes.
+  auto batch_range_lanes = [&](int64_t b0, int64_t b1) {
+    const int64_t lanes = w.out[3];
+    std::vector<float> best(static_cast<size_t>(lanes));
+    std::vector<int64_t> pick(static_cast<size_t>(lanes));
+    int64_t o[3];
+    for (o[0] = b0; o[0] < b1; ++o[0])
+      for (o[1] = 0; o[1] < w.out[1]; ++o[1])
+        for (o[2] = 0; o[2] < w.out[2]; ++o[2]) {
+          bool first = true;
+          ForWindowRows(w, o, [&](int64_t base) {
+            const T* xs = x + base;
+            for (int64_t c = 0; c < lanes; ++c) {
+              float v = N::Load(xs[c]);
+              bool take = first || !(best[static_cast<size_t>(c)] >= v);
+              best[static_cast<size_t>(c)] = take ? v : best[static_cast<size_t>(c)];
+              pick[static_cast<size_t>(c)] = take ? base + c : pick[static_cast<size_t>(c)];
+            }
+            first = false;
+          });
+          if (first) continue;  // a window of padding only
+          const T* gs = g + o[0] * w.out_stride[0] + o[1] * w.out_stride[1] + o[2] * w.out_stride[2];
+          for (int64_t c = 0; c < lanes; ++c) acc[pick[static_cast<size_t>(c)]] += N::Load(gs[c]);
+        }
+  };
   bool batches_disjoint = w.k[0] == 1 && w.s[0] == 1 && w.lo[0] == 0;
-  if (batches_disjoint) ParallelFor(w.out[0], 1, batch_range);
-  else batch_range(0, w.out[0]);
-  for (int64_t i = 0; i < in_total; ++i) y[i] = N::Store(acc[static_cast<size_t>(i)]);
+  bool lanes = LastDimIsLanes(w);
+  auto run = [&](int64_t b0, int64_t b1) { lanes ? batch_range_lanes(b0, b1) : batch_range(b0, b1); };
+  if (batches_disjoint) ParallelFor(w.out[0], 1, run);
+  else run(0, w.out[0]);
+  if constexpr (!std::is_same_v<T, float>)
+    for (int64_t i = 0; i < in_total; ++i) y[i] = N::Store(acc[i]);
 }
 
 template <typename F>
