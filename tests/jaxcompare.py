@@ -87,3 +87,45 @@ def special_floats(dtype):
     big = float(ml_dtypes.finfo(dtype).max) if dtype == ml_dtypes.bfloat16 else float(np.finfo(dtype).max)
     vals = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, np.inf, -np.inf, np.nan, 1e-3, -7.25, big, -big, 100.0]
     return np.array(vals, dtype=np.float32).astype(dtype)
+
+
+def scatter_rows_with_body(x, idx, updates, fn):
+    """x with rows idx[:, 0] combined with `updates` by fn(old, update): lax.scatter_apply with the update
+    passed to the body (JAX's public scatter_apply drops it), unique indices, out-of-range rows dropped."""
+    from jax import lax
+    from jax._src import core
+    from jax._src.lax import lax as lax_internal
+    from jax._src.lax import slicing
+
+    jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    return slicing.scatter_p.bind(x, idx, updates, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
+                                  indices_are_sorted=False, unique_indices=True, mode=slicing.GatherScatterMode.FILL_OR_DROP)
+
+
+def init_mlp(key, sizes):
+    """He-initialised (weights, zero biases) per layer of an MLP with these layer sizes."""
+    params = []
+    for k, (m, n) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
+        params.append((jax.random.normal(k, (m, n)) * np.sqrt(2.0 / m), jnp.zeros(n)))
+    return params
+
+
+def run_in_threads(worker, count=4):
+    """Runs worker(k) for k < count on as many threads at once; raises the first error any raised."""
+    import threading
+
+    errors = []
+
+    def guarded(k):
+        try:
+            worker(k)
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

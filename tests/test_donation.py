@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax._src.interpreters import mlir
 
-from jaxcompare import assert_close, device
+from jaxcompare import assert_close, device, init_mlp, run_in_threads
 
 NOT_USABLE = "donated buffers were not usable"
 
@@ -228,13 +228,6 @@ def test_host_reads_racing_a_donation_see_the_old_contents_or_a_deleted_array():
         assert (np.asarray(y) == -1).all()
 
 
-def init_mlp(key, sizes):
-    params = []
-    for k, (m, n) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-        params.append((jax.random.normal(k, (m, n)) * np.sqrt(2.0 / m), jnp.zeros(n)))
-    return params
-
-
 def mlp_loss(params, x, y):
     h = x
     for w, b in params[:-1]:
@@ -289,23 +282,14 @@ def test_training_loop_with_donated_params_matches_cpu_and_memory_stays_flat():
 
 def test_donating_loops_on_four_threads():
     f = jax.jit(lambda w, k: w * 0.5 + k, donate_argnums=0)
-    errors = []
 
     def worker(k):
-        try:
-            dev = device("metal")
-            w = jax.device_put(np.full((32, 32), k, np.float32), dev)
-            expected = np.full((32, 32), k, np.float32)
-            for _ in range(50):
-                w = f(w, np.float32(k))
-                expected = expected * 0.5 + k
-            np.testing.assert_allclose(np.asarray(w), expected, rtol=1e-6)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        dev = device("metal")
+        w = jax.device_put(np.full((32, 32), k, np.float32), dev)
+        expected = np.full((32, 32), k, np.float32)
+        for _ in range(50):
+            w = f(w, np.float32(k))
+            expected = expected * 0.5 + k
+        np.testing.assert_allclose(np.asarray(w), expected, rtol=1e-6)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(worker)

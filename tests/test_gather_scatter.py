@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, random_array
+from jaxcompare import check, random_array, scatter_rows_with_body
 
 RNG = np.random.default_rng(11)
 
@@ -144,18 +144,7 @@ def test_bool_updates_and_apply():
 
 
 def test_unique_scatter_with_any_update_computation():
-    from jax._src import core
-    from jax._src.lax import lax as lax_internal
-    from jax._src.lax import slicing
-
-    def scatter_with(x, idx, u, fn):  # what lax.scatter_apply does, with the update used
-        jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
-        dn = SD(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
-        return slicing.scatter_p.bind(x, idx, u, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
-                                      indices_are_sorted=False, unique_indices=True,
-                                      mode=slicing.GatherScatterMode.FILL_OR_DROP)
-
     x = random_array(RNG, (8, 5), np.float32)
     u = random_array(RNG, (3, 5), np.float32)
     idx = np.array([[1], [6], [9]], np.int32)  # 9 is dropped
-    check(lambda x, i, u: scatter_with(x, i, u, lambda a, b: a * b - jnp.sin(b)), x, idx, u)
+    check(lambda x, i, u: scatter_rows_with_body(x, i, u, lambda a, b: a * b - jnp.sin(b)), x, idx, u)

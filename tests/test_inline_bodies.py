@@ -6,11 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from jax._src import core
-from jax._src.lax import lax as lax_internal
-from jax._src.lax import slicing
 
-from jaxcompare import check, random_array
+from jaxcompare import check, random_array, scatter_rows_with_body
 
 RNG = np.random.default_rng(23)
 IDX = np.array([0, 3, -2, 3, 1], np.int32)  # index 3 twice: the body runs twice there
@@ -44,19 +41,11 @@ def test_apply_with_constants_bool():
 
 
 def test_unique_scatter_body_with_constants():
-    def scatter_with(x, idx, u, fn):  # lax.scatter_apply with the update used by the body
-        jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
-        dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
-                                         scatter_dims_to_operand_dims=(0,))
-        return slicing.scatter_p.bind(x, idx, u, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
-                                      indices_are_sorted=False, unique_indices=True,
-                                      mode=slicing.GatherScatterMode.FILL_OR_DROP)
-
     x = random_array(RNG, (8, 5), np.float32)
     u = random_array(RNG, (3, 5), np.float32)
     idx = np.array([[1], [6], [9]], np.int32)  # 9 is dropped
-    check(lambda x, i, u: scatter_with(x, i, u, lambda a, b: a * 2.0 + b * b - 1.0), x, idx, u)
-    check(lambda x, i, u: scatter_with(x, i, u, lambda a, b: jnp.where(b > 0.5, a, 7.0)), x, idx, u)
+    check(lambda x, i, u: scatter_rows_with_body(x, i, u, lambda a, b: a * 2.0 + b * b - 1.0), x, idx, u)
+    check(lambda x, i, u: scatter_rows_with_body(x, i, u, lambda a, b: jnp.where(b > 0.5, a, 7.0)), x, idx, u)
 
 
 def test_reduce_window_bodies_with_constants():

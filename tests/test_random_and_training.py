@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcompare import assert_close, check, device, run_on
+from jaxcompare import assert_close, check, device, init_mlp, run_on
 
 
 @pytest.mark.parametrize("impl", ["threefry2x32"])
@@ -30,13 +30,6 @@ def test_dropout_mask_identical():
     expected = jax.device_get(jax.jit(dropout)(jax.device_put(key, device("cpu")), x))
     actual = jax.device_get(jax.jit(dropout)(jax.device_put(key, device("metal")), x))
     np.testing.assert_array_equal(actual, expected)
-
-
-def init_mlp(key, sizes):
-    params = []
-    for k, (m, n) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-        params.append((jax.random.normal(k, (m, n)) * np.sqrt(2.0 / m), jnp.zeros(n)))
-    return params
 
 
 def mlp_loss(params, x, y):

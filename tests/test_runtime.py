@@ -1,8 +1,6 @@
 """Runtime behaviour on the metal device: registration, buffers of every dtype, deletion errors, four
 threads at once, and a soak run whose device memory stays flat."""
 
-import threading
-
 import jax
 import jax.extend
 import jax.numpy as jnp
@@ -10,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from jaxcompare import device
+from jaxcompare import device, run_in_threads
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.float16,
           ml_dtypes.bfloat16, np.float32, np.complex64]
@@ -53,24 +51,15 @@ def test_unsupported_dtype_is_a_clear_error():
 
 def test_four_threads_at_once():
     f = jax.jit(lambda x, k: jnp.tanh(x @ x.T) * k)
-    errors = []
 
     def worker(k):
-        try:
-            rng = np.random.default_rng(k)
-            for _ in range(25):
-                x = rng.normal(size=(16, 8)).astype(np.float32)
-                got = np.asarray(f(jax.device_put(x, device("metal")), np.float32(k)))
-                np.testing.assert_allclose(got, np.tanh(x @ x.T) * k, rtol=1e-5, atol=1e-5)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        rng = np.random.default_rng(k)
+        for _ in range(25):
+            x = rng.normal(size=(16, 8)).astype(np.float32)
+            got = np.asarray(f(jax.device_put(x, device("metal")), np.float32(k)))
+            np.testing.assert_allclose(got, np.tanh(x @ x.T) * k, rtol=1e-5, atol=1e-5)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_in_threads(worker)
 
 
 def test_soak_memory_stays_flat():

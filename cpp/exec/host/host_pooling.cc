@@ -49,24 +49,6 @@ Status ReadWindow(const OpArgs& a, const Shape& in, const Shape& out, Window* w)
   return Status::Ok();
 }
 
-// Calls f(input offset) for each in-bounds element of the window at output position o, in row-major
-// window order.
-template <typename F>
-void ForWindow(const Window& w, const int64_t o[4], F f) {
-  int64_t b[4], e[4];
-  for (int d = 0; d < 4; ++d) {
-    int64_t first = o[d] * w.s[d] - w.lo[d];
-    b[d] = std::max<int64_t>(first, 0);
-    e[d] = std::min<int64_t>(first + w.k[d], w.in[d]);
-  }
-  for (int64_t i0 = b[0]; i0 < e[0]; ++i0)
-    for (int64_t i1 = b[1]; i1 < e[1]; ++i1)
-      for (int64_t i2 = b[2]; i2 < e[2]; ++i2) {
-        int64_t base = i0 * w.in_stride[0] + i1 * w.in_stride[1] + i2 * w.in_stride[2];
-        for (int64_t i3 = b[3]; i3 < e[3]; ++i3) f(base + i3);
-      }
-}
-
 // True when the window neither spans, strides nor pads the last dim (NHWC pooling): the kernels then
 // run vectorisable loops along it.
 bool LastDimIsLanes(const Window& w) { return w.k[3] == 1 && w.s[3] == 1 && w.lo[3] == 0 && w.out[3] == w.in[3]; }
@@ -83,6 +65,17 @@ void ForWindowRows(const Window& w, const int64_t o[3], F f) {
   for (int64_t i0 = b[0]; i0 < e[0]; ++i0)
     for (int64_t i1 = b[1]; i1 < e[1]; ++i1)
       for (int64_t i2 = b[2]; i2 < e[2]; ++i2) f(i0 * w.in_stride[0] + i1 * w.in_stride[1] + i2 * w.in_stride[2]);
+}
+
+// Calls f(input offset) for each in-bounds element of the window at output position o, in row-major
+// window order.
+template <typename F>
+void ForWindow(const Window& w, const int64_t o[4], F f) {
+  int64_t first = o[3] * w.s[3] - w.lo[3];
+  int64_t b3 = std::max<int64_t>(first, 0), e3 = std::min<int64_t>(first + w.k[3], w.in[3]);
+  ForWindowRows(w, o, [&](int64_t base) {
+    for (int64_t i3 = b3; i3 < e3; ++i3) f(base + i3);
+  });
 }
 
 template <typename T>
