@@ -13,6 +13,10 @@ namespace jmp::exec::host {
 
 namespace {
 
+// Set while this thread runs a ParallelFor's ranges: a nested ParallelFor runs inline (the pool is
+// taken, and its owner must not try its lock again).
+thread_local bool in_parallel_for = false;
+
 class Pool {
  public:
   explicit Pool(int workers) {
@@ -87,6 +91,7 @@ class Pool {
       // Announce ourselves before checking the job is still the one we saw: its owner waits for
       // `inside_` to drop to zero before reusing the job's state.
       inside_.fetch_add(1);
+      in_parallel_for = true;  // a worker's nested ParallelFor runs inline
       if (active_.load() == g) RunChunks();
       inside_.fetch_sub(1);
     }
@@ -120,6 +125,12 @@ Pool* GlobalPool() {
   return pool;
 }
 
+struct InParallelFor {
+  bool was = in_parallel_for;
+  InParallelFor() { in_parallel_for = true; }
+  ~InParallelFor() { in_parallel_for = was; }
+};
+
 }  // namespace
 
 int HostThreads() { return GlobalPool()->threads(); }
@@ -128,10 +139,11 @@ void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int threads = HostThreads();
-  if (threads <= 1 || n < 2 * grain) {
+  if (threads <= 1 || n < 2 * grain || in_parallel_for) {
     f(0, n);
     return;
   }
+  InParallelFor guard;
   // A few chunks per thread balance uneven progress without much bookkeeping.
   int64_t chunks = std::min<int64_t>(n / grain, int64_t{threads} * 4);
   int64_t chunk = (n + chunks - 1) / chunks;

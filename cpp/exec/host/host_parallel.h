@@ -10,7 +10,8 @@ namespace jmp::exec::host {
 
 // Calls f(begin, end) over disjoint ranges covering [0, n), each at least `grain` long (except the
 // last), on the pool's threads and the caller's. Ranges too small to be worth a thread run inline, as
-// does every call while another thread's ParallelFor holds the pool (no nesting, no waiting).
+// do calls made from inside a ParallelFor's ranges and calls made while another thread's ParallelFor
+// holds the pool (no waiting for it).
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
 // How many threads ParallelFor may use, the caller included.
