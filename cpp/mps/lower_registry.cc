@@ -19,6 +19,7 @@ void RegisterGatherScatterRules(Rules& rules);
 void RegisterSpecialRules(Rules& rules);
 void RegisterPoolingRules(Rules& rules);
 void RegisterReduceWindowRules(Rules& rules);
+void RegisterLinalgRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -38,6 +39,7 @@ const Rules& LowerRules() {
     RegisterSpecialRules(*r);
     RegisterPoolingRules(*r);
     RegisterReduceWindowRules(*r);
+    RegisterLinalgRules(*r);
     return r;
   }();
   return *rules;

@@ -1,0 +1,105 @@
+"""Linear algebra through stablehlo.triangular_solve and stablehlo.cholesky (lowered to MPS-op loops),
+and what JAX builds on them and on its own LU: solve, inv, det, cholesky, cho_solve, solve_triangular,
+multivariate normals; every flag of triangular_solve, batches, grads and vmap, against the CPU backend."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxcompare import check, random_array, run_on
+
+RNG = np.random.default_rng(21)
+TOL = {"rtol": 2e-4, "atol": 2e-5}
+
+
+def well_conditioned(shape):
+    n = shape[-1]
+    return (random_array(RNG, shape, np.float32) + 2 * n ** 0.5 * np.eye(n, dtype=np.float32)).astype(np.float32)
+
+
+def spd(shape):
+    a = random_array(RNG, shape, np.float32)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1], dtype=np.float32)).astype(np.float32)
+
+
+@pytest.mark.parametrize("left,lower,transpose,unit", list(itertools.product([True, False], [True, False], [0, 1, 2],
+                                                                              [False, True])), ids=str)
+def test_triangular_solve_every_flag(left, lower, transpose, unit):
+    a = well_conditioned((2, 6, 6))
+    b = random_array(RNG, (2, 6, 3) if left else (2, 3, 6), np.float32)
+    a[:, 0, 5] = a[:, 5, 0] = np.inf  # the triangle not named is never read
+    a[:, 1, 1] = a[:, 1, 1] if not unit else np.nan  # nor the diagonal of a unit one
+    check(lambda a, b: lax.linalg.triangular_solve(a, b, left_side=left, lower=lower, transpose_a=bool(transpose),
+                                                   conjugate_a=transpose == 2, unit_diagonal=unit), a, b, **TOL)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 40])
+def test_solve_inv_det(n):
+    a = well_conditioned((n, n))
+    b = random_array(RNG, (n, 4), np.float32)
+    check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), jnp.linalg.slogdet(a)), a, b, **TOL)
+
+
+def test_cholesky_and_what_uses_it():
+    a = spd((3, 9, 9))
+    b = random_array(RNG, (3, 9, 2), np.float32)
+    check(jnp.linalg.cholesky, a, **TOL)
+    check(lambda a: jsl.cholesky(a, lower=False), a, **TOL)
+    check(jax.vmap(lambda a, b: jsl.cho_solve(jsl.cho_factor(a), b)), a, b[..., 0], **TOL)
+    check(jax.vmap(lambda a, b: jsl.solve(a, b, assume_a="pos")), a, b, **TOL)
+    # Only the named triangle is read.
+    lower_only = np.tril(a) + np.triu(np.full_like(a, np.inf), 1)
+    check(lambda a: lax.linalg.cholesky(a, symmetrize_input=False), lower_only, **TOL)
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite():
+    a = spd((5, 5))
+    a[2, 2] = -50.0
+    batch = np.stack([a, spd((5, 5))])  # only the failing matrix of a batch is NaN
+    want = check(jnp.linalg.cholesky, batch, **TOL)
+    assert np.isnan(want[0][np.tril_indices(5)]).all() and not np.isnan(want[1]).any()
+
+
+def test_grads_vmap_and_low_precision():
+    a = well_conditioned((5, 5))
+    s = spd((5, 5))
+    b = random_array(RNG, (5, 2), np.float32)
+    check(jax.grad(lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2), argnums=(0, 1)), a, b, rtol=1e-3, atol=1e-4)
+    check(jax.grad(lambda s: jnp.sum(jnp.linalg.cholesky(s) * np.arange(25.0).reshape(5, 5))), s, rtol=1e-3, atol=1e-4)
+    check(jax.vmap(jnp.linalg.solve, in_axes=(None, 1), out_axes=1), a, b, **TOL)
+    # XLA:CPU's LAPACK has no float16/bfloat16 kernels: the reference is its float32 result.
+    low = run_on("metal", lambda s: jnp.linalg.cholesky(s.astype(jnp.bfloat16)).astype(jnp.float32), s)
+    np.testing.assert_allclose(low, run_on("cpu", jnp.linalg.cholesky, s), rtol=5e-2, atol=5e-2)
+    half = lambda a, b, t: lax.linalg.triangular_solve(a.astype(t), b.astype(t), left_side=True, lower=True)
+    np.testing.assert_allclose(run_on("metal", lambda a, b: half(a, b, jnp.float16).astype(jnp.float32), a, b),
+                               run_on("cpu", lambda a, b: half(a, b, jnp.float32), a, b), rtol=1e-2, atol=1e-2)
+
+
+def test_gaussian_process_posterior_and_sampling():
+    x = np.linspace(0, 1, 24, dtype=np.float32)[:, None]
+    y = np.sin(6 * x[:, 0]).astype(np.float32)
+
+    def posterior(x, y):
+        k = jnp.exp(-((x - x.T) ** 2) / 0.02) + 1e-3 * jnp.eye(x.shape[0])
+        chol = jnp.linalg.cholesky(k)
+        alpha = jsl.cho_solve((chol, True), y)
+        mean = k @ alpha
+        return mean, -0.5 * y @ alpha - jnp.sum(jnp.log(jnp.diag(chol)))
+
+    check(posterior, x, y, rtol=1e-3, atol=1e-3)
+    cov = spd((4, 4))
+    draw = lambda key, cov: jax.random.multivariate_normal(key, jnp.zeros(4), cov, (3,))
+    key = jax.random.key(3)
+    got = jax.jit(draw)(jax.device_put(key, jax.devices("metal")[0]), jax.device_put(cov, jax.devices("metal")[0]))
+    want = jax.jit(draw)(jax.device_put(key, jax.devices("cpu")[0]), jax.device_put(cov, jax.devices("cpu")[0]))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-3, atol=1e-3)
+
+
+def test_unsupported_linalg_names_the_op():
+    with pytest.raises(Exception, match="Qr"):
+        run_on("metal", jnp.linalg.qr, well_conditioned((4, 4)))
