@@ -1,6 +1,7 @@
-"""Linear algebra through stablehlo.triangular_solve and stablehlo.cholesky (lowered to MPS-op loops),
-and what JAX builds on them and on its own LU: solve, inv, det, cholesky, cho_solve, solve_triangular,
-multivariate normals; every flag of triangular_solve, batches, grads and vmap, against the CPU backend."""
+"""Linear algebra through stablehlo.triangular_solve, stablehlo.cholesky and XLA's QR custom calls
+(lowered to MPS-op loops), and what JAX builds on them and on its own LU: solve, inv, det, cholesky,
+cho_solve, solve_triangular, qr, multivariate normals; every flag of triangular_solve, batches, grads and
+vmap, against the CPU backend."""
 
 import itertools
 
@@ -10,6 +11,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
 from jax import lax
+from jax._src.lax import linalg as lax_linalg_internal  # geqrf: the raw factored form and taus
 
 from jaxcompare import check, random_array, run_on
 
@@ -100,6 +102,28 @@ def test_gaussian_process_posterior_and_sampling():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (6, 6), (2, 7, 4), (1, 1), (40, 12)], ids=str)
+def test_qr_matches_lapack(shape):
+    # XLA's Qr and ProductOfElementaryHouseholderReflectors custom calls: Householder QR with LAPACK's
+    # sign convention, so Q and R agree with the CPU backend's LAPACK elementwise, not just up to signs.
+    a = random_array(RNG, shape, np.float32)
+    for mode in ("reduced", "complete", "r"):
+        check(lambda a: jnp.linalg.qr(a, mode=mode), a, **TOL)
+    check(lax_linalg_internal.geqrf, a, **TOL)  # R, the vectors below it and the taus, as LAPACK stores them
+    if shape[-2] >= shape[-1]:  # householder_product needs at least as many rows as columns
+        check(lambda a: lax.linalg.householder_product(*lax_linalg_internal.geqrf(a)), a, **TOL)
+
+
+def test_qr_of_reduced_columns_grads_and_vmap():
+    a = random_array(RNG, (6, 4), np.float32)
+    a[:, 1] = 0.0          # an all-zero column: tau 0, the reflector is the identity
+    a[3:, 2] = 0.0         # a column already reduced below the diagonal
+    check(lambda a: jnp.linalg.qr(a), a, **TOL)
+    b = random_array(RNG, (6, 4), np.float32)
+    check(jax.grad(lambda b: jnp.sum(jnp.linalg.qr(b)[1] ** 2)), b, rtol=1e-3, atol=1e-4)
+    check(jax.vmap(jnp.linalg.qr), random_array(RNG, (3, 5, 5), np.float32), **TOL)
+
+
 def test_unsupported_linalg_names_the_op():
-    with pytest.raises(Exception, match="Qr"):
-        run_on("metal", jnp.linalg.qr, well_conditioned((4, 4)))
+    with pytest.raises(Exception, match="eigh"):
+        run_on("metal", jnp.linalg.eigh, spd((4, 4)))

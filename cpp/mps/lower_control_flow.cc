@@ -190,6 +190,7 @@ Status CustomCall(LowerContext& cx) {
   if (name == "Sharding" || name == "SPMDFullToShardShape" || name == "SPMDShardToFullShape" ||
       name == "annotate_device_placement")
     return PassThrough(cx);
+  if (name == "Qr" || name == "ProductOfElementaryHouseholderReflectors") return LowerQrCustomCall(cx, name);
   return cx.Unsupported("custom_call target '" + name + "' is not supported");
 }
 

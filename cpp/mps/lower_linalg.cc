@@ -4,6 +4,7 @@
 // columns with GatherAlongAxis, forming the dot products with what is done so far with one MatMul and
 // writing the new row or column with a Select. n iterations; no dynamic shapes, nothing MPSGraph lacks.
 #include <cmath>
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -200,7 +201,131 @@ Status Cholesky(LowerContext& cx) {
   return Status::Ok();
 }
 
+// The Householder vector of column j of the factored matrix: 1 at row j, the stored entries below it,
+// zero above ([..., m, 1]).
+int HouseholderVector(LowerContext& cx, int factored, int j, const Shape& column) {
+  const size_t rows = column.size() - 2;
+  int stored = PickAlong(cx, factored, j, rows + 1);
+  int below = CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j);
+  int v = cx.Select(below, stored, cx.Splat(cx.DTypeOf(stored), column, 0));
+  return cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), cx.Splat(cx.DTypeOf(stored), column, 1), v);
+}
+
+// x - tau v (v^T x) for x [..., m, n], v [..., m, 1], tau [..., 1, 1]: a reflector applied.
+int Reflect(LowerContext& cx, int x, int v, int tau) {
+  Shape xs = cx.ShapeOf(x), row = xs;
+  row[row.size() - 2] = 1;
+  DType t = cx.DTypeOf(x);
+  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row).outputs[0];   // [..., 1, n]
+  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs).outputs[0];                 // [..., m, n]
+  return cx.Binary(OpKind::kSubtract, x, cx.Binary(OpKind::kMultiply, cx.BroadcastTo(tau, xs), outer));
+}
+
+// XLA's "Qr" custom call, LAPACK's geqrf: R in and above the diagonal, the Householder vectors v_j
+// (unit leading entry implied) below it, and taus [..., min(m, n)], with H_j = I - tau_j v_j v_j^T and
+// LAPACK's convention beta = -sign(alpha) ||x|| (tau = 0 where the column is already reduced).
+Status Qr(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  const Shape shape = cx.ShapeOf(a);
+  const size_t rank = shape.size();
+  DType t = cx.DTypeOf(a);
+  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  if (rank < 2 || cx.op().results.size() != 2) return cx.Unsupported("needs a matrix and two results");
+  const size_t rows = rank - 2, cols = rank - 1;
+  const int64_t k = std::min(shape[rows], shape[cols]);
+  Shape taus_shape(shape.begin(), shape.end() - 2);
+  taus_shape.push_back(k);
+  if (k == 0) {
+    cx.Bind(0, a);
+    cx.Bind(1, cx.Splat(t, taus_shape, 0));
+    return Status::Ok();
+  }
+  Shape column = shape, scalar = shape, tau_row = taus_shape;
+  column[cols] = 1;
+  scalar[rows] = scalar[cols] = 1;
+  tau_row.insert(tau_row.end() - 1, 1);  // [..., 1, k]
+  int w = cx.Cast(a, ct);
+  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, k, {w, cx.Splat(ct, shape, 0), cx.Splat(ct, tau_row, 0)},
+      [&](int j, const std::vector<int>& c) {
+    // x: column j from row j down.
+    int col = PickAlong(cx, c[0], j, cols);
+    int x = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), col, cx.Splat(ct, column, 0));
+    int alpha = PickAlong(cx, x, j, rows);                                                   // [..., 1, 1]
+    int tail = cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), x, cx.Splat(ct, column, 0));
+    Op& sq = cx.Emit(OpKind::kReductionSum, {cx.Binary(OpKind::kMultiply, tail, tail)}, ct, scalar);
+    sq.axes = {static_cast<int64_t>(rows)};
+    int tail_sq = sq.outputs[0];
+    int norm = cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Binary(OpKind::kMultiply, alpha, alpha), tail_sq));
+    int negative = cx.Compare(OpKind::kLessThan, alpha, cx.Splat(ct, scalar, 0));
+    int beta = cx.Select(negative, norm, cx.Unary(OpKind::kNegative, norm));
+    int reduced = cx.Compare(OpKind::kEqual, tail_sq, cx.Splat(ct, scalar, 0));
+    int tau = cx.Select(reduced, cx.Splat(ct, scalar, 0),
+                        cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kSubtract, beta, alpha), beta));
+    int scale = cx.Select(reduced, cx.Splat(ct, scalar, 1), cx.Binary(OpKind::kSubtract, alpha, beta));
+    int v_tail = cx.Binary(OpKind::kDivide, tail, cx.BroadcastTo(scale, column));
+    int v = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), cx.Splat(ct, column, 1), v_tail);
+    int reflected = Reflect(cx, c[0], v, tau);
+    // Column j becomes exactly (.., beta, 0, ..): no rounding residue below the diagonal.
+    int new_col = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j),
+                            cx.BroadcastTo(cx.Select(reduced, alpha, beta), column), x);
+    new_col = cx.Select(CoordinateIs(cx, OpKind::kLessThan, column, rows, j), col,
+                        cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), cx.Splat(ct, column, 0), new_col));
+    int is_col_j = CoordinateIs(cx, OpKind::kEqual, shape, cols, j);
+    int next_w = cx.Select(is_col_j, cx.BroadcastTo(new_col, shape), reflected);
+    int next_v = cx.Select(is_col_j, cx.BroadcastTo(v_tail, shape), c[1]);
+    int next_tau = cx.Select(CoordinateIs(cx, OpKind::kEqual, tau_row, tau_row.size() - 1, j), cx.BroadcastTo(tau, tau_row), c[2]);
+    return std::vector<int>{next_w, next_v, next_tau};
+  }));
+  // R on and above the diagonal, the vectors below it.
+  int above = cx.Compare(OpKind::kLessThanOrEqualTo, Iota(cx, shape, rows), Iota(cx, shape, cols));
+  int factored = cx.Select(above, done[0], done[1]);
+  cx.Bind(0, cx.Cast(factored, t));
+  cx.Bind(1, cx.Cast(cx.Reshape(done[2], taus_shape), t));
+  return Status::Ok();
+}
+
+// XLA's "ProductOfElementaryHouseholderReflectors" (LAPACK's orgqr): the first n columns of
+// H_0 H_1 ... H_{k-1} for the vectors below the diagonal of a [..., m, n] and taus [..., k], applied
+// right to left to the m x n identity.
+Status HouseholderProduct(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int taus, cx.In(1));
+  const Shape shape = cx.ShapeOf(a), tshape = cx.ShapeOf(taus);
+  const size_t rank = shape.size();
+  DType t = cx.DTypeOf(a);
+  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  if (rank < 2 || tshape.size() != rank - 1 || tshape.back() > std::min(shape[rank - 2], shape[rank - 1]))
+    return cx.Unsupported("needs a matrix and at most min(m, n) taus");
+  const size_t rows = rank - 2, cols = rank - 1;
+  const int64_t k = tshape.back();
+  int eye = cx.Cast(cx.Compare(OpKind::kEqual, Iota(cx, shape, rows), Iota(cx, shape, cols)), ct);
+  if (k == 0) {
+    cx.Bind(0, cx.Cast(eye, t));
+    return Status::Ok();
+  }
+  Shape column = shape, scalar = shape, tau_row = tshape;
+  column[cols] = 1;
+  scalar[rows] = scalar[cols] = 1;
+  tau_row.insert(tau_row.end() - 1, 1);
+  int tau_rows = cx.Reshape(cx.Cast(taus, ct), tau_row);
+  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, k, {cx.Cast(a, ct), tau_rows, eye},
+      [&](int i, const std::vector<int>& c) {
+    int j = cx.Binary(OpKind::kSubtract, cx.Scalar(DType::kI32, static_cast<double>(k - 1)), i);  // right to left
+    int v = HouseholderVector(cx, c[0], j, column);
+    int tau = cx.Reshape(PickAlong(cx, c[1], j, tau_row.size() - 1), scalar);
+    return std::vector<int>{c[0], c[1], Reflect(cx, c[2], v, tau)};
+  }));
+  cx.Bind(0, cx.Cast(done[2], t));
+  return Status::Ok();
+}
+
 }  // namespace
+
+// Custom calls JAX emits for QR on platforms without LAPACK kernels (lower_control_flow.cc).
+Status LowerQrCustomCall(LowerContext& cx, const std::string& target) {
+  if (target == "Qr") return Qr(cx);
+  return HouseholderProduct(cx);
+}
 
 void RegisterLinalgRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.triangular_solve", &TriangularSolve);
