@@ -18,5 +18,6 @@ LD_PRELOAD="$runtime" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIO
   PYTHONPATH="$build/pkg" python3 -m pytest -q -p no:cacheprovider \
   "$root/tests/test_reader.py" "$root/tests/test_malformed_input.py" "$root/tests/test_elementwise.py" \
   "$root/tests/test_shape_ops.py" "$root/tests/test_gather_scatter.py" "$root/tests/test_dot_and_reduce.py" \
-  "$root/tests/test_conv_pool.py" "$root/tests/test_runtime.py" "$root/tests/test_donation.py" \
+  "$root/tests/test_conv_pool.py" "$root/tests/test_linalg.py" "$root/tests/test_control_flow.py" \
+  "$root/tests/test_runtime.py" "$root/tests/test_donation.py" \
   "$root/tests/test_pjrt_c_api.py"
