@@ -457,6 +457,12 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
   return op.outputs[0];
 }
 
+int LowerContext::Iota(Shape shape, int64_t axis) {
+  Op& op = Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, std::move(shape));
+  op.axes = {axis};
+  return op.outputs[0];
+}
+
 int LowerContext::Scalar(DType dtype, double value) {
   Op& op = Emit(OpKind::kConstant, {}, dtype, {});
   op.data = EncodeScalar(dtype, value);

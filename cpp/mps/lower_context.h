@@ -77,9 +77,11 @@ class LowerContext {
   // ---- emitting MPS ops (location taken from the op being lowered)
   Op& Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape);
   int EmitMulti(OpKind kind, std::vector<int> inputs, const std::vector<TensorType>& outputs, Op** op_out);
-  const TensorType& Type(int v) { return graph().type(v); }
-  DType DTypeOf(int v) { return Type(v).dtype; }
-  const Shape& ShapeOf(int v) { return Type(v).shape; }
+  // By value: emitting an op grows the graph's value table, so a reference into it would dangle
+  // as soon as a caller emits while still holding it.
+  TensorType Type(int v) { return graph().type(v); }
+  DType DTypeOf(int v) { return graph().type(v).dtype; }
+  Shape ShapeOf(int v) { return graph().type(v).shape; }
 
   int Unary(OpKind kind, int x);                    // same type out
   int Binary(OpKind kind, int a, int b);            // same type as a out; shapes must match
@@ -98,6 +100,7 @@ class LowerContext {
   int Splat(DType dtype, Shape shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
   int SplatBits(DType dtype, Shape shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
   int ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data);
+  int Iota(Shape shape, int64_t axis);              // int32 coordinates along `axis`
   void RecordSplat(int v, double value);
   // Attributes of the op being lowered; a missing or mistyped one is an error naming it.
   StatusOr<std::vector<int64_t>> IntsAttr(const std::string& name) const;

@@ -31,11 +31,7 @@ StatusOr<int> ScanSteps(LowerContext& cx, const shlo::Block& body, int x, int64_
   int position = -1;
   int acc = x;
   for (int64_t step = 1; step < n; step *= 2) {
-    if (position < 0) {
-      Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-      iota.axes = {axis};
-      position = iota.outputs[0];
-    }
+    if (position < 0) position = cx.Iota(shape, axis);
     // shifted[i] = acc[i - step] (acc[i + step] in reverse), padded where there is none.
     Shape starts(shape.size(), 0), ends = shape;
     Shape lo(shape.size(), 0), hi(shape.size(), 0);

@@ -24,12 +24,6 @@ int ClampedStart(LowerContext& cx, int start, int64_t dim, int64_t size) {
   return cx.Binary(OpKind::kMinimum, s, cx.Scalar(DType::kI32, hi));
 }
 
-int Coordinates(LowerContext& cx, const Shape& shape, int64_t axis) {
-  Op& op = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-  op.axes = {axis};
-  return op.outputs[0];
-}
-
 // The index rows of a window: for each position of `window` (the window's extent along the leading
 // axes that need an index component), its coordinates plus the clamped starts, int32 [window..., k].
 int WindowIndices(LowerContext& cx, const Shape& window, const std::vector<int>& starts) {
@@ -41,9 +35,9 @@ int WindowIndices(LowerContext& cx, const Shape& window, const std::vector<int>&
     if (window[d] == 1)  // one position along d: its coordinate is the start
       parts.push_back(starts[d] >= 0 ? cx.BroadcastTo(starts[d], column) : cx.Splat(DType::kI32, column, 0));
     else if (starts[d] < 0)
-      parts.push_back(Coordinates(cx, column, axis));
+      parts.push_back(cx.Iota(column, axis));
     else
-      parts.push_back(cx.Binary(OpKind::kAdd, Coordinates(cx, column, axis), cx.BroadcastTo(starts[d], column)));
+      parts.push_back(cx.Binary(OpKind::kAdd, cx.Iota(column, axis), cx.BroadcastTo(starts[d], column)));
   }
   if (parts.size() == 1) return parts[0];
   Shape rows = window;

@@ -24,9 +24,7 @@ int EmitFft(LowerContext& cx, OpKind kind, int x, DType dtype, Shape shape, std:
 int RealEdgeBins(LowerContext& cx, int z, int64_t n) {
   const Shape shape = cx.ShapeOf(z);
   int64_t axis = static_cast<int64_t>(shape.size()) - 1;
-  Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-  iota.axes = {axis};
-  int bin = iota.outputs[0];
+  int bin = cx.Iota(shape, axis);
   int edge = cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, 0));
   if (n % 2 == 0 && n / 2 < shape.back())
     edge = cx.Binary(OpKind::kLogicalOr, edge, cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));

@@ -87,9 +87,7 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
     if (b > index_vector_dim) --b;  // the index vector moved last
     Shape one = out.batch;
     one.push_back(1);
-    Op& iota = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, one);
-    iota.axes = {b};
-    int comp = iota.outputs[0];
+    int comp = cx.Iota(one, b);
     Shape cat = out.batch;
     cat.push_back(cx.ShapeOf(v).back() + 1);
     Op& c = cx.Emit(OpKind::kConcat, {v, comp}, DType::kI32, cat);

@@ -9,73 +9,16 @@
 #include <map>
 
 #include "mps/lower_families.h"
+#include "mps/lower_matrix.h"
 
 namespace jmp::mps {
 
 namespace {
 
-int Iota(LowerContext& cx, const Shape& shape, size_t axis) {
-  Op& op = cx.Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, shape);
-  op.axes = {static_cast<int64_t>(axis)};
-  return op.outputs[0];
-}
-
-// x's slice at index i (a rank-0 int32 value) along `axis`, the axis kept with size 1.
-int PickAlong(LowerContext& cx, int x, int i, size_t axis) {
-  Shape shape = cx.ShapeOf(x);
-  shape[axis] = 1;
-  return GatherAlongAxis(cx, x, cx.BroadcastTo(i, shape), static_cast<int64_t>(axis));
-}
-
-// Lanes of `shape` whose coordinate along `axis` compares to i (rank-0 int32) as `kind` says.
-int CoordinateIs(LowerContext& cx, OpKind kind, const Shape& shape, size_t axis, int i) {
-  return cx.Compare(kind, Iota(cx, shape, axis), cx.BroadcastTo(i, shape));
-}
-
-int SwapLastTwo(LowerContext& cx, int x) {
-  std::vector<int64_t> perm;
-  size_t rank = cx.ShapeOf(x).size();
-  for (size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(d));
-  std::swap(perm[rank - 1], perm[rank - 2]);
-  return cx.Transpose(x, perm);
-}
-
 int ReverseAxes(LowerContext& cx, int x, std::vector<int64_t> axes) {
   Op& op = cx.Emit(OpKind::kReverse, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
   op.axes = std::move(axes);
   return op.outputs[0];
-}
-
-using LoopBody = std::function<std::vector<int>(int i, const std::vector<int>& carries)>;
-
-// body(i, carries) -> next carries for i = 0 .. n-1, as one While; the final carries.
-StatusOr<std::vector<int>> CountedLoop(LowerContext& cx, int64_t n, const std::vector<int>& carries, const LoopBody& body) {
-  std::vector<int> init = {cx.Scalar(DType::kI32, 0)};
-  init.insert(init.end(), carries.begin(), carries.end());
-  std::vector<TensorType> types;
-  for (int v : init) types.push_back(cx.Type(v));
-  std::vector<int> captures;
-  JMP_ASSIGN_OR_RETURN(Graph cond, cx.BuildSubgraph(types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> {
-    return std::vector<int>{cx.Compare(OpKind::kLessThan, p[0], cx.Scalar(DType::kI32, static_cast<double>(n)))};
-  }, &captures));
-  if (!captures.empty()) return cx.Unsupported("loop condition captured outer values");
-  JMP_ASSIGN_OR_RETURN(Graph step, cx.BuildSubgraph(types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> {
-    std::vector<int> next = body(p[0], std::vector<int>(p.begin() + 1, p.end()));
-    next.insert(next.begin(), cx.Binary(OpKind::kAdd, p[0], cx.Scalar(DType::kI32, 1)));
-    return next;
-  }, &captures));
-  if (!captures.empty()) return cx.Unsupported("loop body captured outer values");
-  Op* w = nullptr;
-  cx.EmitMulti(OpKind::kWhile, init, types, &w);
-  w->subgraphs.push_back(std::move(cond));
-  w->subgraphs.push_back(std::move(step));
-  return std::vector<int>(w->outputs.begin() + 1, w->outputs.end());
-}
-
-// The float type a factorisation computes in: float32 (f16/bf16 widened), or an error.
-StatusOr<DType> ComputeType(LowerContext& cx, DType t) {
-  if (t == DType::kF32 || t == DType::kF16 || t == DType::kBF16) return DType::kF32;
-  return cx.Unsupported("is supported for float32, float16 and bfloat16, not " + std::string(DTypeName(t)));
 }
 
 bool FlagAttr(LowerContext& cx, const char* name) {
@@ -118,7 +61,7 @@ Status TriangularSolve(LowerContext& cx) {
   const Shape ashape = cx.ShapeOf(a), bshape = cx.ShapeOf(b);
   const size_t rank = ashape.size();
   DType t = cx.DTypeOf(b);
-  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || bshape.size() != rank || ashape[rank - 1] != ashape[rank - 2] || cx.DTypeOf(a) != t)
     return cx.Unsupported("needs square matrices a and matching b");
   bool left = FlagAttr(cx, "left_side"), lower = FlagAttr(cx, "lower"), unit = FlagAttr(cx, "unit_diagonal");
@@ -164,7 +107,7 @@ Status Cholesky(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   DType t = cx.DTypeOf(a);
-  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || shape[rank - 1] != shape[rank - 2]) return cx.Unsupported("needs square matrices");
   bool lower = !cx.op().Find("lower") || FlagAttr(cx, "lower");
   if (shape[rank - 1] == 0 || cx.Type(a).NumElements() == 0) {
@@ -229,7 +172,7 @@ Status Qr(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   DType t = cx.DTypeOf(a);
-  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || cx.op().results.size() != 2) return cx.Unsupported("needs a matrix and two results");
   const size_t rows = rank - 2, cols = rank - 1;
   const int64_t k = std::min(shape[rows], shape[cols]);
@@ -277,7 +220,7 @@ Status Qr(LowerContext& cx) {
     return std::vector<int>{next_w, next_v, next_tau};
   }));
   // R on and above the diagonal, the vectors below it.
-  int above = cx.Compare(OpKind::kLessThanOrEqualTo, Iota(cx, shape, rows), Iota(cx, shape, cols));
+  int above = cx.Compare(OpKind::kLessThanOrEqualTo, cx.Iota(shape, rows), cx.Iota(shape, cols));
   int factored = cx.Select(above, done[0], done[1]);
   cx.Bind(0, cx.Cast(factored, t));
   cx.Bind(1, cx.Cast(cx.Reshape(done[2], taus_shape), t));
@@ -293,12 +236,12 @@ Status HouseholderProduct(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(a), tshape = cx.ShapeOf(taus);
   const size_t rank = shape.size();
   DType t = cx.DTypeOf(a);
-  JMP_ASSIGN_OR_RETURN(DType ct, ComputeType(cx, t));
+  JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || tshape.size() != rank - 1 || tshape.back() > std::min(shape[rank - 2], shape[rank - 1]))
     return cx.Unsupported("needs a matrix and at most min(m, n) taus");
   const size_t rows = rank - 2, cols = rank - 1;
   const int64_t k = tshape.back();
-  int eye = cx.Cast(cx.Compare(OpKind::kEqual, Iota(cx, shape, rows), Iota(cx, shape, cols)), ct);
+  int eye = cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(shape, rows), cx.Iota(shape, cols)), ct);
   if (k == 0) {
     cx.Bind(0, cx.Cast(eye, t));
     return Status::Ok();
