@@ -29,6 +29,7 @@ def initialize() -> None:
 
     xla_bridge.register_plugin("metal", priority=500, library_path=path)
     _enable_donation()
+    _enable_eigh()
 
 
 def _enable_donation() -> None:
@@ -52,6 +53,36 @@ def _enable_donation() -> None:
         platforms.add("metal")
     elif isinstance(platforms, tuple) and "metal" not in platforms:
         mlir._platforms_with_donation = (*platforms, "metal")
+
+
+def _enable_eigh() -> None:
+    """Gives eigh, and what JAX builds on it (svd, pinv, lstsq, matrix 2-norms), a lowering for "metal".
+
+    JAX lowers eigh only for cpu and gpu (LAPACK and cuSOLVER kernels) and for tpu. TPU's rule is JAX
+    code apart from the "Eigh" custom call it emits for matrices up to 256 (it splits larger ones with
+    QDWH first); the plugin lowers that custom call itself (Jacobi, cpp/mps/lower_eigh.cc), so the TPU
+    rule serves "metal" as it is. Both names are JAX internals: when a JAX version moves them, eigh stays
+    unsupported (an error naming it) and nothing else changes.
+    """
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.lax import linalg
+        from jax._src.tpu.linalg import eigh as tpu_eigh
+    except ImportError:
+        return
+    primitive = getattr(linalg, "eigh_p", None)
+    tpu_rule = getattr(tpu_eigh, "_eigh_tpu_lowering", None)
+    implementations = getattr(linalg, "EighImplementation", None)
+    if primitive is None or tpu_rule is None:
+        return
+
+    def rule(ctx, operand, **params):
+        if implementations is not None and params.get("algorithm") == implementations.QR:
+            raise NotImplementedError("eigh: the QR implementation is not supported on platform metal; "
+                                      "use the default (Jacobi, QDWH above 256)")
+        return tpu_rule(ctx, operand, **params)
+
+    mlir.register_lowering(primitive, rule, platform="metal")
 
 
 def mps_graph(fn, *args, **kwargs) -> str:

@@ -1,7 +1,7 @@
-"""Linear algebra through stablehlo.triangular_solve, stablehlo.cholesky and XLA's QR custom calls
-(lowered to MPS-op loops), and what JAX builds on them and on its own LU: solve, inv, det, cholesky,
-cho_solve, solve_triangular, qr, multivariate normals; every flag of triangular_solve, batches, grads and
-vmap, against the CPU backend."""
+"""Linear algebra through stablehlo.triangular_solve, stablehlo.cholesky and XLA's QR and Eigh custom
+calls (lowered to MPS-op loops), and what JAX builds on them and on its own LU: solve, inv, det, cholesky,
+cho_solve, solve_triangular, qr, eigh, svd, pinv, lstsq, multivariate normals; every flag of
+triangular_solve, batches, grads and vmap, against the CPU backend."""
 
 import itertools
 
@@ -124,6 +124,109 @@ def test_qr_of_reduced_columns_grads_and_vmap():
     check(jax.vmap(jnp.linalg.qr), random_array(RNG, (3, 5, 5), np.float32), **TOL)
 
 
+def separated(n, batch=()):
+    """A symmetric matrix with eigenvalues 1.5 apart (so eigenvectors are well defined) and random
+    eigenvectors."""
+    q, _ = np.linalg.qr(RNG.standard_normal((*batch, n, n)))
+    w = np.linspace(-0.75 * n, 0.75 * n, n)
+    return ((q * w[..., None, :]) @ np.swapaxes(q, -1, -2)).astype(np.float32)
+
+
+def symmetric(shape):
+    a = random_array(RNG, shape, np.float32)
+    return ((a + np.swapaxes(a, -1, -2)) / 2).astype(np.float32)
+
+
+def signs_aligned(v, reference):
+    """v's columns flipped to point the way reference's do (an eigenvector's sign is arbitrary)."""
+    return v * np.where(np.sum(v * reference, axis=-2, keepdims=True) < 0, -1, 1).astype(v.dtype)
+
+
+def assert_eigh_like_lapack(a, w, v, w_cpu, v_cpu, rtol=2e-4):
+    scale = float(np.abs(a).max()) or 1.0
+    np.testing.assert_allclose(w, w_cpu, rtol=rtol, atol=rtol * scale)
+    n = a.shape[-1]
+    eye = np.eye(n, dtype=np.float32)
+    assert np.abs(np.swapaxes(v, -1, -2) @ v - eye).max() < 4e-6 * max(n, 4)      # orthonormal
+    assert np.abs(a @ v - v * w[..., None, :]).max() < 4e-6 * max(n, 4) * scale   # A v = v w
+
+
+@pytest.mark.parametrize("n,batch", [(1, ()), (2, ()), (3, ()), (8, (2,)), (17, ()), (64, ())], ids=str)
+def test_eigh_matches_lapack(n, batch):
+    # The Eigh custom call (Jacobi): eigenvalues as LAPACK's syevd gives them, ascending; eigenvectors
+    # equal to LAPACK's up to each one's sign when the eigenvalues are apart.
+    a = separated(n, batch)
+    w, v = run_on("metal", jnp.linalg.eigh, a)
+    w_cpu, v_cpu = run_on("cpu", jnp.linalg.eigh, a)
+    assert_eigh_like_lapack(a, w, v, w_cpu, v_cpu)
+    np.testing.assert_allclose(signs_aligned(v, v_cpu), v_cpu, atol=5e-5)
+    # Clustered eigenvalues (a random symmetric matrix): the decomposition is as exact as LAPACK's.
+    b = symmetric((*batch, n, n))
+    w, v = run_on("metal", jnp.linalg.eigh, b)
+    assert_eigh_like_lapack(b, w, v, *run_on("cpu", jnp.linalg.eigh, b))
+
+
+def test_eigh_reads_one_triangle_and_handles_degenerate_and_nan():
+    a = symmetric((6, 6))
+    for lower in (True, False):
+        only = np.where(np.tri(6, dtype=bool) if lower else np.tri(6, dtype=bool).T, a, np.nan).astype(np.float32)
+        check(lambda x: lax.linalg.eigh(x, lower=lower, symmetrize_input=False)[1], only, **TOL)
+    # Repeated eigenvalues: any orthonormal basis of each eigenspace is right.
+    q, _ = np.linalg.qr(RNG.standard_normal((5, 5)))
+    d = ((q * np.array([2.0, 2.0, 2.0, -1.0, -1.0])) @ q.T).astype(np.float32)
+    for m in (d, np.eye(5, dtype=np.float32), np.zeros((5, 5), np.float32)):
+        w, v = run_on("metal", jnp.linalg.eigh, m)
+        assert_eigh_like_lapack(m, w, v, *run_on("cpu", jnp.linalg.eigh, m))
+    # A NaN anywhere: NaN eigenvalues and eigenvectors, as LAPACK's failure gives on the CPU backend.
+    bad = symmetric((2, 4, 4))
+    bad[1, 2, 1] = bad[1, 1, 2] = np.nan
+    w, v = run_on("metal", jnp.linalg.eigh, bad)
+    w_cpu, v_cpu = run_on("cpu", jnp.linalg.eigh, bad)
+    assert np.isnan(w_cpu[1]).all() and np.isnan(v_cpu[1]).all()
+    assert np.isnan(w[1]).all() and np.isnan(v[1]).all()
+    assert_eigh_like_lapack(bad[0], w[0], v[0], w_cpu[0], v_cpu[0])  # the batch's other matrix is unharmed
+
+
+def test_eigh_grads_vmap_low_precision_and_large():
+    a = separated(6, (3,))
+    weights = np.arange(6, dtype=np.float32)
+    check(jax.grad(lambda a: jnp.sum(jnp.linalg.eigvalsh(a) * weights)), a[0], rtol=1e-3, atol=1e-4)
+    check(jax.grad(lambda a: jnp.sum(jnp.linalg.eigh(a)[1] ** 2 * weights)), a[0], rtol=1e-3, atol=1e-3)
+    check(jax.vmap(jnp.linalg.eigvalsh), a, **TOL)
+    # float16 and bfloat16 compute in float32 (LAPACK on the CPU backend has no float16 eigh).
+    want = run_on("cpu", jnp.linalg.eigvalsh, a)
+    for dtype in (jnp.float16, jnp.bfloat16):
+        got = run_on("metal", jnp.linalg.eigvalsh, a.astype(dtype))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    # Above 256 JAX splits the matrix with QDWH (QR, Cholesky, triangular solves) before Jacobi.
+    big = separated(260)
+    w, v = run_on("metal", jnp.linalg.eigh, big)
+    w_cpu, v_cpu = run_on("cpu", jnp.linalg.eigh, big)
+    np.testing.assert_allclose(w, w_cpu, rtol=1e-4, atol=1e-3)
+    assert np.abs(big @ v - v * w).max() < 2e-3 * np.abs(big).max()
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (7, 4), (3, 6), (2, 6, 5)], ids=str)
+def test_svd_and_what_uses_it(shape):
+    # JAX's SVD off CPU and GPU: QDWH polar decomposition, then eigh.
+    a = random_array(RNG, shape, np.float32)
+    check(lambda a: jnp.linalg.svd(a, compute_uv=False), a, **TOL)
+    u, s, vt = run_on("metal", lambda a: jnp.linalg.svd(a, full_matrices=False), a)
+    np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, rtol=1e-4, atol=1e-4)
+    k = min(shape[-2:])
+    eye = np.eye(k, dtype=np.float32)
+    assert np.abs(np.swapaxes(u, -1, -2) @ u - eye).max() < 1e-4
+    assert np.abs(vt @ np.swapaxes(vt, -1, -2) - eye).max() < 1e-4
+    if len(shape) == 2:
+        check(jnp.linalg.pinv, a, rtol=1e-3, atol=1e-4)
+        check(lambda a: jnp.linalg.norm(a, ord=2), a, **TOL)
+        check(lambda a: jnp.linalg.lstsq(a, a[:, :2])[0], a, rtol=1e-3, atol=1e-4)
+        check(jax.grad(lambda a: jnp.sum(jnp.linalg.svd(a, compute_uv=False))), a, rtol=1e-3, atol=1e-4)
+
+
 def test_unsupported_linalg_names_the_op():
-    with pytest.raises(Exception, match="eigh"):
-        run_on("metal", jnp.linalg.eigh, spd((4, 4)))
+    with pytest.raises(Exception, match="eig"):
+        run_on("metal", jnp.linalg.eigvals, spd((4, 4)))  # non-symmetric eig: JAX lowers it for CPU and GPU only
+    with pytest.raises(Exception, match="Eigh.*complex"):
+        run_on("metal", jnp.linalg.eigh, (spd((3, 3)) + 0j).astype(np.complex64))

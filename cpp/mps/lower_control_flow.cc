@@ -191,6 +191,7 @@ Status CustomCall(LowerContext& cx) {
       name == "annotate_device_placement")
     return PassThrough(cx);
   if (name == "Qr" || name == "ProductOfElementaryHouseholderReflectors") return LowerQrCustomCall(cx, name);
+  if (name == "Eigh") return LowerEighCustomCall(cx);
   return cx.Unsupported("custom_call target '" + name + "' is not supported");
 }
 

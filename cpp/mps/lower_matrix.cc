@@ -57,8 +57,8 @@ StatusOr<std::vector<int>> CountedLoop(LowerContext& cx, int64_t n, const std::v
   init.insert(init.end(), carries.begin(), carries.end());
   JMP_ASSIGN_OR_RETURN(std::vector<int> done, WhileLoop(cx, init,
       [&](const std::vector<int>& c) { return cx.Compare(OpKind::kLessThan, c[0], cx.Scalar(DType::kI32, static_cast<double>(n))); },
-      [&](const std::vector<int>& c) {
-        std::vector<int> next = body(c[0], std::vector<int>(c.begin() + 1, c.end()));
+      [&](const std::vector<int>& c) -> StatusOr<std::vector<int>> {
+        JMP_ASSIGN_OR_RETURN(std::vector<int> next, body(c[0], std::vector<int>(c.begin() + 1, c.end())));
         next.insert(next.begin(), cx.Binary(OpKind::kAdd, c[0], cx.Scalar(DType::kI32, 1)));
         return next;
       }));

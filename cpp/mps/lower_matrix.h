@@ -25,12 +25,12 @@ StatusOr<DType> FactorisationType(LowerContext& cx, DType t);
 // A loop as one While. Its condition and body run in the loop's own graphs: they may use only the
 // values they are given (value ids are per graph), and types and shapes copied from outside.
 using LoopCondition = std::function<int(const std::vector<int>& carries)>;  // -> bool scalar
-using LoopStep = std::function<std::vector<int>(const std::vector<int>& carries)>;
+using LoopStep = std::function<StatusOr<std::vector<int>>(const std::vector<int>& carries)>;
 StatusOr<std::vector<int>> WhileLoop(LowerContext& cx, const std::vector<int>& carries, const LoopCondition& cond,
                                      const LoopStep& step);
 
 // body(i, carries) -> next carries for i = 0 .. n-1 (i a rank-0 int32); the final carries.
-using CountedBody = std::function<std::vector<int>(int i, const std::vector<int>& carries)>;
+using CountedBody = std::function<StatusOr<std::vector<int>>(int i, const std::vector<int>& carries)>;
 StatusOr<std::vector<int>> CountedLoop(LowerContext& cx, int64_t n, const std::vector<int>& carries,
                                        const CountedBody& body);
 

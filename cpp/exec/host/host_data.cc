@@ -2,6 +2,7 @@
 // base + Σ idx_d · stride_d, with strides permuted (transpose), zero (broadcast), scaled (slice) or
 // negative (reverse); copies move raw elements of the dtype's width.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -274,7 +275,34 @@ int64_t IndexAt(const uint8_t* p, DType t, int64_t i) {
 
 }  // namespace
 
-Status RunGatherAlongAxis(const OpArgs& a) {
+namespace {
+
+// out[o, j, i] = data[o, index[o, j, i], i] with data [outer, dim, inner] and out/index [outer, n, inner]:
+// one pass over the output, rows in parallel. False when an index is out of range.
+template <typename T, typename I>
+bool GatherRows(const T* data, const I* index, T* out, int64_t outer, int64_t dim, int64_t n, int64_t inner) {
+  std::atomic<bool> ok{true};
+  ParallelFor(outer * n, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r / n;
+      const I* k = index + r * inner;
+      T* y = out + r * inner;
+      const T* x = data + o * dim * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t row = static_cast<int64_t>(k[i]);
+        if (row < 0 || row >= dim) {
+          ok.store(false, std::memory_order_relaxed);
+          return;
+        }
+        y[i] = x[row * inner + i];
+      }
+    }
+  });
+  return ok.load();
+}
+
+// Any shapes (indices may be smaller than the data off the axis) and element widths.
+Status GatherAlongAxisGeneral(const OpArgs& a) {
   const Shape& data = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
   DType it = a.InType(1).dtype;
@@ -282,23 +310,57 @@ Status RunGatherAlongAxis(const OpArgs& a) {
   size_t width = Width(a);
   Shape ds = RowMajorStrides(data), os = RowMajorStrides(out);
   int64_t n = a.OutType().NumElements();
-  std::vector<int64_t> idx(out.size(), 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t rem = i, src = 0;
     for (size_t d = 0; d < out.size(); ++d) {
-      idx[d] = rem / os[d];
+      int64_t k = rem / os[d];
       rem %= os[d];
-    }
-    for (size_t d = 0; d < out.size(); ++d) {
-      int64_t k = idx[d];
       if (d == axis) {
         k = IndexAt(a.in[1], it, i);
         if (k < 0 || k >= data[d]) return Internal("GatherAlongAxis: index " + std::to_string(k) + " out of range");
+      } else if (k >= data[d]) {
+        return Internal("GatherAlongAxis: indices larger than the data off the axis");
       }
       src += k * ds[d];
     }
     std::memcpy(a.out[0] + i * static_cast<int64_t>(width), a.in[0] + src * static_cast<int64_t>(width), width);
   }
+  return Status::Ok();
+}
+
+template <typename T>
+bool GatherRowsAnyIndex(const OpArgs& a, int64_t outer, int64_t dim, int64_t n, int64_t inner) {
+  const T* data = reinterpret_cast<const T*>(a.in[0]);
+  T* out = reinterpret_cast<T*>(a.out[0]);
+  if (a.InType(1).dtype == DType::kI64)
+    return GatherRows(data, reinterpret_cast<const int64_t*>(a.in[1]), out, outer, dim, n, inner);
+  return GatherRows(data, reinterpret_cast<const int32_t*>(a.in[1]), out, outer, dim, n, inner);
+}
+
+}  // namespace
+
+Status RunGatherAlongAxis(const OpArgs& a) {
+  const Shape& data = a.InType(0).shape;
+  const Shape& out = a.OutType().shape;
+  const size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  if (data.size() != out.size() || axis >= out.size()) return a.Unsupported("needs data and indices of one rank");
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (d != axis && data[d] != out[d]) return GatherAlongAxisGeneral(a);
+    if (d < axis) outer *= out[d];
+    if (d > axis) inner *= out[d];
+  }
+  const int64_t dim = data[axis], n = out[axis];
+  if (outer * n * inner == 0) return Status::Ok();
+  bool ok = false;
+  switch (Width(a)) {
+    case 1: ok = GatherRowsAnyIndex<uint8_t>(a, outer, dim, n, inner); break;
+    case 2: ok = GatherRowsAnyIndex<uint16_t>(a, outer, dim, n, inner); break;
+    case 4: ok = GatherRowsAnyIndex<uint32_t>(a, outer, dim, n, inner); break;
+    case 8: ok = GatherRowsAnyIndex<uint64_t>(a, outer, dim, n, inner); break;
+    default: return GatherAlongAxisGeneral(a);
+  }
+  if (!ok) return Internal("GatherAlongAxis: index out of range");
   return Status::Ok();
 }
 
