@@ -457,6 +457,12 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
   return op.outputs[0];
 }
 
+int LowerContext::Int32Constant(Shape shape, const std::vector<int32_t>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(int32_t));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return ConstantData(DType::kI32, std::move(shape), std::move(bytes));
+}
+
 int LowerContext::Iota(Shape shape, int64_t axis) {
   Op& op = Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, std::move(shape));
   op.axes = {axis};

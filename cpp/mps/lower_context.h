@@ -100,6 +100,7 @@ class LowerContext {
   int Splat(DType dtype, Shape shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
   int SplatBits(DType dtype, Shape shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
   int ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data);
+  int Int32Constant(Shape shape, const std::vector<int32_t>& values);  // values row-major
   int Iota(Shape shape, int64_t axis);              // int32 coordinates along `axis`
   void RecordSplat(int v, double value);
   // Attributes of the op being lowered; a missing or mistyped one is an error naming it.

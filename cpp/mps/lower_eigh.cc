@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,12 +65,6 @@ std::vector<int32_t> NextRound(int64_t m) {
   return from;
 }
 
-int Int32Vector(LowerContext& cx, const std::vector<int32_t>& values) {
-  std::vector<uint8_t> bytes(values.size() * sizeof(int32_t));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return cx.ConstantData(DType::kI32, {static_cast<int64_t>(values.size())}, std::move(bytes));
-}
-
 Shape With(Shape batch, std::initializer_list<int64_t> tail) {
   batch.insert(batch.end(), tail);
   return batch;
@@ -85,12 +78,10 @@ int SumOver(LowerContext& cx, int x, std::vector<int64_t> axes) {
   return op.outputs[0];
 }
 
-// 1 where row == column + offset, else 0, in `t`.
-int DiagonalMask(LowerContext& cx, const Shape& mat, DType t, int64_t offset) {
+// Identity matrices of shape `mat` in `t`.
+int Identity(LowerContext& cx, const Shape& mat, DType t) {
   const int64_t rows = static_cast<int64_t>(mat.size()) - 2, cols = rows + 1;
-  int col = cx.Iota(mat, cols);
-  if (offset) col = cx.Binary(OpKind::kAdd, col, cx.Splat(DType::kI32, mat, static_cast<double>(offset)));
-  return cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(mat, rows), col), t);
+  return cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(mat, rows), cx.Iota(mat, cols)), t);
 }
 
 // Every matrix's entries x[i, min(i + offset, m - 1)] as [..., m, 1].
@@ -101,7 +92,7 @@ int Diagonal(LowerContext& cx, int x, int64_t offset = 0) {
   for (int64_t i = 0; i < m; ++i) columns.push_back(static_cast<int32_t>(std::min(i + offset, m - 1)));
   Shape column = mat;
   column.back() = 1;
-  int index = cx.BroadcastTo(cx.Reshape(Int32Vector(cx, columns), {m, 1}), column);
+  int index = cx.BroadcastTo(cx.Reshape(cx.Int32Constant({m}, columns), {m, 1}), column);
   return GatherAlongAxis(cx, x, index, static_cast<int64_t>(mat.size()) - 1);
 }
 
@@ -112,7 +103,7 @@ int OffDiagonalShare(LowerContext& cx, int x) {
   DType t = cx.DTypeOf(x);
   int squares = cx.Binary(OpKind::kMultiply, x, x);
   int total = SumOver(cx, squares, {rows, cols});
-  int off_mask = cx.Binary(OpKind::kSubtract, cx.Splat(t, mat, 1), DiagonalMask(cx, mat, t, 0));
+  int off_mask = cx.Binary(OpKind::kSubtract, cx.Splat(t, mat, 1), Identity(cx, mat, t));
   int off = SumOver(cx, cx.Binary(OpKind::kMultiply, squares, off_mask), {rows, cols});
   Shape one = cx.ShapeOf(total);
   int empty = cx.Compare(OpKind::kEqual, total, cx.Splat(t, one, 0));
@@ -129,9 +120,10 @@ int OffDiagonalShare(LowerContext& cx, int x) {
   return cx.Reshape(result, {});
 }
 
-// The Jacobi rotation (s, tau = s / (1 + c)) [..., h, 1] that zeroes a_pq of each pair's 2x2 block (Golub and Van
-// Loan's symmetric Schur decomposition): tau = (a_qq - a_pp) / (2 a_pq), t = sign(tau) / (|tau| +
-// sqrt(1 + tau^2)), c = 1 / sqrt(1 + t^2), s = t c; the identity where a_pq is already zero.
+// The Jacobi rotation that zeroes a_pq of each pair's 2x2 block, as (s, tau = s / (1 + c)) [..., h, 1]
+// (Golub and Van Loan's symmetric Schur decomposition): with the angle's cotangent-of-double
+// z = (a_qq - a_pp) / (2 a_pq), t = sign(z) / (|z| + sqrt(1 + z^2)), c = 1 / sqrt(1 + t^2), s = t c;
+// the identity where a_pq is already zero.
 std::pair<int, int> Rotations(LowerContext& cx, int app, int aqq, int apq) {
   Shape s = cx.ShapeOf(app);
   DType t = cx.DTypeOf(app);
@@ -141,15 +133,15 @@ std::pair<int, int> Rotations(LowerContext& cx, int app, int aqq, int apq) {
   auto div = [&](int a, int b) { return cx.Binary(OpKind::kDivide, a, b); };
   int zero = cx.Compare(OpKind::kEqual, apq, k(0));
   int safe_apq = cx.Select(zero, k(1), apq);
-  int tau = div(cx.Binary(OpKind::kSubtract, aqq, app), mul(k(2), safe_apq));
-  int abs_tau = cx.Unary(OpKind::kAbsolute, tau);
-  // sqrt(1 + tau^2) without overflowing: |tau| sqrt(1 + 1/tau^2) once |tau| > 1.
-  int big = cx.Compare(OpKind::kGreaterThan, abs_tau, k(1));
-  int inv = div(k(1), cx.Select(big, tau, k(1)));
-  int root = cx.Select(big, mul(abs_tau, cx.Unary(OpKind::kSquareRoot, add(k(1), mul(inv, inv)))),
-                       cx.Unary(OpKind::kSquareRoot, add(k(1), mul(tau, tau))));
-  int sign = cx.Select(cx.Compare(OpKind::kLessThan, tau, k(0)), k(-1), k(1));
-  int tan = div(sign, add(abs_tau, root));
+  int z = div(cx.Binary(OpKind::kSubtract, aqq, app), mul(k(2), safe_apq));
+  int abs_z = cx.Unary(OpKind::kAbsolute, z);
+  // sqrt(1 + z^2) without overflowing: |z| sqrt(1 + 1/z^2) once |z| > 1.
+  int big = cx.Compare(OpKind::kGreaterThan, abs_z, k(1));
+  int inv = div(k(1), cx.Select(big, z, k(1)));
+  int root = cx.Select(big, mul(abs_z, cx.Unary(OpKind::kSquareRoot, add(k(1), mul(inv, inv)))),
+                       cx.Unary(OpKind::kSquareRoot, add(k(1), mul(z, z))));
+  int sign = cx.Select(cx.Compare(OpKind::kLessThan, z, k(0)), k(-1), k(1));
+  int tan = div(sign, add(abs_z, root));
   int c = div(k(1), cx.Unary(OpKind::kSquareRoot, add(k(1), mul(tan, tan))));
   int sn = cx.Select(zero, k(0), mul(tan, c));
   return {sn, div(sn, add(k(1), c))};
@@ -193,7 +185,7 @@ int Reseat(LowerContext& cx, int x, size_t axis, const std::vector<int32_t>& fro
   const Shape shape = cx.ShapeOf(x);
   Shape along(shape.size(), 1);
   along[axis] = shape[axis];
-  int index = cx.BroadcastTo(cx.Reshape(Int32Vector(cx, from), along), shape);
+  int index = cx.BroadcastTo(cx.Reshape(cx.Int32Constant({static_cast<int64_t>(from.size())}, from), along), shape);
   return GatherAlongAxis(cx, x, index, static_cast<int64_t>(axis));
 }
 
@@ -255,7 +247,7 @@ Status Eigh(LowerContext& cx) {
     left.axes = {static_cast<int64_t>(cols)};
     x = left.outputs[0];
   }
-  int v = DiagonalMask(cx, mat, ct, 0);
+  int v = Identity(cx, mat, ct);
   const std::vector<int32_t> next = NextRound(m);
   // Rounding leaves an off-diagonal share of about m ulps^2 no sweep removes; a sweep that no longer
   // shrinks the share by a tenth has met that floor.

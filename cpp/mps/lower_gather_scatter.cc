@@ -4,7 +4,6 @@
 // into StableHLO's order. Gather clamps its starts; scatter drops out-of-bounds windows by sending
 // them to scratch rows that are sliced off.
 #include <algorithm>
-#include <cstring>
 
 #include "mps/lower_families.h"
 
@@ -114,10 +113,7 @@ void AppendZeroComponents(LowerContext& cx, Indices* ix, const std::vector<int64
 
 // A [K] int32 constant broadcast along [B..., K].
 int VectorConst(LowerContext& cx, const std::vector<int32_t>& values, const Shape& shape) {
-  std::vector<uint8_t> bytes(values.size() * 4);
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  int c = cx.ConstantData(DType::kI32, {static_cast<int64_t>(values.size())}, std::move(bytes));
-  return cx.BroadcastTo(c, shape);
+  return cx.BroadcastTo(cx.Int32Constant({static_cast<int64_t>(values.size())}, values), shape);
 }
 
 // Adds window offsets: [B..., K] -> [B..., sizes..., K], offset w moving along index component comp[w].
@@ -134,14 +130,12 @@ int ExpandWindows(LowerContext& cx, int idx, const Shape& batch, const std::vect
       rem /= sizes[w];
     }
   }
-  std::vector<uint8_t> bytes(offsets.size() * 4);
-  std::memcpy(bytes.data(), offsets.data(), bytes.size());
   Shape oshape(batch.size(), 1);
   oshape.insert(oshape.end(), sizes.begin(), sizes.end());
   oshape.push_back(static_cast<int64_t>(k));
   Shape wshape(sizes.begin(), sizes.end());
   wshape.push_back(static_cast<int64_t>(k));
-  int off = cx.Reshape(cx.ConstantData(DType::kI32, wshape, std::move(bytes)), oshape);
+  int off = cx.Reshape(cx.Int32Constant(wshape, offsets), oshape);
   Shape bshape = batch;
   bshape.insert(bshape.end(), sizes.size(), 1);
   bshape.push_back(static_cast<int64_t>(k));
