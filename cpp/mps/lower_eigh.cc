@@ -70,20 +70,6 @@ Shape With(Shape batch, std::initializer_list<int64_t> tail) {
   return batch;
 }
 
-int SumOver(LowerContext& cx, int x, std::vector<int64_t> axes) {
-  Shape s = cx.ShapeOf(x);
-  for (int64_t a : axes) s[static_cast<size_t>(a)] = 1;
-  Op& op = cx.Emit(OpKind::kReductionSum, {x}, cx.DTypeOf(x), s);
-  op.axes = std::move(axes);
-  return op.outputs[0];
-}
-
-// Identity matrices of shape `mat` in `t`.
-int Identity(LowerContext& cx, const Shape& mat, DType t) {
-  const int64_t rows = static_cast<int64_t>(mat.size()) - 2, cols = rows + 1;
-  return cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(mat, rows), cx.Iota(mat, cols)), t);
-}
-
 // Every matrix's entries x[i, min(i + offset, m - 1)] as [..., m, 1].
 int Diagonal(LowerContext& cx, int x, int64_t offset = 0) {
   Shape mat = cx.ShapeOf(x);
@@ -297,10 +283,7 @@ Status Eigh(LowerContext& cx) {
     vectors = GatherAlongAxis(cx, vectors, columns, static_cast<int64_t>(cols));
   }
   // A matrix with a NaN gives NaN throughout, as LAPACK's failure does on the CPU backend.
-  int nan = cx.Emit(OpKind::kIsNaN, {x}, DType::kBool, mat).outputs[0];
-  Op& any_nan = cx.Emit(OpKind::kReductionOr, {nan}, DType::kBool, With(batch, {1, 1}));
-  any_nan.axes = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-  int failed = any_nan.outputs[0];
+  int failed = AnyNaNPerMatrix(cx, x);
   vectors = cx.Select(cx.BroadcastTo(failed, shape), cx.Splat(ct, shape, NAN), vectors);
   values = cx.Select(cx.BroadcastTo(cx.Reshape(failed, With(batch, {1})), values_shape), cx.Splat(ct, values_shape, NAN), values);
   cx.Bind(0, cx.Cast(vectors, t));

@@ -132,12 +132,7 @@ Status Cholesky(LowerContext& cx) {
   }));
   // A failed factorisation is NaN throughout, per matrix, as on XLA's CPU backend.
   int factor = done[1];
-  int nan = cx.Emit(OpKind::kIsNaN, {factor}, DType::kBool, shape).outputs[0];
-  Shape one = shape;
-  one[rows] = one[cols] = 1;
-  Op& any_nan = cx.Emit(OpKind::kReductionOr, {nan}, DType::kBool, one);
-  any_nan.axes = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-  int failed = any_nan.outputs[0];  // read before emitting more ops moves the op list
+  int failed = AnyNaNPerMatrix(cx, factor);
   factor = cx.Select(cx.BroadcastTo(failed, shape), cx.Splat(ct, shape, NAN), factor);
   if (!lower) factor = SwapLastTwo(cx, factor);
   cx.Bind(0, cx.Cast(factor, t));
@@ -195,9 +190,7 @@ Status Qr(LowerContext& cx) {
     int x = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), col, cx.Splat(ct, column, 0));
     int alpha = PickAlong(cx, x, j, rows);                                                   // [..., 1, 1]
     int tail = cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), x, cx.Splat(ct, column, 0));
-    Op& sq = cx.Emit(OpKind::kReductionSum, {cx.Binary(OpKind::kMultiply, tail, tail)}, ct, scalar);
-    sq.axes = {static_cast<int64_t>(rows)};
-    int tail_sq = sq.outputs[0];
+    int tail_sq = SumOver(cx, cx.Binary(OpKind::kMultiply, tail, tail), {static_cast<int64_t>(rows)});
     int norm = cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Binary(OpKind::kMultiply, alpha, alpha), tail_sq));
     int negative = cx.Compare(OpKind::kLessThan, alpha, cx.Splat(ct, scalar, 0));
     int beta = cx.Select(negative, norm, cx.Unary(OpKind::kNegative, norm));
@@ -241,7 +234,7 @@ Status HouseholderProduct(LowerContext& cx) {
     return cx.Unsupported("needs a matrix and at most min(m, n) taus");
   const size_t rows = rank - 2, cols = rank - 1;
   const int64_t k = tshape.back();
-  int eye = cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(shape, rows), cx.Iota(shape, cols)), ct);
+  int eye = Identity(cx, shape, ct);
   if (k == 0) {
     cx.Bind(0, cx.Cast(eye, t));
     return Status::Ok();

@@ -18,6 +18,29 @@ int CoordinateIs(LowerContext& cx, OpKind kind, const Shape& shape, size_t axis,
   return cx.Compare(kind, coordinates, cx.BroadcastTo(i, shape));
 }
 
+int Identity(LowerContext& cx, const Shape& mat, DType t) {
+  const int64_t rows = static_cast<int64_t>(mat.size()) - 2, cols = rows + 1;
+  return cx.Cast(cx.Compare(OpKind::kEqual, cx.Iota(mat, rows), cx.Iota(mat, cols)), t);
+}
+
+int SumOver(LowerContext& cx, int x, std::vector<int64_t> axes) {
+  Shape s = cx.ShapeOf(x);
+  for (int64_t a : axes) s[static_cast<size_t>(a)] = 1;
+  Op& op = cx.Emit(OpKind::kReductionSum, {x}, cx.DTypeOf(x), s);
+  op.axes = std::move(axes);
+  return op.outputs[0];
+}
+
+int AnyNaNPerMatrix(LowerContext& cx, int x) {
+  Shape shape = cx.ShapeOf(x);
+  const int64_t rows = static_cast<int64_t>(shape.size()) - 2, cols = rows + 1;
+  int nan = cx.Emit(OpKind::kIsNaN, {x}, DType::kBool, shape).outputs[0];
+  shape[static_cast<size_t>(rows)] = shape[static_cast<size_t>(cols)] = 1;
+  Op& any = cx.Emit(OpKind::kReductionOr, {nan}, DType::kBool, shape);
+  any.axes = {rows, cols};
+  return any.outputs[0];
+}
+
 int SwapLastTwo(LowerContext& cx, int x) {
   std::vector<int64_t> perm;
   size_t rank = cx.ShapeOf(x).size();

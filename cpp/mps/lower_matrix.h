@@ -16,6 +16,15 @@ int PickAlong(LowerContext& cx, int x, int i, size_t axis);
 // Lanes of `shape` whose coordinate along `axis` compares to i (rank-0 int32) as `kind` says.
 int CoordinateIs(LowerContext& cx, OpKind kind, const Shape& shape, size_t axis, int i);
 
+// 1 on the diagonal and 0 elsewhere, of shape `mat` [..., m, n] (identity matrices when square), in `t`.
+int Identity(LowerContext& cx, const Shape& mat, DType t);
+
+// x summed over `axes`, kept with size 1.
+int SumOver(LowerContext& cx, int x, std::vector<int64_t> axes);
+
+// Whether each matrix of x [..., m, n] holds a NaN: bool [..., 1, 1].
+int AnyNaNPerMatrix(LowerContext& cx, int x);
+
 // x with its last two axes swapped.
 int SwapLastTwo(LowerContext& cx, int x);
 

@@ -261,6 +261,17 @@ Status RunCoordinate(const OpArgs& a) {
 
 namespace {
 
+// The flat offset in data (row-major strides ds) of element i of an indices-shaped tensor (strides
+// es, no larger than the data off the axis) once its coordinate along `axis` is replaced by k.
+int64_t OffsetAlongAxis(int64_t i, const Shape& es, const Shape& ds, size_t axis, int64_t k) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < es.size(); ++d) {
+    offset += (d == axis ? k : i / es[d]) * ds[d];
+    i %= es[d];
+  }
+  return offset;
+}
+
 // Reads index element i as int64 from an int32 or int64 tensor.
 int64_t IndexAt(const uint8_t* p, DType t, int64_t i) {
   if (t == DType::kI64) {
@@ -307,22 +318,15 @@ Status GatherAlongAxisGeneral(const OpArgs& a) {
   const Shape& out = a.OutType().shape;
   DType it = a.InType(1).dtype;
   size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  for (size_t d = 0; d < out.size(); ++d)
+    if (d != axis && out[d] > data[d]) return Internal("GatherAlongAxis: indices larger than the data off the axis");
   size_t width = Width(a);
   Shape ds = RowMajorStrides(data), os = RowMajorStrides(out);
   int64_t n = a.OutType().NumElements();
   for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i, src = 0;
-    for (size_t d = 0; d < out.size(); ++d) {
-      int64_t k = rem / os[d];
-      rem %= os[d];
-      if (d == axis) {
-        k = IndexAt(a.in[1], it, i);
-        if (k < 0 || k >= data[d]) return Internal("GatherAlongAxis: index " + std::to_string(k) + " out of range");
-      } else if (k >= data[d]) {
-        return Internal("GatherAlongAxis: indices larger than the data off the axis");
-      }
-      src += k * ds[d];
-    }
+    int64_t k = IndexAt(a.in[1], it, i);
+    if (k < 0 || k >= data[axis]) return Internal("GatherAlongAxis: index " + std::to_string(k) + " out of range");
+    int64_t src = OffsetAlongAxis(i, os, ds, axis, k);
     std::memcpy(a.out[0] + i * static_cast<int64_t>(width), a.in[0] + src * static_cast<int64_t>(width), width);
   }
   return Status::Ok();
@@ -498,16 +502,9 @@ Status RunScatterAlongAxis(const OpArgs& a) {
     T* y = reinterpret_cast<T*>(a.out[0]);
     const T* u = reinterpret_cast<const T*>(a.in[1]);
     for (int64_t i = 0; i < n; ++i) {
-      int64_t rem = i, dst = 0;
-      for (size_t d = 0; d < ushape.size(); ++d) {
-        int64_t c = rem / us[d];
-        rem %= us[d];
-        if (d == axis) {
-          c = IndexAt(a.in[2], it, i);
-          if (c < 0 || c >= data[d]) return Internal("ScatterAlongAxis: index " + std::to_string(c) + " out of range");
-        }
-        dst += c * ds[d];
-      }
+      int64_t c = IndexAt(a.in[2], it, i);
+      if (c < 0 || c >= data[axis]) return Internal("ScatterAlongAxis: index " + std::to_string(c) + " out of range");
+      int64_t dst = OffsetAlongAxis(i, us, ds, axis, c);
       if (!Combine(y[dst], u[i], mode)) return a.Unsupported("has a mode this type does not have");
     }
     return Status::Ok();
