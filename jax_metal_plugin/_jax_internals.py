@@ -1,0 +1,60 @@
+"""What the plugin changes inside JAX for platform "metal": JAX internals, kept apart in this module.
+
+Each patch is guarded: where a JAX release moves or renames what it touches, the feature stays off (an
+error naming it when used) and importing or initialising the plugin is never broken.
+"""
+
+from __future__ import annotations
+
+
+def enable_donation() -> None:
+    """Lets JAX lower buffer donation for platform "metal".
+
+    JAX marks donated arguments in the lowered module (tf.aliasing_output, jax.buffer_donor) only for the
+    platforms listed in jax._src.interpreters.mlir._platforms_with_donation; for any other it warns "Some
+    donated buffers were not usable" and keeps the arguments alive. The plugin honours both attributes
+    (the runtime reuses or frees a donated buffer and reports it deleted). The list is JAX internals:
+    when a JAX version has no such list, donation stays off and nothing else changes.
+    """
+    try:
+        from jax._src.interpreters import mlir
+    except ImportError:
+        return
+    platforms = getattr(mlir, "_platforms_with_donation", None)
+    if isinstance(platforms, list):
+        if "metal" not in platforms:
+            platforms.append("metal")
+    elif isinstance(platforms, set):
+        platforms.add("metal")
+    elif isinstance(platforms, tuple) and "metal" not in platforms:
+        mlir._platforms_with_donation = (*platforms, "metal")
+
+
+def enable_eigh() -> None:
+    """Gives eigh, and what JAX builds on it (svd, pinv, lstsq, matrix 2-norms), a lowering for "metal".
+
+    JAX lowers eigh only for cpu and gpu (LAPACK and cuSOLVER kernels) and for tpu. TPU's rule is JAX
+    code apart from the "Eigh" custom call it emits for matrices up to 256 (it splits larger ones with
+    QDWH first); the plugin lowers that custom call itself (Jacobi, cpp/mps/lower_eigh.cc), so the TPU
+    rule serves "metal" as it is. Both names are JAX internals: when a JAX version moves them, eigh stays
+    unsupported (an error naming it) and nothing else changes.
+    """
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.lax import linalg
+        from jax._src.tpu.linalg import eigh as tpu_eigh
+    except ImportError:
+        return
+    primitive = getattr(linalg, "eigh_p", None)
+    tpu_rule = getattr(tpu_eigh, "_eigh_tpu_lowering", None)
+    implementations = getattr(linalg, "EighImplementation", None)
+    if primitive is None or tpu_rule is None:
+        return
+
+    def rule(ctx, operand, **params):
+        if implementations is not None and params.get("algorithm") == implementations.QR:
+            raise NotImplementedError("eigh: the QR implementation is not supported on platform metal; "
+                                      "use the default (Jacobi, QDWH above 256)")
+        return tpu_rule(ctx, operand, **params)
+
+    mlir.register_lowering(primitive, rule, platform="metal")
