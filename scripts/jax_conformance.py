@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""JAX's own test files as the measure of the plugin's breadth: run them on platform "metal" alone.
+
+    python scripts/jax_conformance.py --jax-tree JAX_SRC [FILE ...] [--timeout S] [--json OUT]
+
+JAX_SRC is a JAX source tree (e.g. a checkout of jax-ml/jax at tag jax-vX.Y.Z) whose version matches the
+installed jax; FILEs are names in its tests/ folder (lax_test, fft_test, ...; default: the list of
+issue 16). Each file runs in its own process with JAX_PLATFORMS=metal (no CPU device, so no test quietly
+runs on CPU), under a time limit, from a temporary copy of tests/ so that the tree's jax sources never
+shadow the installed package. Nothing of JAX's is copied into this repository.
+
+Per file it prints passed, failed, skipped (JAX's own device tagging, such as run_on_devices("cpu"),
+which skip on every accelerator, and flag-dependent skips such as x64-only tests, which skip on CPU too;
+every other skip counts as a failure); peak RSS; and the pass rate
+passed / (passed + failed). Known failures live in scripts/jax_conformance_known.txt, one test id a line
+with its root cause; a test that fails and is not listed, or is listed and passes, makes the script exit
+1, so the list only ever shrinks on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KNOWN = os.path.join(HERE, "jax_conformance_known.txt")
+FILES = ["lax_test", "lax_numpy_test", "lax_control_flow_test", "fft_test", "random_lax_test", "linalg_test",
+         "lax_autodiff_test", "lax_vmap_test", "lax_vmap_op_test", "nn_test", "lax_scipy_test",
+         "lax_numpy_operators_test", "lax_numpy_einsum_test", "lax_numpy_vectorize_test", "ann_test",
+         "polynomial_test", "random_test", "batching_test", "api_test"]
+# Skips that are not the plugin's: JAX's own device tagging (on every accelerator) and configuration
+# flags (x64 off skips the same tests on CPU). Every other skip counts as a failure.
+NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for CPU|[Tt]est enabled only for "
+                      r"(CPU|cpu)|run_on_devices|skip_on_devices|requires jax_enable_x64|"
+                      r"not supported when FLAGS\.")
+
+
+def tree_version(tree):
+    with open(os.path.join(tree, "jax", "version.py"), encoding="utf-8") as f:
+        m = re.search(r'^_version(?:: str)? = "([^"]+)"', f.read(), re.M)
+    return m.group(1) if m else None
+
+
+def load_known(path):
+    known = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                test, _, cause = line.partition("#")
+                if test.strip():
+                    known[test.strip()] = cause.strip()
+    return known
+
+
+def run_file(tests_dir, name, timeout, out_dir):
+    """Runs one test file in its own process group; returns (results, peak RSS in bytes, seconds, note)."""
+    report = os.path.join(out_dir, name + ".xml")
+    # Sibling imports (lax_vmap_op_test imports lax_test) resolve in the copy, never in the tree's jax.
+    env = dict(os.environ, JAX_PLATFORMS="metal",
+               PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")])))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+           f"--junitxml={report}", "-o", "junit_family=xunit1", os.path.join(tests_dir, name + ".py")]
+    start = time.monotonic()
+    with open(os.path.join(out_dir, name + ".log"), "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=out_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        note = ""
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                note = f"killed after {timeout} s"
+                break
+            time.sleep(0.5)
+    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    results = {}
+    if os.path.exists(report):
+        for case in ET.parse(report).getroot().iter("testcase"):
+            test = f"{name}::{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+            if case.find("failure") is not None or case.find("error") is not None:
+                results[test] = ("failed", (case.find("failure") if case.find("failure") is not None
+                                            else case.find("error")).get("message", "")[:300])
+            elif case.find("skipped") is not None:
+                reason = case.find("skipped").get("message", "")
+                results[test] = ("skipped" if NOT_OURS.search(reason) else "failed", "skip: " + reason[:300])
+            else:
+                results[test] = ("passed", "")
+    elif not note:
+        note = f"no report (exit status {os.waitstatus_to_exitcode(status)})"
+    return results, rss, time.monotonic() - start, note
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", default=FILES)
+    ap.add_argument("--jax-tree", required=True, help="a JAX source tree at the installed jax's version")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per file")
+    ap.add_argument("--json", help="write every test's outcome here")
+    ap.add_argument("--known", default=KNOWN, help="the known-failures list")
+    ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
+    args = ap.parse_args()
+
+    import jax
+    version = tree_version(args.jax_tree)
+    if version != jax.__version__ and not args.any_version:
+        sys.exit(f"the tree is jax {version}, the installed jax is {jax.__version__}: use the matching tag")
+    known = load_known(args.known)
+    out_dir = tempfile.mkdtemp(prefix="jax-conformance-")
+    tests_dir = os.path.join(out_dir, "tests")
+    shutil.copytree(os.path.join(args.jax_tree, "tests"), tests_dir)
+
+    print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, {len(args.files)} files, logs in {out_dir}")
+    print(f"{'file':28} {'passed':>7} {'failed':>7} {'skipped':>8} {'rate':>8} {'peak RSS':>9} {'time':>7}")
+    everything, problems = {}, []
+    for name in args.files:
+        results, rss, seconds, note = run_file(tests_dir, name, args.timeout, out_dir)
+        everything.update(results)
+        passed = sum(1 for s, _ in results.values() if s == "passed")
+        failed = sum(1 for s, _ in results.values() if s == "failed")
+        skipped = sum(1 for s, _ in results.values() if s == "skipped")
+        rate = f"{100 * passed / (passed + failed):.2f}%" if passed + failed else "-"
+        print(f"{name:28} {passed:7} {failed:7} {skipped:8} {rate:>8} {rss / 2**30:8.2f}G {seconds:6.0f}s"
+              + (f"  {note}" if note else ""), flush=True)
+        if note:
+            problems.append(f"{name}: {note}")
+        for test, (state, why) in sorted(results.items()):
+            if state == "failed" and test not in known:
+                problems.append(f"new failure: {test}: {why}")
+            elif state == "passed" and test in known:
+                problems.append(f"passes now, remove from the known list: {test}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"jax": jax.__version__, "results": everything}, f, indent=1)
+    for p in problems:
+        print(p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
