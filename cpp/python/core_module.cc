@@ -1,4 +1,4 @@
-// jax_metal_plugin._core: the reader and the lowering, for tools and tests. Status errors become
+// jax_metal_plugin._core: the reader and the lowering, for tools and tests, and the C++ unit tests. Status errors become
 // ValueError (bad input) or RuntimeError (our own failure); nothing here touches PJRT.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -9,6 +9,7 @@
 #include "mps/graph.h"
 #include "mps/lower.h"
 #include "stablehlo/ir.h"
+#include "unit_tests/unit_test.h"
 
 namespace py = pybind11;
 
@@ -56,6 +57,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("lower_artifact", &LowerArtifact, py::arg("data"),
         "Reads and lowers a VHLO portable artifact; returns the MPS op graph as text.");
   m.def("op_kinds", &OpKinds, "The MPS op table: (name, MPSGraph selector, macOS version) per op kind.");
+  m.def("unit_tests", &jmp::unit::TestNames, "Names of the C++ unit tests (cpp/unit_tests).");
+  m.def(
+      "run_unit_test",
+      [](const std::string& name) {
+        py::gil_scoped_release release;
+        return jmp::unit::RunTest(name);
+      },
+      py::arg("name"), "Runs one C++ unit test: (passed, what failed).");
   m.attr("stablehlo_newest_version") =
       py::make_tuple(jmp::shlo::kNewestVersion[0], jmp::shlo::kNewestVersion[1], jmp::shlo::kNewestVersion[2]);
 }
