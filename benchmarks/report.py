@@ -1,0 +1,89 @@
+"""The table and the chart of a benchmark run's results (see run.py for what is measured)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def fmt_bytes(n):
+    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def fmt_ratio(r):
+    """'1.02× [0.97–1.08]': the median over rounds and its interquartile range."""
+    return f"{r['median']:.2f}× [{r['q1']:.2f}–{r['q3']:.2f}]"
+
+
+def notes(r):
+    out = []
+    m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
+    if "iteration_s" in m and "iteration_s" in c:
+        out.append(f"per iteration {fmt_time(m['iteration_s'])} vs {fmt_time(c['iteration_s'])}")
+    rss = r.get("fresh_rss")
+    if rss and "ratio" in rss:
+        rm, rc = rss["metal"], rss["cpu"]
+        out.append(f"peak RSS {rss['ratio']:.2f}× (+{fmt_bytes(rm['peak_rss'] - rm['baseline_rss'])} vs "
+                   f"+{fmt_bytes(rc['peak_rss'] - rc['baseline_rss'])})")
+    elif rss:
+        out.append("peak RSS: " + "; ".join(f"{p} {v['error']}" for p, v in rss.items() if "error" in v))
+    for plat, p in r["platforms"].items():
+        if "error" in p:
+            out.append(f"unsupported on {plat}: {p['error']}")
+    return "; ".join(out)
+
+
+def print_table(results):
+    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [IQR]':<22}{'compile ratio':<22}"
+          f"{'copies':>6}  notes")
+    for name, r in results["suites"].items():
+        m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
+        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        comp = fmt_ratio(r["compile_ratio"]) if "compile_ratio" in r else "-"
+        print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<22}"
+              f"{str(m.get('copies', '-')):>6}  {notes(r)}")
+    print("time ratio: metal/cpu step time, the median over rounds [interquartile range]; below 1 is faster")
+
+
+def plot(results, path):
+    """Bars for the median ratios, thick whiskers for the interquartile range, thin ones for min-max."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(results["suites"])
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(names) + 2), 4.5))
+    x = np.arange(len(names))
+    series = [("step_ratio", "step time metal/cpu", -0.2), ("compile_ratio", "compile time metal/cpu", 0.2)]
+    for key, label, dx in series:
+        idx = [i for i, n in enumerate(names) if key in results["suites"][n]]
+        rs = [results["suites"][names[i]][key] for i in idx]
+        med = np.array([r["median"] for r in rs])
+        xs = x[idx] + dx
+        ax.bar(xs, med, 0.4, label=label)
+        for lo, hi, width, cap in (("q1", "q3", 2.5, 0), ("min", "max", 0.8, 3)):
+            low, high = np.array([r[lo] for r in rs]), np.array([r[hi] for r in rs])
+            ax.errorbar(xs, med, yerr=[med - low, high - med], fmt="none", ecolor="black", elinewidth=width,
+                        capsize=cap)
+    for i, n in enumerate(names):
+        if "step_ratio" not in results["suites"][n]:
+            ax.text(x[i], 1.0, "unsupported", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
+    ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("ratio (lower is better)")
+    s = results["settings"]
+    ax.set_title(f"metal/cpu: median of {s['repeat']} interleaved rounds, IQR (thick) and min–max (thin); "
+                 f"{results['machine']['cores']} cores, load {results['machine']['load_avg_start'][0]:.1f}",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
