@@ -2,8 +2,10 @@
 
     python benchmarks/compare.py run1.json run2.json [--tolerance 0.10]
 
-Two ratios a and b differ by max(a, b) / min(a, b) - 1. Exits 1 when any ratio present in both runs
-differs by more than the tolerance (default 10%), so it can gate a README table on reproducibility.
+Two ratios a and b differ by max(a, b) / min(a, b) - 1. Exits 1 when a step-time or peak-RSS ratio
+present in both runs differs by more than the tolerance (default 10%), so it can gate a README table on
+reproducibility. Compile ratios are printed too but gate only with --all: they come from three compiles
+per platform, and the plugin's compiles take milliseconds, where scheduler jitter is a large share.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--tolerance", type=float, default=0.10)
+    p.add_argument("--all", action="store_true", help="compile ratios gate too")
     args = p.parse_args()
     runs = []
     for path in (args.a, args.b):
@@ -39,6 +42,8 @@ def main():
         m = run.get("machine", {})
         print(f"{path}: {m.get('cores')} cores, load {m.get('load_avg_start')} -> {m.get('load_avg_end')}, "
               f"settings {run.get('settings')}")
+    if runs[0].get("settings") != runs[1].get("settings"):
+        print("note: the runs' settings differ, so their ratios need not agree")
     ra, rb = ratios(runs[0]), ratios(runs[1])
     worst = 0.0
     print(f"{'suite':<15}{'ratio':<9}{'run a':>8}{'run b':>8}{'differ':>9}")
@@ -46,11 +51,13 @@ def main():
         if key not in rb:
             continue
         a, b = ra[key], rb[key]
-        differ = max(a, b) / min(a, b) - 1
-        worst = max(worst, differ)
-        flag = "  <-- over tolerance" if differ > args.tolerance else ""
+        differ = max(a, b) / min(a, b) - 1 if min(a, b) > 0 else float("inf")
+        gated = args.all or key[1] != "compile"
+        if gated:
+            worst = max(worst, differ)
+        flag = ("  <-- over tolerance" if gated else "  (not gated)") if differ > args.tolerance else ""
         print(f"{key[0]:<15}{key[1]:<9}{a:>8.3f}{b:>8.3f}{differ:>8.1%}{flag}")
-    print(f"largest difference {worst:.1%} (tolerance {args.tolerance:.0%})")
+    print(f"largest gated difference {worst:.1%} (tolerance {args.tolerance:.0%})")
     return 1 if worst > args.tolerance else 0
 
 

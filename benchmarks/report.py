@@ -72,10 +72,16 @@ def plot(results, path):
             low, high = np.array([r[lo] for r in rs]), np.array([r[hi] for r in rs])
             ax.errorbar(xs, med, yerr=[med - low, high - med], fmt="none", ecolor="black", elinewidth=width,
                         capsize=cap)
+    rss = [(i, results["suites"][n]["fresh_rss"]["ratio"]) for i, n in enumerate(names)
+           if "ratio" in results["suites"][n].get("fresh_rss", {})]
+    if rss:
+        ax.scatter([x[i] for i, _ in rss], [r for _, r in rss], marker="D", color="crimson", zorder=3,
+                   label="peak RSS metal/cpu (fresh process)")
     for i, n in enumerate(names):
         if "step_ratio" not in results["suites"][n]:
             ax.text(x[i], 1.0, "unsupported", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
     ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_xlim(-0.6, len(names) - 0.4)
     ax.set_xticks(x, names, rotation=30, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("ratio (lower is better)")
