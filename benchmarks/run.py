@@ -188,8 +188,15 @@ def measure_suite(name, args, progress):
     for r in range(n_rounds):
         order = list(programs) if r % 2 == 0 else list(reversed(programs))
         for plat in order:
+            if plat not in programs:
+                continue
             before = plugin_copy_count() if plat == "metal" and copies is not None else None
-            rounds[plat].append(programs[plat].segment(steps, warm[plat]))
+            try:
+                rounds[plat].append(programs[plat].segment(steps, warm[plat]))
+            except Exception as e:  # noqa: BLE001 - a failure in a later step is a result too
+                result["platforms"][plat] = {"error": error_text(e)}
+                del programs[plat], rounds[plat]
+                continue
             if before is not None:
                 copies += plugin_copy_count() - before
         progress.update(1)
