@@ -1,6 +1,12 @@
-"""The table and the chart of a benchmark run's results (see run.py for what is measured)."""
+"""The table and the chart of a benchmark run's results (see run.py for what is measured).
+
+    python benchmarks/report.py results.json    # the README's markdown table, from a saved run
+"""
 
 from __future__ import annotations
+
+import json
+import sys
 
 import numpy as np
 
@@ -18,9 +24,13 @@ def fmt_bytes(n):
     return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
+def fmt_x(v):
+    return f"{v:.2f}" if v >= 0.095 else f"{v:.3f}"  # compile ratios go down to ~0.005
+
+
 def fmt_ratio(r):
     """'1.02× [0.97–1.08]': the median over rounds and its interquartile range."""
-    return f"{r['median']:.2f}× [{r['q1']:.2f}–{r['q3']:.2f}]"
+    return f"{fmt_x(r['median'])}× [{fmt_x(r['q1'])}–{fmt_x(r['q3'])}]"
 
 
 def notes(r):
@@ -42,13 +52,13 @@ def notes(r):
 
 
 def print_table(results):
-    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [IQR]':<22}{'compile ratio':<22}"
+    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [IQR]':<22}{'compile ratio':<25}"
           f"{'copies':>6}  notes")
     for name, r in results["suites"].items():
         m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
         step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
         comp = fmt_ratio(r["compile_ratio"]) if "compile_ratio" in r else "-"
-        print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<22}"
+        print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<25}"
               f"{str(m.get('copies', '-')):>6}  {notes(r)}")
     print("time ratio: metal/cpu step time, the median over rounds [interquartile range]; below 1 is faster")
 
@@ -93,3 +103,22 @@ def plot(results, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def markdown(results):
+    """The README's table: step and compile ratios with their IQR, and each suite's notes."""
+    m, s = results["machine"], results["settings"]
+    lines = [f"<!-- {results['started'][:16]} UTC, {m.get('cpu')}, {m['cores']} cores, load average "
+             f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}, {s['repeat']} rounds, "
+             f"{s['seconds']:g} s per suite{', --quick' if s['quick'] else ''} -->",
+             "| suite | step time metal/cpu [IQR] | compile time metal/cpu | notes |", "|---|---|---|---|"]
+    for name, r in results["suites"].items():
+        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        comp = f"{fmt_x(r['compile_ratio']['median'])}×" if "compile_ratio" in r else "-"
+        lines.append(f"| {name} | {step} | {comp} | {notes(r)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(markdown(json.load(f)))

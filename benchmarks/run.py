@@ -5,6 +5,7 @@
     python benchmarks/run.py --suite mlp fft     # chosen suites
     python benchmarks/run.py --repeat 30 --seconds 30    # more rounds, longer per suite: tighter spreads
     python benchmarks/compare.py a.json b.json   # do two runs agree?
+    python benchmarks/report.py results.json     # the README's markdown table from a saved run
 
 Why rounds: a machine's load drifts over seconds, so two platforms timed one after the other see different
 machines. Each suite is timed in `--repeat` rounds; a round times a few steps on metal and then on cpu
