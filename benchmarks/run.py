@@ -1,180 +1,59 @@
 """Benchmarks: the same jitted programs on the `metal` plugin and on JAX's CPU backend, in one process.
 
-    python benchmarks/run.py --quick            # a few minutes; writes results.json and ratios.png
-    python benchmarks/run.py --suite mlp fft    # chosen suites, full length
+    python benchmarks/run.py                     # full run, a few minutes; writes results.json and ratios.png
+    python benchmarks/run.py --quick             # under a minute, noisier
+    python benchmarks/run.py --suite mlp fft     # chosen suites
+    python benchmarks/run.py --repeat 30 --seconds 30    # more rounds, longer per suite: tighter spreads
+    python benchmarks/compare.py a.json b.json   # do two runs agree?
+    python benchmarks/report.py results.json     # the README's markdown table from a saved run
 
-For each suite and platform: compile time, then median and min step time after warm-up, and peak
-device memory where the backend reports it. Ratios are metal/cpu: below 1 is faster for times.
-The "copies" column counts host<->device copies of device-resident buffers the plugin made during the
-timed steps (0 is the target: parameters stay on the device between steps).
+Why rounds: a machine's load drifts over seconds, so two platforms timed one after the other see different
+machines. Each suite is timed in `--repeat` rounds; a round times a few steps on metal and then on cpu
+(the next round cpu first, then metal, so neither platform always runs right after the switch), and the
+round's ratio is metal's median step / cpu's median step, two numbers measured seconds apart. A suite's
+ratio is the median of its round ratios, printed with their interquartile range; results.json also keeps
+min-max and every round. Steps per round are chosen so that a suite takes about `--seconds`.
+
+Per suite: the compile-time ratio (backend compile only: JAX's tracing and lowering is the same work on
+both platforms; three compiles per platform, interleaved, each of a fresh jit wrapper so no cache answers),
+the "copies" the plugin made of device-resident buffers during the timed metal steps (0 is the target),
+for fori-loop the time per loop iteration, and for bernoulli the peak RSS of a fresh process per platform
+(RSS never goes down within a process). A suite a platform cannot run is reported with its error, and
+measured as soon as the platform can run it. A suite whose steps are so slow that --repeat rounds would
+overrun --seconds runs fewer rounds, but at least MIN_ROUNDS.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import json
+import math
 import os
+import platform as platform_module
+import resource
 import statistics
+import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 
 os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-# ---- suites: each returns (step, state, data); step(state, *data) -> (state, out)
+from report import plot, print_table  # noqa: E402
+import suites  # noqa: E402
+from suites import SUITES  # noqa: E402
 
-
-def mlp_suite(quick):
-    sizes = [256, 512, 512, 10]
-    batch = 128
-
-    def init(key):
-        keys = jax.random.split(key, len(sizes) - 1)
-        return [(jax.random.normal(k, (m, n)) * np.sqrt(2 / m), jnp.zeros(n)) for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
-
-    def loss(params, x, y):
-        h = x
-        for w, b in params[:-1]:
-            h = jax.nn.relu(h @ w + b)
-        w, b = params[-1]
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(h @ w + b) * jax.nn.one_hot(y, 10), axis=-1))
-
-    def step(params, x, y):
-        l, g = jax.value_and_grad(loss)(params, x, y)
-        return jax.tree.map(lambda p, d: p - 0.01 * d, params, g), l
-
-    rng = np.random.default_rng(0)
-    data = (rng.normal(size=(batch, sizes[0])).astype(np.float32), rng.integers(0, 10, batch).astype(np.int32))
-    return step, init(jax.random.key(0)), data
-
-
-def cnn_suite(quick):
-    def init(key):
-        k1, k2, k3 = jax.random.split(key, 3)
-        return {"c1": jax.random.normal(k1, (3, 3, 1, 16)) * 0.3, "c2": jax.random.normal(k2, (3, 3, 16, 32)) * 0.1,
-                "d": jax.random.normal(k3, (32 * 7 * 7, 10)) * 0.02}
-
-    def forward(p, x):
-        dn = ("NHWC", "HWIO", "NHWC")
-        h = jax.nn.relu(lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME", dimension_numbers=dn))
-        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
-        h = jax.nn.relu(lax.conv_general_dilated(h, p["c2"], (1, 1), "SAME", dimension_numbers=dn))
-        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
-        return h.reshape(h.shape[0], -1) @ p["d"]
-
-    def step(p, x, y):
-        def loss(p):
-            return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(p, x)) * jax.nn.one_hot(y, 10), axis=-1))
-        l, g = jax.value_and_grad(loss)(p)
-        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
-
-    rng = np.random.default_rng(1)
-    data = (rng.normal(size=(32, 28, 28, 1)).astype(np.float32), rng.integers(0, 10, 32).astype(np.int32))
-    return step, init(jax.random.key(1)), data
-
-
-def transformer_suite(quick):
-    vocab, seq, dim, heads = 64, 64, 64, 4
-
-    def init(key):
-        ks = jax.random.split(key, 6)
-        n = lambda k, s: jax.random.normal(k, s) * 0.05
-        return {"emb": n(ks[0], (vocab, dim)), "qkv": n(ks[1], (dim, 3 * dim)), "o": n(ks[2], (dim, dim)),
-                "f1": n(ks[3], (dim, 4 * dim)), "f2": n(ks[4], (4 * dim, dim)), "out": n(ks[5], (dim, vocab))}
-
-    def layer_norm(h):
-        return (h - h.mean(-1, keepdims=True)) / jnp.sqrt(h.var(-1, keepdims=True) + 1e-5)
-
-    def forward(p, tokens):
-        h = p["emb"][tokens]
-        b, t, _ = h.shape
-        q, k, v = jnp.split(layer_norm(h) @ p["qkv"], 3, axis=-1)
-        split = lambda a: a.reshape(b, t, heads, dim // heads).transpose(0, 2, 1, 3)
-        q, k, v = split(q), split(k), split(v)
-        att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dim // heads)
-        att = jnp.where(jnp.tril(jnp.ones((t, t), bool)), att, -1e9)
-        h = h + (jax.nn.softmax(att) @ v).transpose(0, 2, 1, 3).reshape(b, t, dim) @ p["o"]
-        h = h + jax.nn.gelu(layer_norm(h) @ p["f1"]) @ p["f2"]
-        return layer_norm(h) @ p["out"]
-
-    def step(p, tokens):
-        def loss(p):
-            logits = forward(p, tokens[:, :-1])
-            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[:, 1:, None], axis=-1))
-        l, g = jax.value_and_grad(loss)(p)
-        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
-
-    rng = np.random.default_rng(2)
-    return step, init(jax.random.key(2)), (rng.integers(0, vocab, (16, seq + 1)).astype(np.int32),)
-
-
-def scan_layers_suite(quick):
-    """A residual MLP whose 8 layers (256 wide) are a lax.scan over stacked parameters: the backward
-    scan reads each layer with dynamic_slice and writes its gradient with dynamic_update_slice."""
-    layers, dim, batch = 8, 256, 64
-
-    def init(key):
-        k1, k2 = jax.random.split(key)
-        return {"w1": jax.random.normal(k1, (layers, dim, dim)) / np.sqrt(dim), "b1": jnp.zeros((layers, dim)),
-                "w2": jax.random.normal(k2, (layers, dim, dim)) / np.sqrt(dim), "b2": jnp.zeros((layers, dim))}
-
-    def loss(p, x, y):
-        def layer(h, lp):
-            return h + jax.nn.gelu(h @ lp["w1"] + lp["b1"]) @ lp["w2"] + lp["b2"], None
-
-        h, _ = lax.scan(layer, x, p)
-        return jnp.mean((h - y) ** 2)
-
-    def step(p, x, y):
-        l, g = jax.value_and_grad(loss)(p, x, y)
-        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
-
-    rng = np.random.default_rng(6)
-    data = (rng.normal(size=(batch, dim)).astype(np.float32), rng.normal(size=(batch, dim)).astype(np.float32))
-    return step, init(jax.random.key(6)), data
-
-
-def stateless(fn):
-    """A suite whose step has no state to carry."""
-    return lambda state, *data: (state, fn(*data))
-
-
-def fft_suite(quick):
-    x = np.random.default_rng(3).normal(size=(64, 1024)).astype(np.float32)
-    return stateless(lambda x: jnp.abs(jnp.fft.irfft(jnp.fft.rfft(x) * 0.5, n=1024)).sum()), 0, (x,)
-
-
-def sort_suite(quick):
-    x = np.random.default_rng(4).normal(size=(16, 4096)).astype(np.float32)
-    return stateless(lambda x: (jnp.sort(x, axis=-1), jnp.argsort(x, axis=-1))), 0, (x,)
-
-
-def cumsum_suite(quick):
-    x = np.random.default_rng(5).normal(size=(8, 100_000)).astype(np.float32)
-    return stateless(lambda x: jnp.cumsum(x, axis=-1)[:, -1]), 0, (x,)
-
-
-def tiny_dispatch_suite(quick):
-    x = np.ones((8,), np.float32)
-    return stateless(lambda x: jnp.sin(x) * 2.0 + 1.0), 0, (x,)
-
-
-SUITES = {
-    "mlp": (mlp_suite, 30),
-    "cnn": (cnn_suite, 10),
-    "transformer": (transformer_suite, 10),
-    "scan-layers": (scan_layers_suite, 10),
-    "fft": (fft_suite, 20),
-    "sort": (sort_suite, 20),
-    "cumsum": (cumsum_suite, 20),
-    "tiny-dispatch": (tiny_dispatch_suite, 10_000),
-}
+PLATFORMS = ("metal", "cpu")
+COMPILES = 3
+WARM_SEGMENT_BELOW_S = 0.05   # steps shorter than this get one untimed step after each platform switch
+MAX_STEPS_PER_ROUND = 100_000
+MIN_ROUNDS = 5
 
 
 def plugin_copy_count():
@@ -197,101 +76,295 @@ def peak_memory(device):
     return stats.get("peak_bytes_in_use", stats.get("bytes_in_use"))
 
 
-def measure(name, platform, steps, quick):
-    build, _ = SUITES[name]
-    step_fn, state, data = build(quick)
-    device = jax.devices(platform)[0]
-    state, data = jax.device_put((state, data), device)
-    # JAX's own tracing and lowering is the same work for both platforms: only the backend compile
-    # (what the plugin or XLA:CPU does with the program) is compared: the median of three compiles,
-    # each of a fresh jit wrapper so that no compilation cache answers.
-    compile_times = []
-    for _ in range(3):
-        lowered = jax.jit(lambda *args: step_fn(*args)).lower(state, *data)
+def error_text(e):
+    lines = str(e).strip().splitlines() or [""]
+    return f"{type(e).__name__}: {lines[0][:300]}"
+
+
+def spread(values):
+    """Median, quartiles, min and max of a list of numbers."""
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return {"median": statistics.median(values), "q1": q1, "q3": q3, "min": min(values), "max": max(values)}
+
+
+class Program:
+    """One suite compiled for one platform, with the state every timed segment starts from."""
+
+    def __init__(self, name, platform, quick):
+        self.suite = SUITES[name]
+        step_fn, state, data = self.suite.build(quick)
+        self.step_fn = step_fn
+        self.device = jax.devices(platform)[0]
+        self.state0, self.data = jax.device_put((state, data), self.device)
+        self.compiled = None
+        self.compile_times = []
+
+    def compile(self):
+        lowered = jax.jit(lambda *args: self.step_fn(*args)).lower(self.state0, *self.data)
         t0 = time.perf_counter()
-        compiled = lowered.compile()
-        compile_times.append(time.perf_counter() - t0)
-    compile_s = statistics.median(compile_times)
-    for _ in range(3):  # warm-up
-        state, out = compiled(state, *data)
-    jax.block_until_ready((state, out))
-    copies_before = plugin_copy_count() if platform == "metal" else None
-    times = []
-    if name == "tiny-dispatch":  # dispatch cost: many calls, timed as a whole
-        t0 = time.perf_counter()
+        self.compiled = lowered.compile()
+        self.compile_times.append(time.perf_counter() - t0)
+
+    def run(self, steps):
+        """`steps` steps from the initial state; the last state and output, blocked on."""
+        state, out = self.state0, None
         for _ in range(steps):
-            state, out = compiled(state, *data)
-        jax.block_until_ready(out)
-        times = [(time.perf_counter() - t0) / steps]
-    else:
-        for _ in range(steps):
+            state, out = self.compiled(state, *self.data)
+        jax.block_until_ready((state, out))
+        return state, out
+
+    def estimate_step(self, min_seconds=0.1):
+        """Seconds per step, from as many steps as fit in min_seconds (at least 2)."""
+        n, elapsed = 1, 0.0
+        while True:
             t0 = time.perf_counter()
-            state, out = compiled(state, *data)
-            jax.block_until_ready((state, out))
-            times.append(time.perf_counter() - t0)
-    copies = None
-    if copies_before is not None:
-        after = plugin_copy_count()
-        copies = None if after is None else after - copies_before
-    return {"compile_s": compile_s, "median_s": statistics.median(times), "min_s": min(times),
-            "peak_bytes": peak_memory(device), "copies": copies}
+            self.run(n)
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_seconds or n >= MAX_STEPS_PER_ROUND:
+                return elapsed / n
+            n = max(2 * n, min(MAX_STEPS_PER_ROUND, int(n * min_seconds / max(elapsed, 1e-6)) + 1))
+
+    def segment(self, steps, warm):
+        """Median seconds per step over `steps` steps (one timed batch when the suite is batched)."""
+        gc.collect()
+        gc.disable()
+        try:
+            state = self.state0
+            if warm:
+                state, out = self.compiled(state, *self.data)
+                jax.block_until_ready((state, out))
+            state = self.state0
+            if self.suite.batched:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    state, out = self.compiled(state, *self.data)
+                jax.block_until_ready((state, out))
+                return (time.perf_counter() - t0) / steps
+            times = []
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                state, out = self.compiled(state, *self.data)
+                jax.block_until_ready((state, out))
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
+        finally:
+            gc.enable()
+
+
+def measure_suite(name, args, progress):
+    """Compile on both platforms (interleaved), then time interleaved rounds; returns the suite's results."""
+    result = {"platforms": {}}
+    programs = {}
+    for plat in PLATFORMS:
+        try:
+            programs[plat] = Program(name, plat, args.quick)
+        except Exception as e:  # noqa: BLE001 - an unsupported op is a result, not a crash
+            result["platforms"][plat] = {"error": error_text(e)}
+    for _ in range(COMPILES):
+        for plat in list(programs):
+            try:
+                programs[plat].compile()
+            except Exception as e:  # noqa: BLE001
+                result["platforms"][plat] = {"error": error_text(e)}
+                del programs[plat]
+    estimates = {}
+    for plat in list(programs):
+        try:
+            programs[plat].run(1)  # warm-up: first executions allocate and fill caches
+            estimates[plat] = programs[plat].estimate_step()
+        except Exception as e:  # noqa: BLE001 - e.g. an op that fails only when executed
+            result["platforms"][plat] = {"error": error_text(e)}
+            del programs[plat]
+    if not programs:
+        progress.update(args.repeat)
+        return result
+    per_step = sum(estimates.values())
+    n_rounds = max(min(args.repeat, MIN_ROUNDS), min(args.repeat, int(args.seconds / per_step)))
+    steps = max(1, min(MAX_STEPS_PER_ROUND, round(args.seconds / n_rounds / per_step)))
+    progress.total += n_rounds - args.repeat
+    progress.refresh()
+    warm = {plat: est < WARM_SEGMENT_BELOW_S for plat, est in estimates.items()}
+    rounds = {plat: [] for plat in programs}
+    copies = 0 if "metal" in programs and plugin_copy_count() is not None else None
+    for r in range(n_rounds):
+        order = list(programs) if r % 2 == 0 else list(reversed(programs))
+        for plat in order:
+            if plat not in programs:
+                continue
+            before = plugin_copy_count() if plat == "metal" and copies is not None else None
+            try:
+                rounds[plat].append(programs[plat].segment(steps, warm[plat]))
+            except Exception as e:  # noqa: BLE001 - a failure in a later step is a result too
+                result["platforms"][plat] = {"error": error_text(e)}
+                del programs[plat], rounds[plat]
+                continue
+            if before is not None:
+                copies += plugin_copy_count() - before
+        progress.update(1)
+    for plat, program in programs.items():
+        times = rounds[plat]
+        result["platforms"][plat] = {
+            "compile_s": statistics.median(program.compile_times), "compile_times_s": program.compile_times,
+            "step_s": statistics.median(times), "round_step_s": times, "rounds": n_rounds, "steps_per_round": steps,
+            "peak_bytes": peak_memory(program.device)}
+    if "metal" in programs:
+        result["platforms"]["metal"]["copies"] = copies
+    if len(programs) == len(PLATFORMS):
+        m, c = programs["metal"], programs["cpu"]
+        round_ratios = [a / b for a, b in zip(rounds["metal"], rounds["cpu"])]
+        result["step_ratio"] = spread(round_ratios)
+        result["step_ratio"]["rounds"] = round_ratios
+        result["compile_ratio"] = spread([a / b for a, b in zip(m.compile_times, c.compile_times)])
+    if SUITES[name].iterations:
+        for plat in programs:
+            result["platforms"][plat]["iteration_s"] = result["platforms"][plat]["step_s"] / SUITES[name].iterations
+    del programs
+    gc.collect()
+    return result
+
+
+# ---- peak RSS in a fresh process per platform
+
+
+def max_rss_bytes():
+    """This process's peak RSS. On Linux getrusage's ru_maxrss survives exec, so a child started by a big
+    parent would report the parent's size: VmHWM belongs to the new process image alone."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return rss if sys.platform == "darwin" else rss * 1024  # macOS reports bytes, Linux kilobytes
+
+
+def rss_child(name, plat, quick):
+    """Runs in a fresh process: peak RSS before and after compiling and running the suite on one platform."""
+    try:
+        program = Program(name, plat, quick)
+        jax.block_until_ready((program.state0, program.data))
+        baseline = max_rss_bytes()
+        program.compile()
+        program.run(2)  # two steps: the first step's output is alive while the second runs
+        out = {"baseline_rss": baseline, "peak_rss": max_rss_bytes()}
+    except Exception as e:  # noqa: BLE001
+        out = {"error": error_text(e)}
+    print(json.dumps(out))
+
+
+def measure_fresh_rss(name, quick):
+    result = {}
+    for plat in PLATFORMS:
+        cmd = [sys.executable, os.path.abspath(__file__), "--rss-child", name, plat,
+               "--bernoulli-size", str(suites.BERNOULLI_SIZE["quick" if quick else "full"])]
+        cmd += ["--quick"] if quick else []
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            lines = proc.stdout.strip().splitlines()
+            result[plat] = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+                "error": f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1][:300]}"}
+        except subprocess.TimeoutExpired:
+            result[plat] = {"error": "timed out"}
+    m, c = result["metal"], result["cpu"]
+    if "peak_rss" in m and "peak_rss" in c:
+        # the program's own memory: peak minus the process's footprint before compiling (JAX, plugin, inputs)
+        result["ratio"] = (m["peak_rss"] - m["baseline_rss"]) / max(1, c["peak_rss"] - c["baseline_rss"])
+    return result
+
+
+# ---- the machine
+
+
+def machine_facts():
+    facts = {"platform": platform_module.platform(), "machine": platform_module.machine(),
+             "python": platform_module.python_version(), "cores": os.cpu_count(), "load_avg_start": os.getloadavg()}
+    if hasattr(os, "sched_getaffinity"):
+        facts["cores_usable"] = len(os.sched_getaffinity(0))
+    try:
+        facts["memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        if sys.platform == "darwin":
+            facts["cpu"] = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                          text=True).stdout.strip()
+        else:
+            with open("/proc/cpuinfo") as f:
+                facts["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+    except OSError:
+        pass
+    facts["env"] = {k: v for k, v in os.environ.items() if k.startswith(("JMP_", "JAX_", "XLA_"))}
+    return facts
+
+
+def versions():
+    out = {"jax": jax.__version__}
+    try:
+        import jaxlib
+        import jax_metal_plugin
+        out["jaxlib"] = jaxlib.__version__
+        out["jax_metal_plugin"] = jax_metal_plugin.__version__
+    except ImportError:
+        pass
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out["git_commit"] = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True,
+                                           text=True).stdout.strip() or None
+    except OSError:
+        pass
+    return out
 
 
 def main():
-    p = argparse.ArgumentParser(description="metal vs cpu benchmarks")
-    p.add_argument("--quick", action="store_true", help="fewer steps (a few minutes in all)")
-    p.add_argument("--suite", nargs="*", choices=sorted(SUITES), default=None)
+    p = argparse.ArgumentParser(description="metal vs cpu benchmarks, timed in interleaved rounds")
+    p.add_argument("--quick", action="store_true", help="5 rounds of ~0.3 s per suite, a small Bernoulli array")
+    p.add_argument("--repeat", type=int, default=None, help="rounds per suite (default 15; 5 with --quick)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="timed seconds per suite, both platforms together (default 12; 1.5 with --quick)")
+    p.add_argument("--suite", nargs="*", choices=list(SUITES), default=None)
+    p.add_argument("--bernoulli-size", type=float, default=None,
+                   help=f"elements in the bernoulli suite (default {suites.BERNOULLI_SIZE['full']:.0e}; "
+                        f"{suites.BERNOULLI_SIZE['quick']:.0e} with --quick; the issue's program is 1e8)")
     p.add_argument("--out", default="results.json")
     p.add_argument("--plot", default="ratios.png")
+    p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.bernoulli_size:
+        suites.BERNOULLI_SIZE.update(full=int(args.bernoulli_size), quick=int(args.bernoulli_size))
+    if args.rss_child:
+        return rss_child(*args.rss_child, args.quick)
+    args.repeat = args.repeat or (5 if args.quick else 15)
+    args.seconds = args.seconds or (1.5 if args.quick else 12.0)
+    if args.repeat < 1 or args.seconds <= 0:
+        p.error("--repeat and --seconds must be positive")
     names = args.suite or list(SUITES)
-    results = {"jax": jax.__version__, "quick": args.quick, "suites": {}}
-    work = [(n, plat) for n in names for plat in ("metal", "cpu")]
-    for name, platform in tqdm(work, desc="benchmarks", file=sys.stderr):
-        steps = SUITES[name][1]
-        if args.quick:
-            steps = max(3, steps // 5) if name != "tiny-dispatch" else 2000
-        try:
-            r = measure(name, platform, steps, args.quick)
-        except Exception as e:  # noqa: BLE001 - an unsupported op is a result, not a crash
-            r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-        results["suites"].setdefault(name, {})[platform] = r
-    for name, r in results["suites"].items():
-        m, c = r.get("metal", {}), r.get("cpu", {})
-        if "median_s" in m and "median_s" in c:
-            r["step_ratio"] = m["median_s"] / c["median_s"]          # metal time / cpu time
-            r["throughput_ratio"] = c["median_s"] / m["median_s"]    # metal speed / cpu speed
-            r["compile_ratio"] = m["compile_s"] / c["compile_s"]
+    facts = machine_facts()
+    if facts["load_avg_start"][0] > 0.5 * (facts.get("cores_usable") or facts["cores"] or 1):
+        print(f"warning: load average {facts['load_avg_start'][0]:.1f} on {facts['cores']} cores: the machine "
+              "is busy, so the ratios' spreads will be wide", file=sys.stderr)
+    results = {"versions": versions(), "machine": facts, "started": datetime.now(timezone.utc).isoformat(),
+               "settings": {"quick": args.quick, "repeat": args.repeat, "seconds": args.seconds, "compiles": COMPILES,
+                            "min_rounds": MIN_ROUNDS,
+                            "bernoulli_size": suites.BERNOULLI_SIZE["quick" if args.quick else "full"],
+                            "platform_order": "alternating per round (metal, cpu / cpu, metal)"},
+               "suites": {}}
+    t_start = time.perf_counter()
+    with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
+        for name in names:
+            progress.set_postfix_str(name)
+            r = {}
+            if SUITES[name].fresh_rss:
+                r["fresh_rss"] = measure_fresh_rss(name, args.quick)
+            r.update(measure_suite(name, args, progress))
+            r["load_avg"] = os.getloadavg()
+            results["suites"][name] = r
+    facts["load_avg_end"] = os.getloadavg()
+    results["wall_s"] = time.perf_counter() - t_start
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
-    print(f"{'suite':<14}{'metal step':>12}{'cpu step':>12}{'time ratio':>11}{'compile ratio':>14}{'copies':>8}")
-    for name, r in results["suites"].items():
-        m, c = r.get("metal", {}), r.get("cpu", {})
-        if "step_ratio" in r:
-            print(f"{name:<14}{m['median_s'] * 1e3:>10.3f}ms{c['median_s'] * 1e3:>10.3f}ms{r['step_ratio']:>11.2f}"
-                  f"{r['compile_ratio']:>14.3f}{str(m.get('copies')):>8}")
-        else:
-            print(f"{name:<14} error: {m.get('error') or c.get('error')}")
+    print_table(results)
     plot(results, args.plot)
-    print(f"wrote {args.out} and {args.plot}")
-
-
-def plot(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    names = [n for n, r in results["suites"].items() if "step_ratio" in r]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, [results["suites"][n]["step_ratio"] for n in names], 0.4, label="step time metal/cpu")
-    ax.bar(x + 0.2, [results["suites"][n]["compile_ratio"] for n in names], 0.4, label="compile time metal/cpu")
-    ax.axhline(1.0, color="gray", linewidth=0.8)
-    ax.set_xticks(x, names)
-    ax.set_yscale("log")
-    ax.set_ylabel("ratio (lower is better)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    print(f"wrote {args.out} and {args.plot} ({results['wall_s']:.0f} s; load average "
+          f"{facts['load_avg_start'][0]:.1f} at the start, {facts['load_avg_end'][0]:.1f} at the end)")
 
 
 if __name__ == "__main__":

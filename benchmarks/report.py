@@ -1,0 +1,124 @@
+"""The table and the chart of a benchmark run's results (see run.py for what is measured).
+
+    python benchmarks/report.py results.json    # the README's markdown table, from a saved run
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def fmt_bytes(n):
+    return f"{n / 2**30:.2f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def fmt_x(v):
+    return f"{v:.2f}" if v >= 0.095 else f"{v:.3f}"  # compile ratios go down to ~0.005
+
+
+def fmt_ratio(r):
+    """'1.02× [0.97–1.08]': the median over rounds and its interquartile range."""
+    return f"{fmt_x(r['median'])}× [{fmt_x(r['q1'])}–{fmt_x(r['q3'])}]"
+
+
+def notes(r):
+    out = []
+    m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
+    if "iteration_s" in m and "iteration_s" in c:
+        out.append(f"per iteration {fmt_time(m['iteration_s'])} vs {fmt_time(c['iteration_s'])}")
+    rss = r.get("fresh_rss")
+    if rss and "ratio" in rss:
+        rm, rc = rss["metal"], rss["cpu"]
+        out.append(f"peak RSS {rss['ratio']:.2f}× (+{fmt_bytes(rm['peak_rss'] - rm['baseline_rss'])} vs "
+                   f"+{fmt_bytes(rc['peak_rss'] - rc['baseline_rss'])})")
+    elif rss:
+        out.append("peak RSS: " + "; ".join(f"{p} {v['error']}" for p, v in rss.items() if "error" in v))
+    for plat, p in r["platforms"].items():
+        if "error" in p:
+            out.append(f"unsupported on {plat}: {p['error']}")
+    return "; ".join(out)
+
+
+def print_table(results):
+    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [IQR]':<22}{'compile ratio':<25}"
+          f"{'copies':>6}  notes")
+    for name, r in results["suites"].items():
+        m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
+        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        comp = fmt_ratio(r["compile_ratio"]) if "compile_ratio" in r else "-"
+        print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<25}"
+              f"{str(m.get('copies', '-')):>6}  {notes(r)}")
+    print("time ratio: metal/cpu step time, the median over rounds [interquartile range]; below 1 is faster")
+
+
+def plot(results, path):
+    """Bars for the median ratios, thick whiskers for the interquartile range, thin ones for min-max."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = list(results["suites"])
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(names) + 2), 4.5))
+    x = np.arange(len(names))
+    series = [("step_ratio", "step time metal/cpu", -0.2), ("compile_ratio", "compile time metal/cpu", 0.2)]
+    for key, label, dx in series:
+        idx = [i for i, n in enumerate(names) if key in results["suites"][n]]
+        rs = [results["suites"][names[i]][key] for i in idx]
+        med = np.array([r["median"] for r in rs])
+        xs = x[idx] + dx
+        ax.bar(xs, med, 0.4, label=label)
+        for lo, hi, width, cap in (("q1", "q3", 2.5, 0), ("min", "max", 0.8, 3)):
+            low, high = np.array([r[lo] for r in rs]), np.array([r[hi] for r in rs])
+            ax.errorbar(xs, med, yerr=[med - low, high - med], fmt="none", ecolor="black", elinewidth=width,
+                        capsize=cap)
+    rss = [(i, results["suites"][n]["fresh_rss"]["ratio"]) for i, n in enumerate(names)
+           if "ratio" in results["suites"][n].get("fresh_rss", {})]
+    if rss:
+        ax.scatter([x[i] for i, _ in rss], [r for _, r in rss], marker="D", color="crimson", zorder=3,
+                   label="peak RSS metal/cpu (fresh process)")
+    for i, n in enumerate(names):
+        if "step_ratio" not in results["suites"][n]:
+            ax.text(x[i], 1.0, "unsupported", rotation=90, ha="center", va="bottom", fontsize=8, color="dimgray")
+    ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("ratio (lower is better)")
+    s = results["settings"]
+    ax.set_title(f"metal/cpu: median of {s['repeat']} interleaved rounds, IQR (thick) and min–max (thin); "
+                 f"{results['machine']['cores']} cores, load {results['machine']['load_avg_start'][0]:.1f}",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def markdown(results):
+    """The README's table: step and compile ratios with their IQR, and each suite's notes."""
+    m, s = results["machine"], results["settings"]
+    lines = [f"<!-- {results['started'][:16]} UTC, {m.get('cpu')}, {m['cores']} cores, load average "
+             f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}, {s['repeat']} rounds, "
+             f"{s['seconds']:g} s per suite{', --quick' if s['quick'] else ''} -->",
+             "| suite | step time metal/cpu [IQR] | compile time metal/cpu | notes |", "|---|---|---|---|"]
+    for name, r in results["suites"].items():
+        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        comp = f"{fmt_x(r['compile_ratio']['median'])}×" if "compile_ratio" in r else "-"
+        lines.append(f"| {name} | {step} | {comp} | {notes(r)} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print(markdown(json.load(f)))

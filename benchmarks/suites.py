@@ -1,0 +1,215 @@
+"""The benchmark suites: the same jitted programs run on `metal` and on `cpu` (see run.py).
+
+Each builder takes `quick` and returns (step, state, data) with step(state, *data) -> (state, out).
+Only the Bernoulli suite changes with `quick` (a smaller array); every other program is the same in
+quick and full runs, so their ratios are comparable and quick runs differ only in how many rounds and
+steps they time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+def mlp_suite(quick):
+    sizes = [256, 512, 512, 10]
+    batch = 128
+
+    def init(key):
+        keys = jax.random.split(key, len(sizes) - 1)
+        return [(jax.random.normal(k, (m, n)) * np.sqrt(2 / m), jnp.zeros(n)) for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        w, b = params[-1]
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(h @ w + b) * jax.nn.one_hot(y, 10), axis=-1))
+
+    def step(params, x, y):
+        l, g = jax.value_and_grad(loss)(params, x, y)
+        return jax.tree.map(lambda p, d: p - 0.01 * d, params, g), l
+
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(batch, sizes[0])).astype(np.float32), rng.integers(0, 10, batch).astype(np.int32))
+    return step, init(jax.random.key(0)), data
+
+
+def cnn_suite(quick):
+    def init(key):
+        k1, k2, k3 = jax.random.split(key, 3)
+        return {"c1": jax.random.normal(k1, (3, 3, 1, 16)) * 0.3, "c2": jax.random.normal(k2, (3, 3, 16, 32)) * 0.1,
+                "d": jax.random.normal(k3, (32 * 7 * 7, 10)) * 0.02}
+
+    def forward(p, x):
+        dn = ("NHWC", "HWIO", "NHWC")
+        h = jax.nn.relu(lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME", dimension_numbers=dn))
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        h = jax.nn.relu(lax.conv_general_dilated(h, p["c2"], (1, 1), "SAME", dimension_numbers=dn))
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return h.reshape(h.shape[0], -1) @ p["d"]
+
+    def step(p, x, y):
+        def loss(p):
+            return -jnp.mean(jnp.sum(jax.nn.log_softmax(forward(p, x)) * jax.nn.one_hot(y, 10), axis=-1))
+        l, g = jax.value_and_grad(loss)(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
+
+    rng = np.random.default_rng(1)
+    data = (rng.normal(size=(32, 28, 28, 1)).astype(np.float32), rng.integers(0, 10, 32).astype(np.int32))
+    return step, init(jax.random.key(1)), data
+
+
+def transformer_suite(quick):
+    vocab, seq, dim, heads = 64, 64, 64, 4
+
+    def init(key):
+        ks = jax.random.split(key, 6)
+        n = lambda k, s: jax.random.normal(k, s) * 0.05
+        return {"emb": n(ks[0], (vocab, dim)), "qkv": n(ks[1], (dim, 3 * dim)), "o": n(ks[2], (dim, dim)),
+                "f1": n(ks[3], (dim, 4 * dim)), "f2": n(ks[4], (4 * dim, dim)), "out": n(ks[5], (dim, vocab))}
+
+    def layer_norm(h):
+        return (h - h.mean(-1, keepdims=True)) / jnp.sqrt(h.var(-1, keepdims=True) + 1e-5)
+
+    def forward(p, tokens):
+        h = p["emb"][tokens]
+        b, t, _ = h.shape
+        q, k, v = jnp.split(layer_norm(h) @ p["qkv"], 3, axis=-1)
+        split = lambda a: a.reshape(b, t, heads, dim // heads).transpose(0, 2, 1, 3)
+        q, k, v = split(q), split(k), split(v)
+        att = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dim // heads)
+        att = jnp.where(jnp.tril(jnp.ones((t, t), bool)), att, -1e9)
+        h = h + (jax.nn.softmax(att) @ v).transpose(0, 2, 1, 3).reshape(b, t, dim) @ p["o"]
+        h = h + jax.nn.gelu(layer_norm(h) @ p["f1"]) @ p["f2"]
+        return layer_norm(h) @ p["out"]
+
+    def step(p, tokens):
+        def loss(p):
+            logits = forward(p, tokens[:, :-1])
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[:, 1:, None], axis=-1))
+        l, g = jax.value_and_grad(loss)(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
+
+    rng = np.random.default_rng(2)
+    return step, init(jax.random.key(2)), (rng.integers(0, vocab, (16, seq + 1)).astype(np.int32),)
+
+
+def scan_layers_suite(quick):
+    """A residual MLP whose 8 layers (256 wide) are a lax.scan over stacked parameters: the backward
+    scan reads each layer with dynamic_slice and writes its gradient with dynamic_update_slice."""
+    layers, dim, batch = 8, 256, 64
+
+    def init(key):
+        k1, k2 = jax.random.split(key)
+        return {"w1": jax.random.normal(k1, (layers, dim, dim)) / np.sqrt(dim), "b1": jnp.zeros((layers, dim)),
+                "w2": jax.random.normal(k2, (layers, dim, dim)) / np.sqrt(dim), "b2": jnp.zeros((layers, dim))}
+
+    def loss(p, x, y):
+        def layer(h, lp):
+            return h + jax.nn.gelu(h @ lp["w1"] + lp["b1"]) @ lp["w2"] + lp["b2"], None
+
+        h, _ = lax.scan(layer, x, p)
+        return jnp.mean((h - y) ** 2)
+
+    def step(p, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), l
+
+    rng = np.random.default_rng(6)
+    data = (rng.normal(size=(batch, dim)).astype(np.float32), rng.normal(size=(batch, dim)).astype(np.float32))
+    return step, init(jax.random.key(6)), data
+
+
+def stateless(fn):
+    """A suite whose step has no state to carry."""
+    return lambda state, *data: (state, fn(*data))
+
+
+def fft_suite(quick):
+    x = np.random.default_rng(3).normal(size=(64, 1024)).astype(np.float32)
+    return stateless(lambda x: jnp.abs(jnp.fft.irfft(jnp.fft.rfft(x) * 0.5, n=1024)).sum()), 0, (x,)
+
+
+def sort_suite(quick):
+    x = np.random.default_rng(4).normal(size=(16, 4096)).astype(np.float32)
+    return stateless(lambda x: (jnp.sort(x, axis=-1), jnp.argsort(x, axis=-1))), 0, (x,)
+
+
+def cumsum_suite(quick):
+    x = np.random.default_rng(5).normal(size=(8, 100_000)).astype(np.float32)
+    return stateless(lambda x: jnp.cumsum(x, axis=-1)[:, -1]), 0, (x,)
+
+
+def tiny_dispatch_suite(quick):
+    x = np.ones((8,), np.float32)
+    return stateless(lambda x: jnp.sin(x) * 2.0 + 1.0), 0, (x,)
+
+
+# ---- suites added for issue 17: a large elementwise chain, a loop of cheap iterations, a host callback
+
+# The issue's program is 1e8 elements; on the host executor, which materialises threefry's intermediates,
+# that peaks at ~4.4 GB RSS and takes minutes per step, so a default run uses 1e7 (same program, ~0.45 GB).
+# `run.py --bernoulli-size 1e8` runs the original.
+BERNOULLI_SIZE = {"full": int(1e7), "quick": int(1e6)}
+
+
+def bernoulli_suite(quick):
+    """`jax.random.bernoulli(key, p=1e-10, shape=n, mode='low')`: threefry over every element, then a
+    compare; XLA:CPU fuses the chain, an unfused executor materialises each intermediate array."""
+    n = BERNOULLI_SIZE["quick" if quick else "full"]
+    return stateless(lambda key: jax.random.bernoulli(key, p=1e-10, shape=(n,), mode="low")), 0, (jax.random.key(7),)
+
+
+LOOP_ITERATIONS = 1000
+
+
+def fori_loop_suite(quick):
+    """A fori_loop of LOOP_ITERATIONS cheap iterations on 8 floats: the step time is the per-iteration
+    overhead of the loop machinery times LOOP_ITERATIONS."""
+    x = np.ones((8,), np.float32)
+    return stateless(lambda x: lax.fori_loop(0, LOOP_ITERATIONS, lambda i, c: c * 0.999 + 1.0, x)), 0, (x,)
+
+
+def host_callback_suite(quick):
+    """A jitted step with one host callback (`jax.debug.callback`) between two cheap device computations."""
+    calls = [0]
+
+    def record(total):
+        calls[0] += 1
+
+    def f(x):
+        y = jnp.sin(x) * 2.0 + 1.0
+        jax.debug.callback(record, y.sum())
+        return y * 0.5
+
+    return stateless(f), 0, (np.ones((1024,), np.float32),)
+
+
+@dataclass(frozen=True)
+class Suite:
+    build: Callable
+    batched: bool = False       # time a batch of calls as a whole (dispatch cost: one call is too short to time)
+    fresh_rss: bool = False     # also measure peak RSS in a fresh process per platform
+    iterations: int = 0         # loop iterations per step, to report the per-iteration time
+
+
+SUITES = {
+    "mlp": Suite(mlp_suite),
+    "cnn": Suite(cnn_suite),
+    "transformer": Suite(transformer_suite),
+    "scan-layers": Suite(scan_layers_suite),
+    "fft": Suite(fft_suite),
+    "sort": Suite(sort_suite),
+    "cumsum": Suite(cumsum_suite),
+    "tiny-dispatch": Suite(tiny_dispatch_suite, batched=True),
+    "bernoulli": Suite(bernoulli_suite, fresh_rss=True),
+    "fori-loop": Suite(fori_loop_suite, iterations=LOOP_ITERATIONS),
+    "host-callback": Suite(host_callback_suite),
+}
