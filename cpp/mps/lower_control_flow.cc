@@ -2,7 +2,7 @@
 // region uses from outside become extra parameters (loop-invariant carries for While).
 #include <algorithm>
 
-#include "mps/lower_families.h"
+#include "mps/lower_context.h"
 
 namespace jmp::mps {
 
@@ -183,15 +183,14 @@ Status Composite(LowerContext& cx) {
   return CallFunc(cx, decomposition->s);
 }
 
+// A custom call runs the rule a family registered as "custom_call:<target>" (e.g. XLA's Eigh in
+// lower_eigh.cc); there is no fallback.
 Status CustomCall(LowerContext& cx) {
   const shlo::Attr* target = cx.op().Find("call_target_name");
   std::string name = target ? target->s : "?";
-  // Sharding annotations mean nothing on one device.
-  if (name == "Sharding" || name == "SPMDFullToShardShape" || name == "SPMDShardToFullShape" ||
-      name == "annotate_device_placement")
-    return PassThrough(cx);
-  if (name == "Qr" || name == "ProductOfElementaryHouseholderReflectors") return LowerQrCustomCall(cx, name);
-  if (name == "Eigh") return LowerEighCustomCall(cx);
+  const auto& rules = LowerRules();
+  auto it = rules.find("custom_call:" + name);
+  if (it != rules.end()) return it->second(cx);
   return cx.Unsupported("custom_call target '" + name + "' is not supported");
 }
 

@@ -293,6 +293,8 @@ Status Eigh(LowerContext& cx) {
 
 }  // namespace
 
-Status LowerEighCustomCall(LowerContext& cx) { return Eigh(cx); }
+void RegisterEighRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "custom_call:Eigh", &Eigh);
+}
 
 }  // namespace jmp::mps

@@ -12,11 +12,6 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx);     // reduce_window as a pool
 // Binds each result to the matching operand (barriers, sharding annotations: nothing on one device).
 Status PassThrough(LowerContext& cx);
 
-// XLA's "Qr" and "ProductOfElementaryHouseholderReflectors" custom calls (lower_linalg.cc).
-Status LowerQrCustomCall(LowerContext& cx, const std::string& target);
-// XLA's "Eigh" custom call (lower_eigh.cc).
-Status LowerEighCustomCall(LowerContext& cx);
-
 // GatherAlongAxis(data, indices) along `axis`; indices have the output's shape.
 int GatherAlongAxis(LowerContext& cx, int data, int indices, int64_t axis);
 

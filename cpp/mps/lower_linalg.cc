@@ -257,15 +257,12 @@ Status HouseholderProduct(LowerContext& cx) {
 
 }  // namespace
 
-// Custom calls JAX emits for QR on platforms without LAPACK kernels (lower_control_flow.cc).
-Status LowerQrCustomCall(LowerContext& cx, const std::string& target) {
-  if (target == "Qr") return Qr(cx);
-  return HouseholderProduct(cx);
-}
-
 void RegisterLinalgRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.triangular_solve", &TriangularSolve);
   RegisterRule(r, "stablehlo.cholesky", &Cholesky);
+  // What JAX emits for QR on platforms without LAPACK kernels.
+  RegisterRule(r, "custom_call:Qr", &Qr);
+  RegisterRule(r, "custom_call:ProductOfElementaryHouseholderReflectors", &HouseholderProduct);
 }
 
 }  // namespace jmp::mps

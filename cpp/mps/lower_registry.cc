@@ -1,4 +1,6 @@
 // The one list of op families: each registers the StableHLO ops it lowers. A new family adds a line.
+// Rule keys: an op's name ("stablehlo.add"); "composite:<name>" for a composite lowered other than by
+// its decomposition (lower_control_flow.cc); "custom_call:<call_target_name>" for a custom call target.
 #include "mps/lower_context.h"
 
 namespace jmp::mps {
@@ -20,6 +22,7 @@ void RegisterSpecialRules(Rules& rules);
 void RegisterPoolingRules(Rules& rules);
 void RegisterReduceWindowRules(Rules& rules);
 void RegisterLinalgRules(Rules& rules);
+void RegisterEighRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -40,6 +43,7 @@ const Rules& LowerRules() {
     RegisterPoolingRules(*r);
     RegisterReduceWindowRules(*r);
     RegisterLinalgRules(*r);
+    RegisterEighRules(*r);
     return r;
   }();
   return *rules;

@@ -254,6 +254,10 @@ void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "builtin.unrealized_conversion_cast", &PassThrough);
   RegisterRule(r, "sdy.sharding_constraint", &PassThrough);  // one device: shardings mean nothing
   RegisterRule(r, "sdy.reshard", &PassThrough);
+  RegisterRule(r, "custom_call:Sharding", &PassThrough);
+  RegisterRule(r, "custom_call:SPMDFullToShardShape", &PassThrough);
+  RegisterRule(r, "custom_call:SPMDShardToFullShape", &PassThrough);
+  RegisterRule(r, "custom_call:annotate_device_placement", &PassThrough);
 }
 
 }  // namespace jmp::mps

@@ -1,0 +1,267 @@
+// The attribute/type table: locating entries, decoding them once on first use (with cycle and nesting
+// limits, as entries may refer to each other in any order), builtin attributes and locations.
+#include "stablehlo/bytecode_attrs.h"
+
+#include <cstring>
+
+namespace jmp::shlo {
+
+namespace {
+
+constexpr int kMaxNesting = 200;
+
+// Builtin attribute codes (MLIR's BuiltinDialectBytecode): only what ops and locations use.
+enum BuiltinAttrCode {
+  kBArray = 0, kBDictionary = 1, kBString = 2, kBStringWithType = 3, kBFlatSymbolRef = 4, kBUnit = 7,
+  kBCallSiteLoc = 10, kBFileLineColLoc = 11, kBFusedLoc = 12, kBFusedLocWithMetadata = 13, kBNameLoc = 14,
+  kBUnknownLoc = 15, kBFileLineColRange = 22,
+};
+
+// Marks a builtin dictionary entry not decoded yet (see DecodeBuiltinAttr).
+constexpr const char* kAttrIndexRef = "\x01attr-index";
+
+}  // namespace
+
+// ---- names
+
+StatusOr<std::string_view> BytecodeNames::StringAt(uint64_t index, const ByteReader& r) const {
+  if (index >= strings.size()) return r.Error("string index " + std::to_string(index) + " out of range");
+  return strings[index];
+}
+
+StatusOr<std::string_view> BytecodeNames::ReadStringRef(ByteReader& r) const {
+  uint64_t index;
+  JMP_RETURN_IF_ERROR(r.VarInt(&index));
+  return StringAt(index, r);
+}
+
+bool BytecodeNames::IsDialect(size_t index, std::string_view name) const {
+  return index < dialects.size() && dialects[index] == name;
+}
+
+std::string BytecodeNames::DialectName(size_t index) const {
+  return std::string(index < dialects.size() ? dialects[index] : "?");
+}
+
+// ---- the table
+
+Status AttrTypeTable::ReadOffsets(Span offsets, Span data) {
+  ByteReader r(offsets, data_, "attribute/type offset section");
+  uint64_t num_attrs, num_types;
+  JMP_RETURN_IF_ERROR(r.Count(&num_attrs, 0));
+  JMP_RETURN_IF_ERROR(r.Count(&num_types, 0));
+  if (num_attrs > data.size + 1 || num_types > data.size + 1 || num_attrs + num_types > offsets.size * 8)
+    return r.Error("more attributes and types than the data can hold");
+  attr_entries_.resize(num_attrs);
+  type_entries_.resize(num_types);
+  size_t offset = 0;
+  for (auto* entries : {&attr_entries_, &type_entries_}) {
+    size_t index = 0;
+    while (index < entries->size()) {
+      uint64_t dialect, count;
+      JMP_RETURN_IF_ERROR(r.VarInt(&dialect));
+      if (dialect >= names_.dialects.size()) return r.Error("dialect index out of range");
+      JMP_RETURN_IF_ERROR(r.VarInt(&count));
+      if (count > entries->size() - index) return r.Error("attribute/type group larger than its table");
+      for (uint64_t i = 0; i < count; ++i) {
+        Entry& e = (*entries)[index++];
+        uint64_t length;
+        JMP_RETURN_IF_ERROR(r.VarIntWithFlag(&length, &e.custom));
+        if (length > data.size - offset) return r.Error("attribute/type entry past the end of its section");
+        e.dialect = dialect;
+        e.data = Span{data.data + offset, static_cast<size_t>(length)};
+        offset += length;
+      }
+    }
+  }
+  if (!r.empty()) return r.Error("trailing data in the attribute/type offsets");
+  attrs_.resize(num_attrs);
+  types_.resize(num_types);
+  attr_busy_.assign(num_attrs, 0);
+  type_busy_.assign(num_types, 0);
+  return Status::Ok();
+}
+
+StatusOr<const Attr*> AttrTypeTable::ReadAttrRef(ByteReader& r, int depth) {
+  uint64_t index;
+  JMP_RETURN_IF_ERROR(r.VarInt(&index));
+  return AttrAt(index, depth);
+}
+
+StatusOr<const Type*> AttrTypeTable::ReadTypeRef(ByteReader& r, int depth) {
+  uint64_t index;
+  JMP_RETURN_IF_ERROR(r.VarInt(&index));
+  return TypeAt(index, depth);
+}
+
+StatusOr<const Attr*> AttrTypeTable::AttrAt(uint64_t index, int depth) {
+  if (index >= attr_entries_.size())
+    return InvalidArgument("malformed artifact: attribute index " + std::to_string(index) + " out of range");
+  if (attrs_[index]) return attrs_[index].get();
+  if (attr_busy_[index] || depth > kMaxNesting)
+    return InvalidArgument("malformed artifact: attribute " + std::to_string(index) + " refers to itself or nests too deeply");
+  const Entry& e = attr_entries_[index];
+  ByteReader r(e.data, data_, "attribute " + std::to_string(index));
+  auto attr = std::make_unique<Attr>();
+  attr_busy_[index] = 1;
+  Status status;
+  if (!e.custom) {
+    std::string_view text;
+    status = r.NulTerminated(&text);
+    attr->kind = Attr::Kind::kString;  // an attribute in textual form: kept as its text
+    attr->s = std::string(text);
+  } else if (names_.IsDialect(e.dialect, "vhlo")) {
+    status = DecodeVhloAttr(*this, r, attr.get(), depth + 1);
+  } else if (names_.IsDialect(e.dialect, "builtin")) {
+    status = DecodeBuiltinAttr(r, attr.get(), depth + 1);
+  } else {
+    // Another dialect's attribute (sdy shardings, ...): kept opaque; nothing we lower reads it.
+    attr->kind = Attr::Kind::kUnit;
+    attr->s = "attribute of dialect " + names_.DialectName(e.dialect);
+  }
+  attr_busy_[index] = 0;
+  JMP_RETURN_IF_ERROR(status);
+  attrs_[index] = std::move(attr);
+  return attrs_[index].get();
+}
+
+StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
+  if (index >= type_entries_.size())
+    return InvalidArgument("malformed artifact: type index " + std::to_string(index) + " out of range");
+  if (types_[index]) return types_[index].get();
+  if (type_busy_[index] || depth > kMaxNesting)
+    return InvalidArgument("malformed artifact: type " + std::to_string(index) + " refers to itself or nests too deeply");
+  const Entry& e = type_entries_[index];
+  ByteReader r(e.data, data_, "type " + std::to_string(index));
+  auto type = std::make_unique<Type>();
+  type_busy_[index] = 1;
+  Status status;
+  if (e.custom && names_.IsDialect(e.dialect, "vhlo")) {
+    status = DecodeVhloType(*this, r, type.get(), depth + 1);
+  } else {
+    type->kind = Type::Kind::kOther;
+    type->other = e.custom ? "type of dialect " + names_.DialectName(e.dialect)
+                           : std::string(reinterpret_cast<const char*>(e.data.data), strnlen(reinterpret_cast<const char*>(e.data.data), e.data.size));
+  }
+  type_busy_[index] = 0;
+  JMP_RETURN_IF_ERROR(status);
+  types_[index] = std::move(type);
+  return types_[index].get();
+}
+
+StatusOr<const Attr*> AttrTypeTable::DictValue(const Attr& entry) {
+  if (entry.kind == Attr::Kind::kUnit && entry.s == kAttrIndexRef) return AttrAt(static_cast<uint64_t>(entry.i), 0);
+  return &entry;
+}
+
+Status AttrTypeTable::DecodeBuiltinAttr(ByteReader& r, Attr* out, int depth) {
+  uint64_t code;
+  JMP_RETURN_IF_ERROR(r.VarInt(&code));
+  switch (code) {
+    case kBString:
+    case kBStringWithType:
+    case kBFlatSymbolRef: {
+      if (code == kBFlatSymbolRef) {
+        JMP_ASSIGN_OR_RETURN(const Attr* root, ReadAttrRef(r, depth));
+        out->kind = Attr::Kind::kSymbol;
+        out->s = root->s;
+        return Status::Ok();
+      }
+      JMP_ASSIGN_OR_RETURN(std::string_view s, names_.ReadStringRef(r));
+      out->kind = Attr::Kind::kString;
+      out->s = std::string(s);
+      return Status::Ok();
+    }
+    case kBDictionary: {
+      uint64_t n;
+      JMP_RETURN_IF_ERROR(r.Count(&n, 2));
+      out->kind = Attr::Kind::kDict;
+      for (uint64_t i = 0; i < n; ++i) {
+        // Values are decoded only when an op asks for them (DictValue): keep the indices here.
+        JMP_ASSIGN_OR_RETURN(const Attr* name, ReadAttrRef(r, depth));
+        uint64_t value_index;
+        JMP_RETURN_IF_ERROR(r.VarInt(&value_index));
+        Attr ref;
+        ref.kind = Attr::Kind::kUnit;  // a reference: `i` is the value's attribute index
+        ref.s = kAttrIndexRef;
+        ref.i = static_cast<int64_t>(value_index);
+        out->dict[name->s] = ref;
+      }
+      return Status::Ok();
+    }
+    case kBUnit:
+      out->kind = Attr::Kind::kUnit;
+      return Status::Ok();
+    case kBArray: {
+      uint64_t n;
+      JMP_RETURN_IF_ERROR(r.Count(&n));
+      out->kind = Attr::Kind::kArray;
+      for (uint64_t i = 0; i < n; ++i) {
+        JMP_ASSIGN_OR_RETURN(const Attr* a, ReadAttrRef(r, depth));
+        out->array.push_back(*a);
+      }
+      return Status::Ok();
+    }
+    default:
+      // Locations and everything else: not needed as values (Location() reads locations).
+      out->kind = Attr::Kind::kUnit;
+      return Status::Ok();
+  }
+}
+
+std::string AttrTypeTable::Location(uint64_t index, int depth) {
+  if (depth > 32 || index >= attr_entries_.size()) return "";
+  auto cached = locations_.find(index);
+  if (cached != locations_.end()) return cached->second;
+  const Entry& e = attr_entries_[index];
+  if (!e.custom || !names_.IsDialect(e.dialect, "builtin")) return "";
+  ByteReader r(e.data, data_, "location");
+  uint64_t code;
+  std::string result;
+  if (!r.VarInt(&code).ok()) return "";
+  auto file_line_col = [&]() -> std::string {
+    uint64_t file_attr, line, col;
+    if (!r.VarInt(&file_attr).ok()) return "";
+    StatusOr<const Attr*> file = AttrAt(file_attr, depth + 1);
+    if (!file.ok()) return "";
+    if (code == kBFileLineColRange) {
+      uint64_t n;
+      if (!r.VarInt(&n).ok() || n == 0 || !r.VarInt(&line).ok()) return (*file)->s;
+      col = 0;
+      if (n > 1 && !r.VarInt(&col).ok()) col = 0;
+    } else if (!r.VarInt(&line).ok() || !r.VarInt(&col).ok()) {
+      return "";
+    }
+    return (*file)->s + ":" + std::to_string(line) + ":" + std::to_string(col);
+  };
+  uint64_t a = 0, b = 0;
+  switch (code) {
+    case kBFileLineColLoc:
+    case kBFileLineColRange:
+      result = file_line_col();
+      break;
+    case kBNameLoc:  // name, child
+      if (r.VarInt(&a).ok() && r.VarInt(&b).ok()) result = Location(b, depth + 1);
+      break;
+    case kBCallSiteLoc:  // callee, caller: the callee is where the op is
+      if (r.VarInt(&a).ok() && r.VarInt(&b).ok()) {
+        result = Location(a, depth + 1);
+        if (result.empty()) result = Location(b, depth + 1);
+      }
+      break;
+    case kBFusedLoc:
+    case kBFusedLocWithMetadata: {
+      uint64_t n;
+      if (r.VarInt(&n).ok() && n < 1024)
+        for (uint64_t i = 0; i < n && result.empty(); ++i)
+          if (r.VarInt(&a).ok()) result = Location(a, depth + 1);
+      break;
+    }
+    default:
+      break;
+  }
+  locations_[index] = result;
+  return result;
+}
+
+}  // namespace jmp::shlo
