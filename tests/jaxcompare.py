@@ -138,12 +138,17 @@ def check_reduction(fn, *args, k, magnitude=None, c=2.0, accumulate=None, jit=Tr
     """fn on metal equals fn on cpu within assert_reduction_close's bound; returns the metal result. The
     magnitude defaults to fn on the arguments' absolute values, which is the terms' magnitude when fn is
     a sum of products of its arguments' elements with non-negative coefficients (sum, mean, dot, einsum,
-    convolution, window sums, cumsum, cumprod); otherwise pass magnitude (a value, or a function of the
-    arguments)."""
+    convolution, window sums, cumsum, cumprod); otherwise pass magnitude: a value, a function of the
+    arguments, or "normwise" for composite functions (a loss's gradient, a training step) whose terms
+    cannot be bounded that way: each result's largest absolute value, so k * eps relative to the result's
+    norm, elementwise."""
     expected = run_on("cpu", fn, *args, jit=jit)
     actual = run_on("metal", fn, *args, jit=jit)
     if magnitude is None:
         magnitude = run_on("cpu", fn, *abs_inputs(*args), jit=jit)
+    elif isinstance(magnitude, str):
+        assert magnitude == "normwise", magnitude
+        magnitude = [np.nanmax(np.abs(np.where(np.isfinite(e), e, 0)), initial=0.0) for e in jax.tree.leaves(expected)]
     elif callable(magnitude):
         magnitude = magnitude(*args)
     assert_reduction_close(actual, expected, magnitude, k, c=c, accumulate=accumulate,

@@ -13,7 +13,7 @@ import pytest
 from jax import lax
 from jax._src.lax import linalg as lax_linalg_internal  # geqrf: the raw factored form and taus
 
-from jaxcompare import check, random_array, run_on
+from jaxcompare import check, check_reduction, random_array, run_on
 
 RNG = np.random.default_rng(21)
 TOL = {"rtol": 2e-4, "atol": 2e-5}
@@ -85,7 +85,12 @@ def test_triangular_solve_every_flag(left, lower, transpose, unit):
 def test_solve_inv_det(n):
     a = well_conditioned((n, n))
     b = random_array(RNG, (n, 4), np.float32)
-    check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), jnp.linalg.slogdet(a)), a, b, **TOL)
+    # LU with partial pivoting: forward errors within cond(A) * 3n * eps of the solution's norm (and of
+    # the determinant's magnitude; log|det|'s absolute error is the determinant's relative one).
+    k = 3 * n * int(np.ceil(np.linalg.cond(a.astype(np.float64))))
+    check_reduction(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a)), a, b, k=k, magnitude="normwise")
+    check_reduction(lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), a, k=k,
+                    magnitude=lambda a: [abs(np.linalg.det(a.astype(np.float64))), 0.0, 1.0])
 
 
 def test_cholesky_and_what_uses_it():
