@@ -63,6 +63,99 @@ def check(fn, *args, rtol=None, atol=None, exact=False, jit=True):
     return actual
 
 
+def eps(dtype) -> float:
+    """Machine epsilon of a float or complex dtype (complex64: float32's)."""
+    dtype = np.dtype(dtype)
+    return float(ml_dtypes.finfo(np.float32 if dtype.kind == "c" else dtype).eps)
+
+
+def assert_reduction_close(actual, expected, magnitude, k, c=2.0, accumulate=None, what=""):
+    """actual and expected are two roundings of sums of at most k terms each (a dot product, a sum or
+    mean, a window or convolution sum, a scan, the stages of an FFT) whose terms' absolute values add up
+    to at most `magnitude` per element: |A| @ |B| for A @ B, sum(|x|) for sum(x), the same function of
+    |x| for any sum of products with non-negative coefficients. A broadcastable magnitude (a scalar, a
+    row's norm) gives a normwise bound. Each result is within gamma_k * magnitude of the exact value
+    whatever the summation order, blocking, BLAS kernel or thread split (Higham, Accuracy and Stability
+    of Numerical Algorithms, 3.1), so they must agree within
+
+        |actual - expected| <= c * k * eps(accumulate) * magnitude + eps(result) * |expected|
+
+    elementwise, the last term for each side rounding a wider accumulator to the result type once. That
+    still catches a wrong element, a dropped or doubled term or a transposed operand: their errors are
+    of the order of the magnitude, not of k * eps times it. Non-finite expected values must match
+    exactly; integer and boolean results compare exactly. Pytrees compare leaf by leaf (magnitude and k
+    may be one value for all leaves or a matching tree/list)."""
+    actual_leaves, expected_leaves = jax.tree.leaves(actual), jax.tree.leaves(expected)
+    assert len(actual_leaves) == len(expected_leaves), what
+    n = len(expected_leaves)
+    mags = jax.tree.leaves(magnitude) if isinstance(magnitude, (list, tuple, dict)) else [magnitude] * n
+    ks = list(k) if isinstance(k, (list, tuple)) else [k] * n
+    assert len(mags) == n and len(ks) == n, f"{what}: {len(mags)} magnitudes, {len(ks)} lengths for {n} results"
+    for i, (a, e, m, kk) in enumerate(zip(actual_leaves, expected_leaves, mags, ks)):
+        a, e = np.asarray(a), np.asarray(e)
+        where = f"{what} [result {i}]"
+        assert a.dtype == e.dtype, f"{where}: dtype {a.dtype} != {e.dtype}"
+        assert a.shape == e.shape, f"{where}: shape {a.shape} != {e.shape}"
+        if e.dtype not in TOLERANCES:
+            assert_close(a, e, exact=True, what=where)
+            continue
+        wide = np.complex128 if e.dtype.kind == "c" else np.float64
+        aw, ew = a.astype(wide), e.astype(wide)
+        m = np.broadcast_to(np.abs(np.asarray(m).astype(wide)), e.shape)
+        finite = np.isfinite(ew)
+        np.testing.assert_array_equal(np.where(finite, 0, aw), np.where(finite, 0, ew), err_msg=f"{where}: non-finite values")
+        acc = np.dtype(accumulate) if accumulate is not None else e.dtype
+        real = np.float32 if e.dtype.kind == "c" else e.dtype
+        tiny = float(ml_dtypes.finfo(real).tiny)  # flushed subnormal products
+        bound = c * kk * eps(acc) * m + eps(e.dtype) * np.abs(ew) + kk * tiny
+        with np.errstate(invalid="ignore"):  # inf - inf where expected is not finite: compared above
+            err = np.where(finite, np.abs(aw - ew), 0)
+        bad = finite & ~(err <= bound)  # a NaN bound or result fails too
+        if bad.any():
+            idx = tuple(np.argwhere(bad)[0])
+            raise AssertionError(
+                f"{where}: {int(bad.sum())} of {e.size} elements differ by more than {c} * k * eps * magnitude "
+                f"(k={kk}); first at {idx}: actual {aw[idx]}, expected {ew[idx]}, |diff| {err[idx]:.3g} > bound {bound[idx]:.3g} "
+                f"(magnitude {m[idx]:.3g}); worst |diff|/bound {float(np.max(err / np.maximum(bound, tiny))):.3g}")
+
+
+def abs_inputs(*args):
+    """Each argument's absolute value, in its own dtype: what a sum-of-products function of them maps to
+    its terms' magnitude (integers and booleans, typically indices or masks, are passed unchanged)."""
+    out = []
+    for x in args:
+        x = np.asarray(x)
+        if x.dtype.kind == "c":
+            out.append(np.abs(x).astype(x.dtype))
+        elif x.dtype in TOLERANCES:
+            out.append(np.abs(x))
+        else:
+            out.append(x)
+    return out
+
+
+def check_reduction(fn, *args, k, magnitude=None, c=2.0, accumulate=None, jit=True):
+    """fn on metal equals fn on cpu within assert_reduction_close's bound; returns the metal result. The
+    magnitude defaults to fn on the arguments' absolute values, which is the terms' magnitude when fn is
+    a sum of products of its arguments' elements with non-negative coefficients (sum, mean, dot, einsum,
+    convolution, window sums, cumsum, cumprod); otherwise pass magnitude: a value, a function of the
+    arguments, or "normwise" for composite functions (a loss's gradient, a training step) whose terms
+    cannot be bounded that way: each result's largest absolute value, so k * eps relative to the result's
+    norm, elementwise."""
+    expected = run_on("cpu", fn, *args, jit=jit)
+    actual = run_on("metal", fn, *args, jit=jit)
+    if magnitude is None:
+        magnitude = run_on("cpu", fn, *abs_inputs(*args), jit=jit)
+    elif isinstance(magnitude, str):
+        assert magnitude == "normwise", magnitude
+        magnitude = [np.nanmax(np.abs(np.where(np.isfinite(e), e, 0)), initial=0.0) for e in jax.tree.leaves(expected)]
+    elif callable(magnitude):
+        magnitude = magnitude(*args)
+    assert_reduction_close(actual, expected, magnitude, k, c=c, accumulate=accumulate,
+                           what=getattr(fn, "__name__", str(fn)))
+    return actual
+
+
 FLOAT_DTYPES = [jnp.float32, jnp.float16, jnp.bfloat16]
 SIGNED_DTYPES = [jnp.int8, jnp.int16, jnp.int32]
 UNSIGNED_DTYPES = [jnp.uint8, jnp.uint16, jnp.uint32]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, random_array, run_on
+from jaxcompare import check, check_reduction, random_array, run_on
 
 RNG = np.random.default_rng(11)
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -78,15 +78,20 @@ def test_compare_select_and_where():
 def test_dot_general_and_einsum():
     a = random_array(RNG, (3, 4, 5), np.complex64)
     b = random_array(RNG, (3, 5, 2), np.complex64)
-    check(lambda a, b: (a @ b, jnp.einsum("bij,bjk->ik", a, b), jnp.vdot(a, a)), a, b, **TOL)
+    # A complex product's terms each take two real products and a sum: twice the real length.
+    check_reduction(lambda a, b: (a @ b, jnp.einsum("bij,bjk->ik", a, b), jnp.vdot(a, a)), a, b,
+                    k=[2 * 5, 2 * 3 * 5, 2 * 3 * 4 * 5])
     r = random_array(RNG, (5, 2), np.float32)
-    check(lambda a, r: a @ r.astype(jnp.complex64), a, r, **TOL)
+    check_reduction(lambda a, r: a @ r.astype(jnp.complex64), a, r, k=2 * 5)
 
 
 def test_reductions_and_scans():
     z = random_array(RNG, (6, 7), np.complex64)
-    check(lambda z: (jnp.sum(z), jnp.sum(z, axis=0), jnp.mean(z, axis=1), jnp.linalg.norm(z)), z, **TOL)
-    check(lambda z: (jnp.cumsum(z, axis=1), jnp.cumprod(z * 0.5, axis=0), lax.cumsum(z, axis=1, reverse=True)), z, **TOL)
+    check_reduction(lambda z: (jnp.sum(z), jnp.sum(z, axis=0), jnp.mean(z, axis=1), jnp.linalg.norm(z)), z,
+                    k=[42, 6, 7 + 1, 2 * 42 + 2])
+    prefix = np.arange(1, 8)[None, :]
+    check_reduction(lambda z: (jnp.cumsum(z, axis=1), jnp.cumprod(z * 0.5, axis=0), lax.cumsum(z, axis=1, reverse=True)), z,
+                    k=[prefix, 2 * (np.arange(1, 7)[:, None] + 1), prefix[:, ::-1]])
 
 
 def test_scans_stay_linear():
@@ -132,7 +137,7 @@ def test_grads():
 
 def test_vmap():
     z = random_array(RNG, (5, 6), np.complex64)
-    check(jax.vmap(lambda r: jnp.outer(r, jnp.conj(r)) @ r), z, **TOL)
+    check_reduction(jax.vmap(lambda r: jnp.outer(r, jnp.conj(r)) @ r), z, k=2 * (6 + 1))
     check(jax.vmap(lambda r: jnp.sort(r)), z, exact=True)
 
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxcompare import check, random_array
+from jaxcompare import check, check_reduction, random_array, run_on
 
 RNG = np.random.default_rng(3)
 
@@ -88,7 +88,8 @@ def test_grad_through_scan():
         _, hs = lax.scan(step, jnp.zeros(4), xs)
         return jnp.sum(hs ** 2)
 
-    check(jax.grad(loss), w, xs, rtol=1e-4, atol=1e-5)
+    # Six steps of a 4-term product forwards and back, and the sum over steps: normwise.
+    check_reduction(jax.grad(loss), w, xs, k=6 * (4 + 4) + 6, magnitude="normwise")
 
 
 def test_grad_of_scan_over_stacked_layers():
@@ -118,8 +119,10 @@ def test_grad_of_scan_over_stacked_layers():
             p = jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
         return p, loss(p, x, y)
 
-    check(jax.grad(loss), params, x, y, rtol=1e-4, atol=1e-5)
-    check(train, params, x, y, rtol=1e-4, atol=1e-5)
+    # Four layers of 16-term products and means forwards and back, over a batch of 8; three steps of it.
+    chain = n_layers * 4 * width + batch
+    check_reduction(jax.grad(loss), params, x, y, k=chain, magnitude="normwise")
+    check_reduction(train, params, x, y, k=3 * chain, magnitude="normwise")
 
 
 def test_loop_carries_kept_written_in_place_and_swapped():
@@ -140,8 +143,18 @@ def test_loop_carries_kept_written_in_place_and_swapped():
         init = (xs - 1, xs * 2, jnp.eye(6, dtype=xs.dtype), jnp.float32(1), jnp.float32(-1), jnp.zeros_like(xs))
         return lax.fori_loop(0, xs.shape[0], body, init)
 
-    check(scan_like, xs)
-    check(jax.grad(lambda xs: jnp.sum(scan_like(xs)[0] ** 2) + scan_like(xs)[3]), xs, rtol=1e-4)
+    # The two scalar carries add up every step's buffer sum (up to 6 * 2 * 120 terms of the buffers'
+    # magnitude); the buffers themselves each hold a 4-term product and a few additions.
+    def carry_scale(xs):
+        want = run_on("cpu", scan_like, xs)
+        big = max(float(np.abs(want[k]).max()) for k in (0, 1, 5))
+        return [np.abs(want[0]).max(), np.abs(want[1]).max(), 1.0, 6 * 2 * xs[0].size * big, 6 * 2 * xs[0].size * big,
+                np.abs(want[5]).max()]
+
+    step, total = 6 * (4 + 3), 6 * (4 + 3) + 2 * 120 + 6
+    check_reduction(scan_like, xs, k=[step, step, step, total, total, step], magnitude=carry_scale)
+    check_reduction(jax.grad(lambda xs: jnp.sum(scan_like(xs)[0] ** 2) + scan_like(xs)[3]), xs, k=6 * 2 * (4 + 3) + 120,
+                    magnitude="normwise")
 
     def until_full(xs):
         def cond(c):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import FLOAT_DTYPES, assert_close, check, random_array, run_on
+from jaxcompare import FLOAT_DTYPES, assert_close, check, check_reduction, random_array, run_on
 
 RNG = np.random.default_rng(2)
 
@@ -19,42 +19,49 @@ def test_matmul_shapes(dtype):
     v = random_array(RNG, (7,), dtype, low, high)
     if np.dtype(dtype).kind in "iu":
         a, b, v = (np.clip(t, -9, 9).astype(dtype) for t in (a, b, v))
-    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype in (jnp.float16, jnp.bfloat16) else {}
-    check(jnp.matmul, a, b, **tol)
-    check(jnp.dot, a, v, **tol)
-    check(jnp.dot, v, v, **tol)
-    check(lambda a, b: a.T @ a @ b, a, b, **tol)
+    # Low-precision products accumulate in float32 and round once, on both backends; the chained
+    # product rounds its first factor to the low type (one more rounding of each term).
+    low = np.dtype(dtype) in (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
+    acc = {"accumulate": jnp.float32} if low else {}
+    check_reduction(jnp.matmul, a, b, k=7, **acc)
+    check_reduction(jnp.dot, a, v, k=7, **acc)
+    check_reduction(jnp.dot, v, v, k=7, **acc)
+    check_reduction(lambda a, b: a.T @ a @ b, a, b, k=2 if low else 5 + 7)
 
 
 def test_dot_general_dimension_numbers():
     a = random_array(RNG, (2, 3, 4, 5), np.float32)
     b = random_array(RNG, (2, 5, 4, 6), np.float32)
-    check(lambda a, b: jnp.einsum("bijk,bkjl->bil", a, b), a, b, rtol=1e-4)
-    check(lambda a, b: lax.dot_general(a, b, (((3, 2), (1, 2)), ((0,), (0,)))), a, b, rtol=1e-4)
-    check(lambda a, b: jnp.einsum("bijk,bkjl->lib", a, b), a, b, rtol=1e-4)
-    check(lambda a: jnp.einsum("bijk,cijk->bc", a, a), a, rtol=1e-4)
-    check(lambda a, b: jnp.einsum("bijk,bkjl->bijl", a, b), a, b, rtol=1e-4)
+    # k: the number of terms each output element sums (the contracted dims' sizes multiplied).
+    check_reduction(lambda a, b: jnp.einsum("bijk,bkjl->bil", a, b), a, b, k=4 * 5)
+    check_reduction(lambda a, b: lax.dot_general(a, b, (((3, 2), (1, 2)), ((0,), (0,)))), a, b, k=5 * 4)
+    check_reduction(lambda a, b: jnp.einsum("bijk,bkjl->lib", a, b), a, b, k=4 * 5)
+    check_reduction(lambda a: jnp.einsum("bijk,cijk->bc", a, a), a, k=3 * 4 * 5)
+    check_reduction(lambda a, b: jnp.einsum("bijk,bkjl->bijl", a, b), a, b, k=5)
 
 
 def test_mixed_precision_dot():
     a = random_array(RNG, (16, 32), jnp.bfloat16)
     b = random_array(RNG, (32, 8), jnp.bfloat16)
-    check(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32), a, b, rtol=1e-3, atol=1e-3)
+    # Products of bfloat16 or float16 values are exact in float32: only the float32 sum rounds.
+    check_reduction(lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32), a, b, k=32)
     h = random_array(RNG, (16, 32), jnp.float16)
-    check(lambda a, b: jnp.matmul(a, b.astype(jnp.float16), preferred_element_type=jnp.float32), h, b,
-          rtol=1e-3, atol=1e-3)
+    check_reduction(lambda a, b: jnp.matmul(a, b.astype(jnp.float16), preferred_element_type=jnp.float32), h, b, k=32)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES + [jnp.int32, jnp.uint8], ids=lambda d: np.dtype(d).name)
 def test_reductions(dtype):
     x = random_array(RNG, (4, 5, 6), dtype)
-    tol = {"rtol": 1e-2, "atol": 1e-1} if dtype in (jnp.float16, jnp.bfloat16) else {}
-    check(lambda x: jnp.sum(x, axis=1), x, **tol)
-    check(lambda x: jnp.sum(x), x, **tol)
-    check(lambda x: jnp.max(x, axis=(0, 2)), x)
-    check(lambda x: jnp.min(x, axis=-1), x)
-    check(lambda x: jnp.prod(x[:2, :2, :3], axis=0), x, **tol)
-    check(lambda x: lax.reduce(x, np.array(1, dtype), lax.add, (0,)), x, **tol)  # a non-identity init
+    # jnp's sums accumulate low-precision types in float32 and round once; lax.reduce and prod work in
+    # the type itself (or wider).
+    acc = {"accumulate": jnp.float32} if dtype in (jnp.float16, jnp.bfloat16) else {}
+    check_reduction(lambda x: jnp.sum(x, axis=1), x, k=5, **acc)
+    check_reduction(lambda x: jnp.sum(x), x, k=4 * 5 * 6, **acc)
+    check(lambda x: jnp.max(x, axis=(0, 2)), x, exact=True)
+    check(lambda x: jnp.min(x, axis=-1), x, exact=True)
+    check_reduction(lambda x: jnp.prod(x[:2, :2, :3], axis=0), x, k=2)
+    check_reduction(lambda x: lax.reduce(x, np.array(1, dtype), lax.add, (0,)), x, k=4 + 1,  # a non-identity init
+                    magnitude=lambda x: np.sum(np.abs(x.astype(np.float64)), axis=0) + 1)
 
 
 def test_boolean_reductions():
@@ -89,22 +96,31 @@ def test_argmax_nan():
 
 
 def test_softmax_and_logsumexp():
+    # A sum of n positive exponentials (each within an ulp or two): softmax is within (n + a few) * eps
+    # of itself relatively; logsumexp's log turns the sum's relative error into an absolute one, next to
+    # the rounding of the row maximum it adds back.
     x = random_array(RNG, (8, 10), np.float32)
-    check(jax.nn.softmax, x)
-    check(lambda x: jax.nn.logsumexp(x, axis=-1), x)
-    check(jax.nn.log_softmax, x)
+    n = x.shape[-1] + 4
+    check_reduction(jax.nn.softmax, x, k=n, magnitude=lambda x: run_on("cpu", jax.nn.softmax, x))
+    row_scale = lambda x: np.abs(x).max(axis=-1, keepdims=True) + 1.0
+    check_reduction(lambda x: jax.nn.logsumexp(x, axis=-1), x, k=n, magnitude=lambda x: row_scale(x)[:, 0])
+    check_reduction(jax.nn.log_softmax, x, k=n, magnitude=lambda x: row_scale(x) + np.abs(x))
 
 
 @pytest.mark.parametrize("shape,axes", [((300, 70), (1,)), ((300, 70), (0,)), ((4, 1, 50, 33), (0, 1)),
                                         ((4, 1, 50, 33), (2, 3)), ((6, 40, 1, 9), (1,)), ((70000,), (0,))], ids=str)
 def test_float32_reductions_by_layout(shape, axes):
     # Trailing, leading and interior reduced dims, size-1 dims, and lengths past eight-lane blocks.
-    x = random_array(RNG, shape, np.float32)
-    check(lambda x: (jnp.sum(x, axis=axes), jnp.max(x, axis=axes), jnp.min(x, axis=axes), jnp.mean(x, axis=axes)),
-          x, rtol=1e-5, atol=1e-5)
+    # Multiples of 1/16: every partial sum (below 2**18) is exact in float32, so the sums compare exactly
+    # whatever the order (a rounding bound for 70000 terms could not tell one wrong element); the means
+    # round the exact sum once or twice (a division, or a product with 1/n).
+    x = np.round(random_array(RNG, shape, np.float32) * 16) / 16
+    check(lambda x: jnp.sum(x, axis=axes), x, exact=True)
+    check_reduction(lambda x: jnp.mean(x, axis=axes), x, k=2, magnitude=lambda x: np.abs(np.mean(x, axis=axes)))
+    check(lambda x: (jnp.max(x, axis=axes), jnp.min(x, axis=axes)), x, exact=True)
     # NaN propagates (StableHLO's maximum/minimum). XLA:CPU's vectorised row maxima drop NaNs in long
-    # rows, so NumPy is the reference here.
+    # rows, so NumPy is the reference here (its sums are exact too).
     x.reshape(-1)[:: 97] = np.nan
     got = run_on("metal", lambda x: (jnp.max(x, axis=axes), jnp.min(x, axis=axes), jnp.sum(x, axis=axes)), x)
     want = (np.max(x, axis=axes), np.min(x, axis=axes), np.sum(x, axis=axes, dtype=np.float64).astype(np.float32))
-    assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert_close(got, want, exact=True)

@@ -13,10 +13,51 @@ import pytest
 from jax import lax
 from jax._src.lax import linalg as lax_linalg_internal  # geqrf: the raw factored form and taus
 
-from jaxcompare import check, random_array, run_on
+from jaxcompare import check, check_reduction, random_array, run_on
 
 RNG = np.random.default_rng(21)
 TOL = {"rtol": 2e-4, "atol": 2e-5}
+
+
+def _low_precision_primitive(name, abstract_eval, lowering):
+    """A primitive lowering to the StableHLO JAX emits for a linear-algebra op (stablehlo.cholesky, the
+    "Eigh" custom call) whatever operand types the installed JAX's own primitive accepts: JAX 0.10
+    passes float16 and bfloat16 to the backend, JAX 0.12's jnp.linalg and lax.linalg refuse them; the
+    plugin's lowering of the ops takes them either way (computing in float32)."""
+    from jax._src import core
+    from jax._src.interpreters import mlir
+
+    p = core.Primitive(name)
+    p.multiple_results = isinstance(abstract_eval(core.ShapedArray((2, 2), np.float32)), (list, tuple))
+    p.def_abstract_eval(abstract_eval)
+    mlir.register_lowering(p, lowering)
+    return p
+
+
+def _cholesky_rule(ctx, a):
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+    return [hlo.cholesky(a, lower=ir.BoolAttr.get(True))]
+
+
+def _eigh_rule(ctx, a):
+    from jax._src.tpu.linalg import eigh as tpu_eigh  # the rule the plugin registers for eigh on metal
+    return tpu_eigh._eigh_tpu_lowering(ctx, a, lower=True, sort_eigenvalues=True, subset_by_index=None,
+                                       algorithm=lax.linalg.EighImplementation.JACOBI)
+
+
+_raw_cholesky_p = _low_precision_primitive("raw_cholesky", lambda a: a.update(), _cholesky_rule)
+_raw_eigh_p = _low_precision_primitive("raw_eigh", lambda a: (a.update(), a.update(shape=a.shape[:-1])), _eigh_rule)
+
+
+def low_precision_variants(public, raw, a):
+    """Ways to apply the op to a float16/bfloat16 operand like `a`: jnp.linalg's when the installed JAX
+    accepts the type, and the raw StableHLO op either way."""
+    try:
+        jax.eval_shape(public, a)
+    except TypeError:  # JAX refuses the type: the raw op is left to exercise the lowering with
+        return [raw]
+    return [public, raw]
 
 
 def well_conditioned(shape):
@@ -44,7 +85,12 @@ def test_triangular_solve_every_flag(left, lower, transpose, unit):
 def test_solve_inv_det(n):
     a = well_conditioned((n, n))
     b = random_array(RNG, (n, 4), np.float32)
-    check(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), jnp.linalg.slogdet(a)), a, b, **TOL)
+    # LU with partial pivoting: forward errors within cond(A) * 3n * eps of the solution's norm (and of
+    # the determinant's magnitude; log|det|'s absolute error is the determinant's relative one).
+    k = 3 * n * int(np.ceil(np.linalg.cond(a.astype(np.float64))))
+    check_reduction(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a)), a, b, k=k, magnitude="normwise")
+    check_reduction(lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), a, k=k,
+                    magnitude=lambda a: [abs(np.linalg.det(a.astype(np.float64))), 0.0, 1.0])
 
 
 def test_cholesky_and_what_uses_it():
@@ -75,8 +121,10 @@ def test_grads_vmap_and_low_precision():
     check(jax.grad(lambda s: jnp.sum(jnp.linalg.cholesky(s) * np.arange(25.0).reshape(5, 5))), s, rtol=1e-3, atol=1e-4)
     check(jax.vmap(jnp.linalg.solve, in_axes=(None, 1), out_axes=1), a, b, **TOL)
     # XLA:CPU's LAPACK has no float16/bfloat16 kernels: the reference is its float32 result.
-    low = run_on("metal", lambda s: jnp.linalg.cholesky(s.astype(jnp.bfloat16)).astype(jnp.float32), s)
-    np.testing.assert_allclose(low, run_on("cpu", jnp.linalg.cholesky, s), rtol=5e-2, atol=5e-2)
+    want = run_on("cpu", jnp.linalg.cholesky, s)
+    for cholesky in low_precision_variants(jnp.linalg.cholesky, _raw_cholesky_p.bind, s.astype(jnp.bfloat16)):
+        got = run_on("metal", lambda s: cholesky(s.astype(jnp.bfloat16)).astype(jnp.float32), s)
+        np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-2)
     half = lambda a, b, t: lax.linalg.triangular_solve(a.astype(t), b.astype(t), left_side=True, lower=True)
     np.testing.assert_allclose(run_on("metal", lambda a, b: half(a, b, jnp.float16).astype(jnp.float32), a, b),
                                run_on("cpu", lambda a, b: half(a, b, jnp.float32), a, b), rtol=1e-2, atol=1e-2)
@@ -196,9 +244,10 @@ def test_eigh_grads_vmap_low_precision_and_large():
     # float16 and bfloat16 compute in float32 (LAPACK on the CPU backend has no float16 eigh).
     want = run_on("cpu", jnp.linalg.eigvalsh, a)
     for dtype in (jnp.float16, jnp.bfloat16):
-        got = run_on("metal", jnp.linalg.eigvalsh, a.astype(dtype))
-        assert got.dtype == dtype
-        np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+        for eigvalsh in low_precision_variants(jnp.linalg.eigvalsh, lambda a: _raw_eigh_p.bind(a)[1], a.astype(dtype)):
+            got = run_on("metal", eigvalsh, a.astype(dtype))
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
     # Above 256 JAX splits the matrix with QDWH (QR, Cholesky, triangular solves) before Jacobi.
     big = separated(260)
     w, v = run_on("metal", jnp.linalg.eigh, big)

@@ -14,7 +14,7 @@ import pytest
 from jax import lax
 from jax.scipy import special
 
-from jaxcompare import check, random_array, run_on, special_floats
+from jaxcompare import check, check_reduction, random_array, run_on, special_floats
 
 RNG = np.random.default_rng(17)
 LOW = [jnp.float16, jnp.bfloat16]
@@ -155,12 +155,12 @@ def test_dot_general_mixed_precision(dtype):
     a = random_array(RNG, (3, 16, 32), dtype, -1, 1)
     b = random_array(RNG, (3, 32, 8), dtype, -1, 1)
     f = random_array(RNG, (32, 8), np.float32, -1, 1)
-    # Products accumulate in float32 and round once, on both backends.
-    check(lambda a, b: (a @ b, jnp.einsum("bij,bjk->ik", a, b)), a, b, **ulps(dtype, 2))
-    check(lambda a, b: (jnp.matmul(a, b, preferred_element_type=jnp.float32),
-                        lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)),
-          a, b, rtol=1e-6, atol=1e-6)
-    check(lambda a, f: a @ f, a, f, rtol=1e-6, atol=1e-6)  # promoted to float32
+    # Products (exact in float32) accumulate in float32 and round once, on both backends.
+    check_reduction(lambda a, b: (a @ b, jnp.einsum("bij,bjk->ik", a, b)), a, b, k=[32, 3 * 32], accumulate=jnp.float32)
+    check_reduction(lambda a, b: (jnp.matmul(a, b, preferred_element_type=jnp.float32),
+                                  lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)),
+                    a, b, k=32)
+    check_reduction(lambda a, f: a @ f, a, f, k=32 + 1)  # promoted to float32
 
 
 def test_preferred_element_type_feeds_matmul_in_float32():
