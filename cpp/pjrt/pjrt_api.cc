@@ -698,13 +698,16 @@ JMP_ENTRY(PJRT_LoadedExecutable_Execute)
   JMP_REQUIRE(loaded, "PJRT_LoadedExecutable_Execute: executable is null");
   if (loaded->deleted) return MakeError(FailedPrecondition("the executable has been deleted"));
   JMP_REQUIRE(args->num_devices == 1, "the metal platform executes on exactly one device");
-  JMP_REQUIRE(args->output_lists && args->output_lists[0], "PJRT_LoadedExecutable_Execute: output_lists is null");
   JMP_REQUIRE(args->num_args == 0 || (args->argument_lists && args->argument_lists[0]), "argument_lists is null");
   auto program = loaded->program;
   const mps::Graph& g = program->graph;
   const size_t n = args->num_args;
   if (n != g.inputs.size())
     return Invalid("the executable takes " + std::to_string(g.inputs.size()) + " arguments, got " + std::to_string(n));
+  // A computation without results (jit(lambda x: ())) gets no output list, or an empty one (null).
+  JMP_REQUIRE(g.outputs.empty() || (args->output_lists && args->output_lists[0]),
+              "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " +
+                  std::to_string(g.outputs.size()) + " outputs");
   PJRT_Client* client = loaded->client;
   PJRT_Buffer* const* argv = n ? args->argument_lists[0] : nullptr;
 
