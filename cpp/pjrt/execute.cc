@@ -113,9 +113,9 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
 
   // Outputs: a donated input's memory where the executor allows it, fresh memory otherwise.
   const size_t m = g.outputs.size();
-  std::vector<int64_t> reuse = program->in_place
-                                   ? PlanOutputMemory(program->aliased_output, donate, run->inputs, program->output_bytes)
-                                   : std::vector<int64_t>(m, -1);
+  std::vector<int64_t> reuse =
+      program->in_place ? PlanOutputMemory(program->aliased_output, donate, run->inputs, program->output_bytes)
+                        : std::vector<int64_t>(m, -1);
   run->outputs.resize(m);
   for (size_t j = 0; j < m; ++j) {
     if (reuse[j] >= 0) {
