@@ -199,3 +199,53 @@ def test_non_donatable_input_indices_keep_a_donated_argument(api):
         _call(fns, EXEC_DESTROY, OneHandle(handle=executable))
     finally:
         _call(fns, CLIENT_DESTROY, OneHandle(handle=client))
+
+
+# ---- empty argument and output lists
+
+ERROR_GET_CODE, INVALID_ARGUMENT = 2, 3
+GetCode = _struct("GetCode", [("error", P), ("code", ctypes.c_int)])
+
+
+def _compile(fns, client, fn, *example):
+    import jax
+
+    from jax_metal_plugin import tools
+
+    text = jax.jit(fn).lower(*example).as_text(dialect="stablehlo")
+    code = ctypes.create_string_buffer(tools._serialize(text, tools.artifact_version()))
+    program = Program(code=ctypes.addressof(code), code_size=len(code.raw) - 1, format=b"mlir", format_size=4)
+    program.struct_size = ctypes.sizeof(program)
+    return _call(fns, CLIENT_COMPILE, Compile(client=client, program=ctypes.addressof(program))).executable
+
+
+def _execute(fns, executable, output_lists, num_args=0, argument_lists=None):
+    args = Execute(executable=executable, argument_lists=argument_lists, num_devices=1, num_args=num_args,
+                   output_lists=output_lists)
+    args.struct_size = ctypes.sizeof(args)
+    return call(fns[EXECUTE], ctypes.addressof(args))
+
+
+def test_no_arguments_and_no_outputs_run_with_null_lists(api):
+    fns, _ = api
+    client = _call(fns, CLIENT_CREATE, ClientCreate()).client
+    try:
+        nothing = _compile(fns, client, lambda: ())
+        assert _execute(fns, nothing, None) is None  # no output list at all
+        empty = (P * 1)(None)
+        assert _execute(fns, nothing, ctypes.addressof(empty)) is None  # a list whose first entry is null
+        _call(fns, EXEC_DESTROY, OneHandle(handle=nothing))
+
+        # Results exist but there is nowhere to put them: INVALID_ARGUMENT, and the process lives.
+        one = _compile(fns, client, lambda: 1.0)
+        for output_lists in (None, ctypes.addressof(empty)):
+            error = _execute(fns, one, output_lists)
+            assert error
+            code = GetCode(error=error)
+            code.struct_size = ctypes.sizeof(code)
+            assert call(fns[ERROR_GET_CODE], ctypes.addressof(code)) is None
+            assert code.code == INVALID_ARGUMENT
+            assert "output_lists is null but the executable has 1 outputs" in message(fns, error)
+        _call(fns, EXEC_DESTROY, OneHandle(handle=one))
+    finally:
+        _call(fns, CLIENT_DESTROY, OneHandle(handle=client))

@@ -1,0 +1,243 @@
+// Entry points of the client and of its one device and one memory.
+#include <cstring>
+#include <string>
+
+#include "pjrt/api.h"
+
+namespace jmp::pjrt {
+
+Status ClientCreate(PJRT_Client_Create_Args* args) {
+  JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
+  auto state = std::make_unique<ClientState>();
+  state->executor = std::move(executor);
+  state->device_kind =
+      state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
+  state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor)";
+  auto* client = new PJRT_Client;
+  client->state = std::move(state);
+  client->device.description.client = client;
+  client->memory.client = client;
+  client->device_list[0] = &client->device;
+  client->memory_list[0] = &client->memory;
+  args->client = client;
+  return Status::Ok();
+}
+
+Status ClientDestroy(PJRT_Client_Destroy_Args* args) {
+  delete args->client;
+  return Status::Ok();
+}
+
+Status ClientPlatformName(PJRT_Client_PlatformName_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_PlatformName: client is null");
+  args->platform_name = "metal";
+  args->platform_name_size = 5;
+  return Status::Ok();
+}
+
+Status ClientProcessIndex(PJRT_Client_ProcessIndex_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_ProcessIndex: client is null");
+  args->process_index = 0;
+  return Status::Ok();
+}
+
+Status ClientPlatformVersion(PJRT_Client_PlatformVersion_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_PlatformVersion: client is null");
+  args->platform_version = args->client->state->platform_version.c_str();
+  args->platform_version_size = args->client->state->platform_version.size();
+  return Status::Ok();
+}
+
+Status ClientDevices(PJRT_Client_Devices_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_Devices: client is null");
+  args->devices = args->client->device_list;
+  args->num_devices = 1;
+  return Status::Ok();
+}
+
+Status ClientAddressableDevices(PJRT_Client_AddressableDevices_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_AddressableDevices: client is null");
+  args->addressable_devices = args->client->device_list;
+  args->num_addressable_devices = 1;
+  return Status::Ok();
+}
+
+Status ClientLookupDevice(PJRT_Client_LookupDevice_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_LookupDevice: client is null");
+  if (args->id != 0) return NotFound("no device with id " + std::to_string(args->id));
+  args->device = &args->client->device;
+  return Status::Ok();
+}
+
+Status ClientLookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_LookupAddressableDevice: client is null");
+  if (args->local_hardware_id != 0)
+    return NotFound("no device with local id " + std::to_string(args->local_hardware_id));
+  args->addressable_device = &args->client->device;
+  return Status::Ok();
+}
+
+Status ClientAddressableMemories(PJRT_Client_AddressableMemories_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_AddressableMemories: client is null");
+  args->addressable_memories = args->client->memory_list;
+  args->num_addressable_memories = 1;
+  return Status::Ok();
+}
+
+Status ClientDefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_DefaultDeviceAssignment: client is null");
+  JMP_REQUIRE(args->num_replicas == 1 && args->num_partitions == 1,
+              "the metal platform has one device: one replica, one partition");
+  JMP_REQUIRE(args->default_assignment && args->default_assignment_size >= 1,
+              "PJRT_Client_DefaultDeviceAssignment: no room for the assignment");
+  args->default_assignment[0] = 0;
+  return Status::Ok();
+}
+
+Status ClientTopologyDescription(PJRT_Client_TopologyDescription_Args* args) {
+  return Unimplemented("the metal plugin has no topology description");
+}
+
+// ---- device descriptions
+
+Status DeviceDescriptionId(PJRT_DeviceDescription_Id_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  args->id = 0;
+  return Status::Ok();
+}
+
+Status DeviceDescriptionProcessIndex(PJRT_DeviceDescription_ProcessIndex_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  args->process_index = 0;
+  return Status::Ok();
+}
+
+Status DeviceDescriptionAttributes(PJRT_DeviceDescription_Attributes_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  args->num_attributes = 0;
+  args->attributes = nullptr;
+  return Status::Ok();
+}
+
+Status DeviceDescriptionKind(PJRT_DeviceDescription_Kind_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  const std::string& kind = args->device_description->client->state->device_kind;
+  args->device_kind = kind.c_str();
+  args->device_kind_size = kind.size();
+  return Status::Ok();
+}
+
+static const char kDeviceString[] = "MetalDevice(id=0)";
+
+Status DeviceDescriptionDebugString(PJRT_DeviceDescription_DebugString_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  args->debug_string = kDeviceString;
+  args->debug_string_size = sizeof(kDeviceString) - 1;
+  return Status::Ok();
+}
+
+Status DeviceDescriptionToString(PJRT_DeviceDescription_ToString_Args* args) {
+  JMP_REQUIRE(args->device_description, "device_description is null");
+  args->to_string = kDeviceString;
+  args->to_string_size = sizeof(kDeviceString) - 1;
+  return Status::Ok();
+}
+
+// ---- the device
+
+Status DeviceGetDescription(PJRT_Device_GetDescription_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  args->device_description = &args->device->description;
+  return Status::Ok();
+}
+
+Status DeviceIsAddressable(PJRT_Device_IsAddressable_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  args->is_addressable = true;
+  return Status::Ok();
+}
+
+Status DeviceLocalHardwareId(PJRT_Device_LocalHardwareId_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  args->local_hardware_id = 0;
+  return Status::Ok();
+}
+
+Status DeviceAddressableMemories(PJRT_Device_AddressableMemories_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  args->memories = args->device->description.client->memory_list;
+  args->num_memories = 1;
+  return Status::Ok();
+}
+
+Status DeviceDefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  args->memory = &args->device->description.client->memory;
+  return Status::Ok();
+}
+
+Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
+  JMP_REQUIRE(args->device, "device is null");
+  const MemoryCounters& c = args->device->description.client->state->counters;
+  args->bytes_in_use = c.bytes_in_use.load();
+  args->peak_bytes_in_use = c.peak_bytes.load();
+  args->peak_bytes_in_use_is_set = true;
+  args->num_allocs = c.num_allocs.load();
+  args->num_allocs_is_set = true;
+  args->largest_alloc_size_is_set = false;
+  args->bytes_limit_is_set = false;
+  args->bytes_reserved_is_set = false;
+  args->peak_bytes_reserved_is_set = false;
+  args->bytes_reservable_limit_is_set = false;
+  args->largest_free_block_bytes_is_set = false;
+  args->pool_bytes_is_set = false;
+  args->peak_pool_bytes_is_set = false;
+  return Status::Ok();
+}
+
+// ---- the memory
+
+static const char kMemoryKind[] = "device";
+static const char kMemoryString[] = "MetalMemory(device)";
+
+Status MemoryId(PJRT_Memory_Id_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->id = 0;
+  return Status::Ok();
+}
+
+Status MemoryKind(PJRT_Memory_Kind_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->kind = kMemoryKind;
+  args->kind_size = sizeof(kMemoryKind) - 1;
+  return Status::Ok();
+}
+
+Status MemoryKindId(PJRT_Memory_Kind_Id_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->kind_id = 0;
+  return Status::Ok();
+}
+
+Status MemoryDebugString(PJRT_Memory_DebugString_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->debug_string = kMemoryString;
+  args->debug_string_size = sizeof(kMemoryString) - 1;
+  return Status::Ok();
+}
+
+Status MemoryToString(PJRT_Memory_ToString_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->to_string = kMemoryString;
+  args->to_string_size = sizeof(kMemoryString) - 1;
+  return Status::Ok();
+}
+
+Status MemoryAddressableByDevices(PJRT_Memory_AddressableByDevices_Args* args) {
+  JMP_REQUIRE(args->memory, "memory is null");
+  args->devices = args->memory->client->device_list;
+  args->num_devices = 1;
+  return Status::Ok();
+}
+
+}  // namespace jmp::pjrt

@@ -1,0 +1,63 @@
+#include "pjrt/compile.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "mps/lower.h"
+#include "pjrt/conversions.h"
+#include "stablehlo/ir.h"
+
+namespace jmp::pjrt {
+
+namespace {
+
+std::string Fingerprint(const uint8_t* code, size_t code_size) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
+  for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
+                                                          const uint8_t* code, size_t code_size) {
+  if (format != "mlir")
+    return Unimplemented("program format '" + std::string(format) + "' is not supported; expected 'mlir'");
+  JMP_ASSIGN_OR_RETURN(shlo::Module module, shlo::ReadArtifact(code, code_size));
+  auto program = std::make_shared<CompiledProgram>();
+  JMP_ASSIGN_OR_RETURN(program->graph, mps::LowerModule(module));
+  JMP_ASSIGN_OR_RETURN(shlo::Donation donation, shlo::DonationOf(*module.FindFunc("main")));  // LowerModule found @main
+  if (donation.aliased_output.size() != program->graph.inputs.size())
+    return Internal("@main's arguments and the graph's inputs differ in number");
+  program->aliased_output = std::move(donation.aliased_output);
+  program->donated = std::move(donation.donated);
+  JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
+  program->in_place = program->executable->OutputsMayAliasInputs();
+  program->name = "main";
+  program->fingerprint = Fingerprint(code, code_size);
+  for (int v : program->graph.outputs) {
+    const mps::TensorType& t = program->graph.type(v);
+    program->output_types.push_back(ToBufferType(t.dtype));
+    program->output_ranks.push_back(t.shape.size());
+    program->output_dims_flat.insert(program->output_dims_flat.end(), t.shape.begin(), t.shape.end());
+    program->output_memory_kinds.push_back("device");
+    program->output_memory_kind_sizes.push_back(6);
+    program->output_bytes.push_back(t.ByteSize());
+  }
+  return program;
+}
+
+ProgramSizes SizesOf(const CompiledProgram& program) {
+  const mps::Graph& g = program.graph;
+  ProgramSizes sizes;
+  for (int v : g.inputs) sizes.arguments += static_cast<int64_t>(g.type(v).ByteSize());
+  for (size_t bytes : program.output_bytes) sizes.outputs += static_cast<int64_t>(bytes);
+  if (program.in_place)
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      if (program.aliased_output[i] >= 0) sizes.aliased += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
+  return sizes;
+}
+
+}  // namespace jmp::pjrt

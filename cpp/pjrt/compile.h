@@ -1,0 +1,51 @@
+// From a PJRT program to something that runs: read the VHLO artifact, lower it to the MPS op graph,
+// compile it with the client's executor, and keep what the C API asks of an executable (output types
+// and shapes, donation, fingerprint).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exec/executor.h"
+#include "mps/graph.h"
+#include "support/status.h"
+#include "xla/pjrt/c/pjrt_c_api.h"
+
+namespace jmp::pjrt {
+
+struct CompiledProgram {
+  std::string name;
+  std::string fingerprint;
+  mps::Graph graph;
+  std::unique_ptr<exec::Executable> executable;
+  // Per output, in the forms the C API hands out by pointer.
+  std::vector<PJRT_Buffer_Type> output_types;
+  std::vector<int64_t> output_dims_flat;
+  std::vector<size_t> output_ranks;
+  std::vector<const char*> output_memory_kinds;
+  std::vector<size_t> output_memory_kind_sizes;
+  std::vector<size_t> output_bytes;
+  // Buffer donation, per input, as @main declares it: the output that may reuse the input's memory
+  // (tf.aliasing_output) or -1, and whether the input is donated at all (aliased or jax.buffer_donor).
+  std::vector<int64_t> aliased_output;
+  std::vector<bool> donated;
+  bool in_place = false;  // the executable runs with outputs sharing memory with inputs
+};
+
+// `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
+StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
+                                                          const uint8_t* code, size_t code_size);
+
+// Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated
+// arguments. Temporaries are the executor's business and not known here.
+struct ProgramSizes {
+  int64_t arguments = 0;
+  int64_t outputs = 0;
+  int64_t aliased = 0;
+};
+ProgramSizes SizesOf(const CompiledProgram& program);
+
+}  // namespace jmp::pjrt

@@ -1,0 +1,67 @@
+// Completion and ordering: events that complete once with a status, the in-order work queue every
+// execution runs on, and the gate that keeps an in-place write behind the host reads started before it.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/status.h"
+
+namespace jmp::pjrt {
+
+// Completes once, with a status; callbacks registered before or after completion all run once.
+class EventState {
+ public:
+  void Set(Status status);
+  bool ready();
+  Status Await();
+  void OnReady(std::function<void(Status)> callback);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  Status status_;
+  std::vector<std::function<void(Status)>> callbacks_;
+};
+
+// An event already complete with `status`.
+std::shared_ptr<EventState> CompletedEvent(Status status);
+
+// Host reads of a buffer's memory that run outside the work queue (ToHostBuffer, buffer copies). An
+// execution that writes a donated buffer in place waits until the reads that started before the
+// donation are done.
+class ReadGate {
+ public:
+  void Enter();
+  void Leave();
+  void WaitIdle();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int readers_ = 0;
+};
+
+// Runs work in submission order on one thread: an execution that consumes a buffer always runs
+// after the one that produced it.
+class WorkQueue {
+ public:
+  WorkQueue();
+  ~WorkQueue();
+  void Push(std::function<void()> task);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace jmp::pjrt
