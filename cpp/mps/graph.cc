@@ -15,7 +15,6 @@ struct OpKindInfo {
 constexpr OpKindInfo kOpKindInfo[] = {
 #define JMP_MPS_OP(name, macos, selector) {#name, macos, selector},
 #include "mps/op_kinds.def"
-#undef JMP_MPS_OP
 };
 
 const OpKindInfo& Info(OpKind kind) { return kOpKindInfo[static_cast<size_t>(kind)]; }

@@ -14,13 +14,23 @@ namespace jmp::mps {
 enum class OpKind : uint16_t {
 #define JMP_MPS_OP(name, macos, selector) k##name,
 #include "mps/op_kinds.def"
-#undef JMP_MPS_OP
 };
 
 inline constexpr OpKind kAllOpKinds[] = {
 #define JMP_MPS_OP(name, macos, selector) OpKind::k##name,
 #include "mps/op_kinds.def"
-#undef JMP_MPS_OP
+};
+
+// The table's JMP_MPS_UNARY and JMP_MPS_BINARY rows again, as enums of their own: the host's
+// elementwise kernels switch over these (without `default:`), so a new row fails the build until
+// each of them says what it does for the row.
+enum class UnaryOp : uint8_t {
+#define JMP_MPS_UNARY(name, macos, selector) k##name,
+#include "mps/op_kinds.def"
+};
+enum class BinaryOp : uint8_t {
+#define JMP_MPS_BINARY(name, macos, primary, secondary) k##name,
+#include "mps/op_kinds.def"
 };
 
 std::string_view OpKindName(OpKind kind);       // "Add"
@@ -47,7 +57,7 @@ struct Op {
   std::vector<int64_t> ends;
   std::vector<int64_t> strides;
   double scalar = 0;
-  int64_t int_attr = 0;       // op-specific integer (k, mode, flags, groups)
+  int64_t int_attr = 0;       // op-specific integer: read and written only by mps/op_attrs.{h,cc}
   std::vector<uint8_t> data;
   std::vector<Graph> subgraphs;  // While and If (op_kinds.def); value ids are local to each subgraph
   std::string location;       // source location of the StableHLO op it came from, for errors

@@ -14,7 +14,7 @@ Status Part(LowerContext& cx) {
     cx.Bind(0, K == OpKind::kRealPart ? x : cx.Splat(out.dtype, out.shape, 0));
     return Status::Ok();
   }
-  cx.Bind(0, cx.Emit(K, {x}, DType::kF32, out.shape).outputs[0]);
+  cx.Bind(0, cx.Emit(K, {x}, DType::kF32, out.shape));
   return Status::Ok();
 }
 
@@ -23,7 +23,7 @@ Status ComplexOp(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int im, cx.In(1));
   const shlo::Type& out = cx.OutType(0);
   if (out.dtype != DType::kC64) return cx.Unsupported("only complex64 is supported");
-  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, out.shape).outputs[0]);
+  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, out.shape));
   return Status::Ok();
 }
 

@@ -12,9 +12,9 @@ class Parts {
  public:
   Parts(LowerContext& cx, Shape shape) : cx_(cx), shape_(std::move(shape)) {}
 
-  int Re(int z) { return cx_.Emit(OpKind::kRealPart, {z}, DType::kF32, shape_).outputs[0]; }
-  int Im(int z) { return cx_.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape_).outputs[0]; }
-  int Complex(int re, int im) { return cx_.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape_).outputs[0]; }
+  int Re(int z) { return cx_.Emit(OpKind::kRealPart, {z}, DType::kF32, shape_); }
+  int Im(int z) { return cx_.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape_); }
+  int Complex(int re, int im) { return cx_.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape_); }
   int F(double v) { return cx_.Splat(DType::kF32, shape_, v); }
   int C(double v) { return cx_.Splat(DType::kC64, shape_, v); }
   int U(OpKind k, int x) { return cx_.Unary(k, x); }

@@ -311,62 +311,54 @@ Status LowerContext::LowerOp(const shlo::Op& op) {
 
 // ---- emitting
 
-Op& LowerContext::Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape) {
-  Graph& g = graph();
-  int out = g.AddValue(dtype, std::move(shape));
+Op LowerContext::NewOp(OpKind kind, std::vector<int> inputs) const {
   Op op;
   op.kind = kind;
   op.inputs = std::move(inputs);
-  op.outputs = {out};
   if (op_) op.location = op_->location;
-  g.ops.push_back(std::move(op));
-  return g.ops.back();
+  return op;
 }
 
-int LowerContext::EmitMulti(OpKind kind, std::vector<int> inputs, const std::vector<TensorType>& outputs,
-                            Op** op_out) {
+std::vector<int> LowerContext::EmitOp(Op op, const std::vector<TensorType>& outputs) {
   Graph& g = graph();
-  Op op;
-  op.kind = kind;
-  op.inputs = std::move(inputs);
+  op.outputs.clear();
   for (const TensorType& t : outputs) op.outputs.push_back(g.AddValue(t.dtype, t.shape));
-  if (op_) op.location = op_->location;
+  std::vector<int> ids = op.outputs;
   g.ops.push_back(std::move(op));
-  if (op_out) *op_out = &g.ops.back();
-  return g.ops.back().outputs.empty() ? -1 : g.ops.back().outputs[0];
+  return ids;
 }
 
 int LowerContext::Unary(OpKind kind, int x) {
   TensorType t = Type(x);
-  return Emit(kind, {x}, t.dtype, t.shape).outputs[0];
+  return Emit(kind, {x}, t.dtype, t.shape);
 }
 
 int LowerContext::Binary(OpKind kind, int a, int b) {
   TensorType t = Type(a);
-  return Emit(kind, {a, b}, t.dtype, t.shape).outputs[0];
+  return Emit(kind, {a, b}, t.dtype, t.shape);
 }
 
 int LowerContext::Compare(OpKind kind, int a, int b) {
   Shape shape = ShapeOf(a);
-  return Emit(kind, {a, b}, DType::kBool, shape).outputs[0];
+  return Emit(kind, {a, b}, DType::kBool, shape);
 }
 
 int LowerContext::Select(int pred, int on_true, int on_false) {
   TensorType t = Type(on_true);
   if (ShapeOf(pred) != t.shape) pred = BroadcastTo(pred, t.shape);
-  return Emit(OpKind::kSelect, {pred, on_true, on_false}, t.dtype, t.shape).outputs[0];
+  return Emit(OpKind::kSelect, {pred, on_true, on_false}, t.dtype, t.shape);
 }
 
 int LowerContext::Cast(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
-  return Emit(OpKind::kCast, {x}, to, shape).outputs[0];
+  return Emit(OpKind::kCast, {x}, to, shape);
 }
 
 int LowerContext::Reinterpret(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
-  return Emit(OpKind::kReinterpretCast, {x}, to, shape).outputs[0];
+  return Emit(OpKind::kReinterpretCast, {x}, to, shape);
 }
 
 int LowerContext::Reshape(int x, Shape shape) {
@@ -381,7 +373,7 @@ int LowerContext::Reshape(int x, Shape shape) {
   double splat;
   bool known = KnownSplat(x, &splat);
   DType dtype = DTypeOf(x);
-  int y = Emit(OpKind::kReshape, {x}, dtype, std::move(shape)).outputs[0];
+  int y = Emit(OpKind::kReshape, {x}, dtype, std::move(shape));
   if (known) splats_[{&graph(), y}] = splat;
   return y;
 }
@@ -403,9 +395,7 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
   if (identity) return x;
   Shape in = ShapeOf(x), out;
   for (int64_t p : perm) out.push_back(in[static_cast<size_t>(p)]);
-  Op& op = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out);
-  op.axes = perm;
-  return op.outputs[0];
+  return Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, AxesAttrs{perm});
 }
 
 int LowerContext::BroadcastTo(int x, Shape shape) {
@@ -428,7 +418,7 @@ int LowerContext::BroadcastTo(int x, Shape shape) {
   }
   double splat;
   bool known = KnownSplat(x, &splat);
-  int y = Emit(OpKind::kBroadcast, {x}, DTypeOf(x), shape).outputs[0];
+  int y = Emit(OpKind::kBroadcast, {x}, DTypeOf(x), shape);
   if (known) splats_[{&graph(), y}] = splat;
   return y;
 }
@@ -450,11 +440,7 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
     whole &= starts[i] == 0 && ends[i] == in[i] && strides[i] == 1;
   }
   if (whole) return x;
-  Op& op = Emit(OpKind::kSlice, {x}, DTypeOf(x), out);
-  op.starts = std::move(starts);
-  op.ends = std::move(ends);
-  op.strides = std::move(strides);
-  return op.outputs[0];
+  return Emit(OpKind::kSlice, {x}, DTypeOf(x), out, SliceAttrs{std::move(starts), std::move(ends), std::move(strides)});
 }
 
 int LowerContext::Int32Constant(Shape shape, const std::vector<int32_t>& values) {
@@ -464,29 +450,24 @@ int LowerContext::Int32Constant(Shape shape, const std::vector<int32_t>& values)
 }
 
 int LowerContext::Iota(Shape shape, int64_t axis) {
-  Op& op = Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, std::move(shape));
-  op.axes = {axis};
-  return op.outputs[0];
+  return Emit(OpKind::kCoordinateAlongAxis, {}, DType::kI32, std::move(shape), AxisAttrs{axis});
 }
 
 int LowerContext::Scalar(DType dtype, double value) {
-  Op& op = Emit(OpKind::kConstant, {}, dtype, {});
-  op.data = EncodeScalar(dtype, value);
-  int v = op.outputs[0];
+  int v = ConstantData(dtype, {}, EncodeScalar(dtype, value));
   splats_[{&graph(), v}] = value;
   return v;
 }
 
 int LowerContext::ScalarBits(DType dtype, uint64_t bits) {
-  Op& op = Emit(OpKind::kConstant, {}, dtype, {});
-  op.data = EncodeBits(dtype, bits);
-  return op.outputs[0];
+  return ConstantData(dtype, {}, EncodeBits(dtype, bits));
 }
 
 int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data) {
-  Op& op = Emit(OpKind::kConstant, {}, dtype, std::move(shape));
+  // Built in place rather than through ConstantAttrs: the bytes move, never copied.
+  Op op = NewOp(OpKind::kConstant, {});
   op.data = std::move(data);
-  return op.outputs[0];
+  return EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
 }
 
 void LowerContext::RecordSplat(int v, double value) { splats_[{&graph(), v}] = value; }

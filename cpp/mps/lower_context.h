@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mps/graph.h"
+#include "mps/op_attrs.h"
 #include "stablehlo/ir.h"
 #include "support/dtype.h"
 #include "support/status.h"
@@ -74,9 +75,22 @@ class LowerContext {
   // ---- errors that name the op, its types and its source location
   Status Unsupported(const std::string& what) const;
 
-  // ---- emitting MPS ops (location taken from the op being lowered)
-  Op& Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape);
-  int EmitMulti(OpKind kind, std::vector<int> inputs, const std::vector<TensorType>& outputs, Op** op_out);
+  // ---- emitting MPS ops (location taken from the op being lowered). An op's attributes come with it,
+  // as one of mps/op_attrs.h's typed structs, and the result is its output's value id: nothing hands
+  // out a reference into the op list, which the next emit may reallocate.
+  int Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape) {
+    return EmitOp(NewOp(kind, std::move(inputs)), {TensorType{dtype, std::move(shape)}})[0];
+  }
+  template <typename Attrs>
+  int Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape, const Attrs& attrs) {
+    Op op = NewOp(kind, std::move(inputs));
+    Encode(op, attrs);
+    return EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
+  }
+  // An op built whole up front (NewOp, then its attributes and subgraphs) with fresh outputs of
+  // these types; returns their value ids.
+  Op NewOp(OpKind kind, std::vector<int> inputs) const;
+  std::vector<int> EmitOp(Op op, const std::vector<TensorType>& outputs);
   // By value: emitting an op grows the graph's value table, so a reference into it would dangle
   // as soon as a caller emits while still holding it.
   TensorType Type(int v) { return graph().type(v); }

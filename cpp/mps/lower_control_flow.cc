@@ -68,11 +68,10 @@ Status While(LowerContext& cx) {
   inputs.insert(inputs.end(), caps.begin(), caps.end());
   std::vector<TensorType> out_types = carried;
   out_types.insert(out_types.end(), cap_types.begin(), cap_types.end());
-  Op* w = nullptr;
-  cx.EmitMulti(OpKind::kWhile, inputs, out_types, &w);
-  w->subgraphs.push_back(std::move(cond));
-  w->subgraphs.push_back(std::move(body));
-  std::vector<int> outputs = w->outputs;
+  Op w = cx.NewOp(OpKind::kWhile, inputs);
+  w.subgraphs.push_back(std::move(cond));
+  w.subgraphs.push_back(std::move(body));
+  std::vector<int> outputs = cx.EmitOp(std::move(w), out_types);
   for (size_t i = 0; i < init.size(); ++i) cx.Bind(i, outputs[i]);
   return Status::Ok();
 }
@@ -93,11 +92,10 @@ StatusOr<std::vector<int>> EmitIf(LowerContext& cx, int pred, const Builder& the
   AlignCaptures(else_g, 0, else_caps, caps, cap_types);
   std::vector<int> inputs = {cx.Reshape(pred, {})};
   inputs.insert(inputs.end(), caps.begin(), caps.end());
-  Op* op = nullptr;
-  cx.EmitMulti(OpKind::kIf, inputs, out_types, &op);
-  op->subgraphs.push_back(std::move(then_g));
-  op->subgraphs.push_back(std::move(else_g));
-  return op->outputs;
+  Op op = cx.NewOp(OpKind::kIf, inputs);
+  op.subgraphs.push_back(std::move(then_g));
+  op.subgraphs.push_back(std::move(else_g));
+  return cx.EmitOp(std::move(op), out_types);
 }
 
 // Lowers a parameterless region's block into the current scope; its terminator's operands come back.

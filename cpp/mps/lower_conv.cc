@@ -35,10 +35,7 @@ int DilateAxis(LowerContext& cx, int x, size_t axis, int64_t d) {
   grown[axis + 1] = d;
   Shape lo(split.size(), 0), hi(split.size(), 0);
   hi[axis + 1] = d - 1;
-  Op& p = cx.Emit(OpKind::kPad, {y}, cx.DTypeOf(y), grown);
-  p.starts = lo;
-  p.ends = hi;
-  y = p.outputs[0];
+  y = cx.Emit(OpKind::kPad, {y}, cx.DTypeOf(y), grown, PadAttrs{lo, hi, 0});
   Shape merged = s;
   merged[axis] = s[axis] * d;
   y = cx.Reshape(y, merged);
@@ -65,13 +62,7 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
     int64_t window = (ws[i] - 1) * dilation[i] + 1;
     out[1 + i] = padded < window ? 0 : (padded - window) / strides[i] + 1;
   }
-  Op& op = cx.Emit(OpKind::kConv2D, {x, w}, cx.DTypeOf(x), out);
-  op.strides = strides;
-  op.axes = dilation;
-  op.starts = lo;
-  op.ends = hi;
-  op.int_attr = groups;
-  return op.outputs[0];
+  return cx.Emit(OpKind::kConv2D, {x, w}, cx.DTypeOf(x), out, Conv2DAttrs{strides, dilation, lo, hi, groups});
 }
 
 // The same convolution for integer types (MPSGraph convolves floats only): pad, then per kernel tap
@@ -87,10 +78,7 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
   }
   if (lo[0] || lo[1] || hi[0] || hi[1]) {
     Shape padded = {xs[0], xs[1] + lo[0] + hi[0], xs[2] + lo[1] + hi[1], xs[3]};
-    Op& p = cx.Emit(OpKind::kPad, {x}, t, padded);
-    p.starts = {0, lo[0], lo[1], 0};
-    p.ends = {0, hi[0], hi[1], 0};
-    x = p.outputs[0];
+    x = cx.Emit(OpKind::kPad, {x}, t, padded, PadAttrs{{0, lo[0], lo[1], 0}, {0, hi[0], hi[1], 0}, 0});
     xs = padded;
   }
   Shape out = {xs[0], 0, 0, ws[3]};
@@ -114,7 +102,7 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
       slab = cx.Transpose(cx.Reshape(slab, {m, groups, cg}), {1, 0, 2});            // [G, M, Cg]
       int tap = cx.Slice(w, {kh, kw, 0, 0}, {kh + 1, kw + 1, cg, ws[3]});
       tap = cx.Transpose(cx.Reshape(tap, {cg, groups, og}), {1, 0, 2});              // [G, Cg, Og]
-      int prod = cx.Emit(OpKind::kMatMul, {slab, tap}, t, {groups, m, og}).outputs[0];
+      int prod = cx.Emit(OpKind::kMatMul, {slab, tap}, t, {groups, m, og});
       prod = cx.Reshape(cx.Transpose(prod, {1, 0, 2}), out);                        // [N, OH, OW, O]
       acc = acc < 0 ? prod : cx.Binary(OpKind::kAdd, acc, prod);
     }
@@ -224,9 +212,7 @@ Status Convolution(LowerContext& cx) {
     }
     Shape ps = cx.ShapeOf(parts[0]);
     ps[3] *= bgc;
-    Op& c = cx.Emit(OpKind::kConcat, parts, t, ps);
-    c.axes = {3};
-    return c.outputs[0];
+    return cx.Emit(OpKind::kConcat, parts, t, ps, AxisAttrs{3});
   };
   int y;
   if (s == 3) {
@@ -241,10 +227,7 @@ Status Convolution(LowerContext& cx) {
       Shape plo(5, 0), phi(5, 0);
       plo[1] = lo[0];
       phi[1] = hi[0];
-      Op& p = cx.Emit(OpKind::kPad, {x}, t, padded);
-      p.starts = plo;
-      p.ends = phi;
-      x = p.outputs[0];
+      x = cx.Emit(OpKind::kPad, {x}, t, padded, PadAttrs{plo, phi, 0});
       xs = padded;
     }
     if (kd > 4096) return cx.Unsupported("3-D convolution with more than 4096 depth taps");

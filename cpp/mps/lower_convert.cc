@@ -16,7 +16,7 @@ int LowBits(LowerContext& cx, int x, DType to) {
   Shape pieces = shape;
   pieces.push_back(ratio);
   int y = cx.Reshape(x, one);
-  y = cx.Emit(OpKind::kReinterpretCast, {y}, to, pieces).outputs[0];
+  y = cx.Emit(OpKind::kReinterpretCast, {y}, to, pieces);
   Shape starts(pieces.size(), 0), ends = pieces;
   ends.back() = 1;
   return cx.Reshape(cx.Slice(y, starts, ends), shape);
@@ -28,20 +28,20 @@ int ConvertValue(LowerContext& cx, int x, DType to) {
   if (from == to) return x;
   if (to == DType::kBool) {
     if (from == DType::kC64) {
-      int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0];
-      int im = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0];
+      int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape);
+      int im = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape);
       int zero = cx.Splat(DType::kF32, shape, 0);
       return cx.Binary(OpKind::kLogicalOr, cx.Compare(OpKind::kNotEqual, re, zero), cx.Compare(OpKind::kNotEqual, im, zero));
     }
     return cx.Compare(OpKind::kNotEqual, x, cx.Splat(from, shape, 0));
   }
   if (from == DType::kC64) {
-    int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0];
+    int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape);
     return ConvertValue(cx, re, to);
   }
   if (to == DType::kC64) {
     int re = ConvertValue(cx, x, DType::kF32);
-    return cx.Emit(OpKind::kComplexFromParts, {re, cx.Splat(DType::kF32, shape, 0)}, DType::kC64, shape).outputs[0];
+    return cx.Emit(OpKind::kComplexFromParts, {re, cx.Splat(DType::kF32, shape, 0)}, DType::kC64, shape);
   }
   if (IsFloat(from) && IsInteger(to)) {
     // NaN -> 0 explicitly; the cast truncates toward zero and saturates (op_kinds.def: Cast).
@@ -76,11 +76,11 @@ Status BitcastConvert(LowerContext& cx) {
     Shape one = cx.ShapeOf(x);
     one.push_back(1);
     int y = cx.Reshape(x, one);
-    cx.Bind(0, cx.Emit(OpKind::kReinterpretCast, {y}, to, out_shape).outputs[0]);
+    cx.Bind(0, cx.Emit(OpKind::kReinterpretCast, {y}, to, out_shape));
   } else {  // [S, tw/fw] -> [S]
     Shape one = out_shape;
     one.push_back(1);
-    int y = cx.Emit(OpKind::kReinterpretCast, {x}, to, one).outputs[0];
+    int y = cx.Emit(OpKind::kReinterpretCast, {x}, to, one);
     cx.Bind(0, cx.Reshape(y, out_shape));
   }
   return Status::Ok();

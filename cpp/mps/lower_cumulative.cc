@@ -43,10 +43,7 @@ StatusOr<int> ScanSteps(LowerContext& cx, const shlo::Block& body, int x, int64_
       lo[a] = step;
     }
     int piece = cx.Slice(acc, starts, ends);
-    Op& pad = cx.Emit(OpKind::kPad, {piece}, cx.DTypeOf(acc), shape);
-    pad.starts = lo;
-    pad.ends = hi;
-    int shifted = pad.outputs[0];
+    int shifted = cx.Emit(OpKind::kPad, {piece}, cx.DTypeOf(acc), shape, PadAttrs{lo, hi, 0});
     // The earlier element on the left, as a sequential reduction would combine them.
     std::vector<int> args = reverse ? std::vector<int>{acc, shifted} : std::vector<int>{shifted, acc};
     JMP_ASSIGN_OR_RETURN(std::vector<int> combined, cx.LowerBlockInline(body, args));
@@ -87,10 +84,7 @@ bool IsZeroConstant(LowerContext& cx, int v) {
 }
 
 int Cumulative(LowerContext& cx, OpKind kind, int x, int64_t axis, bool reverse) {
-  Op& scan = cx.Emit(kind, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
-  scan.axes = {axis};
-  scan.int_attr = reverse ? 2 : 0;
-  return scan.outputs[0];
+  return cx.Emit(kind, {x}, cx.DTypeOf(x), cx.ShapeOf(x), CumulativeAttrs{axis, /*exclusive=*/false, reverse});
 }
 
 // cummax/cummin of floats: NaN from the first NaN on, as StableHLO's max/min propagate it. MPSGraph
@@ -168,9 +162,9 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     if (kind == OpKind::kCumulativeSum) {
       // Sums part by part (the cumulative ops are not listed for complex64); the init is added once
       // per window element it stands for.
-      int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
-      int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape).outputs[0], axis, reverse);
-      int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape).outputs[0];
+      int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape), axis, reverse);
+      int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape), axis, reverse);
+      int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape);
       return bind(WithInit(cx, body, scan, init, IsZeroConstant(cx, init)));
     }
     if (kind != OpKind::kCumulativeProduct) return false;  // max/min of complex values are not defined

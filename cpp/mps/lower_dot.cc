@@ -60,7 +60,7 @@ Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& 
   if (k == 0) {
     product = cx.Splat(t, o3, 0);
   } else {
-    product = cx.Emit(OpKind::kMatMul, {lhs, rhs}, t, o3).outputs[0];
+    product = cx.Emit(OpKind::kMatMul, {lhs, rhs}, t, o3);
   }
   cx.Bind(0, cx.Reshape(product, out.shape));
   return Status::Ok();

@@ -42,9 +42,7 @@ int WindowIndices(LowerContext& cx, const Shape& window, const std::vector<int>&
   if (parts.size() == 1) return parts[0];
   Shape rows = window;
   rows.push_back(static_cast<int64_t>(parts.size()));
-  Op& cat = cx.Emit(OpKind::kConcat, parts, DType::kI32, rows);
-  cat.axes = {static_cast<int64_t>(window.size())};
-  return cat.outputs[0];
+  return cx.Emit(OpKind::kConcat, parts, DType::kI32, rows, AxisAttrs{static_cast<int64_t>(window.size())});
 }
 
 // One GatherND of the window's slices at its clamped starts: the cost of the result, whatever the
@@ -78,9 +76,7 @@ Status DynamicSlice(LowerContext& cx) {
   }
   Shape window(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(k));
   int indices = WindowIndices(cx, window, starts);
-  Op& gather = cx.Emit(OpKind::kGatherND, {x, indices}, cx.DTypeOf(x), sizes);
-  gather.int_attr = 0;  // no batch dims
-  cx.Bind(0, gather.outputs[0]);
+  cx.Bind(0, cx.Emit(OpKind::kGatherND, {x, indices}, cx.DTypeOf(x), sizes, GatherNDAttrs{/*batch_dims=*/0}));
   return Status::Ok();
 }
 
@@ -119,9 +115,7 @@ Status DynamicUpdateSlice(LowerContext& cx) {
   }
   Shape window(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(k));
   int indices = WindowIndices(cx, window, starts);
-  Op& scatter = cx.Emit(OpKind::kScatterND, {x, update, indices}, cx.DTypeOf(x), xs);
-  scatter.int_attr = 6;  // set
-  cx.Bind(0, scatter.outputs[0]);
+  cx.Bind(0, cx.Emit(OpKind::kScatterND, {x, update, indices}, cx.DTypeOf(x), xs, ScatterAttrs{ScatterMode::kSet}));
   return Status::Ok();
 }
 
@@ -129,9 +123,7 @@ Status DynamicUpdateSlice(LowerContext& cx) {
 
 int GatherAlongAxis(LowerContext& cx, int data, int indices, int64_t axis) {
   Shape shape = cx.ShapeOf(indices);
-  Op& op = cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape);
-  op.axes = {axis};
-  return op.outputs[0];
+  return cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape, AxisAttrs{axis});
 }
 
 void RegisterDynamicSliceRules(std::map<std::string, LowerRule>& r) {

@@ -96,13 +96,11 @@ int OffDiagonalShare(LowerContext& cx, int x) {
   int share = cx.Binary(OpKind::kDivide, off, total);
   // A zero matrix is diagonal; one with a NaN is done (its result becomes NaN) and must not stop the
   // batch's other matrices.
-  int nan = cx.Emit(OpKind::kIsNaN, {share}, DType::kBool, one).outputs[0];
+  int nan = cx.Emit(OpKind::kIsNaN, {share}, DType::kBool, one);
   share = cx.Select(cx.Binary(OpKind::kLogicalOr, empty, nan), cx.Splat(t, one, 0), share);
   std::vector<int64_t> all;
   for (size_t d = 0; d < mat.size(); ++d) all.push_back(static_cast<int64_t>(d));
-  Op& worst = cx.Emit(OpKind::kReductionMaximum, {share}, t, Shape(mat.size(), 1));
-  worst.axes = all;
-  int result = worst.outputs[0];
+  int result = cx.Emit(OpKind::kReductionMaximum, {share}, t, Shape(mat.size(), 1), AxesAttrs{all});
   return cx.Reshape(result, {});
 }
 
@@ -160,9 +158,7 @@ int RotatePairs(LowerContext& cx, int x, size_t axis, int s, int tau) {
   auto mul = [&](int a, int b) { return cx.Binary(OpKind::kMultiply, a, b); };
   int np = cx.Binary(OpKind::kSubtract, xp, mul(sb, cx.Binary(OpKind::kAdd, xq, mul(tb, xp))));
   int nq = cx.Binary(OpKind::kAdd, xq, mul(sb, cx.Binary(OpKind::kSubtract, xp, mul(tb, xq))));
-  Op& cat = cx.Emit(OpKind::kConcat, {np, nq}, t, split);
-  cat.axes = {static_cast<int64_t>(axis) + 1};
-  int joined = cat.outputs[0];
+  int joined = cx.Emit(OpKind::kConcat, {np, nq}, t, split, AxisAttrs{static_cast<int64_t>(axis) + 1});
   return cx.Reshape(joined, shape);
 }
 
@@ -226,12 +222,9 @@ Status Eigh(LowerContext& cx) {
   const int64_t pad = n % 2, m = n + pad;
   const Shape mat = With(batch, {m, m});
   if (pad) {
-    Op& top = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {1, n}), 0), x}, ct, With(batch, {m, n}));
-    top.axes = {static_cast<int64_t>(rows)};
-    int tall = top.outputs[0];
-    Op& left = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {m, 1}), 0), tall}, ct, mat);
-    left.axes = {static_cast<int64_t>(cols)};
-    x = left.outputs[0];
+    int tall = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {1, n}), 0), x}, ct, With(batch, {m, n}),
+                       AxisAttrs{static_cast<int64_t>(rows)});
+    x = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {m, 1}), 0), tall}, ct, mat, AxisAttrs{static_cast<int64_t>(cols)});
   }
   int v = Identity(cx, mat, ct);
   const std::vector<int32_t> next = NextRound(m);
@@ -274,10 +267,7 @@ Status Eigh(LowerContext& cx) {
     vectors = cx.Slice(vectors, mstarts, mat);
   }
   if (config.sort) {
-    Op& arg = cx.Emit(OpKind::kArgSort, {values}, DType::kI32, values_shape);
-    arg.axes = {static_cast<int64_t>(rank - 2)};
-    arg.int_attr = 0;
-    int order = arg.outputs[0];
+    int order = cx.Emit(OpKind::kArgSort, {values}, DType::kI32, values_shape, SortAttrs{static_cast<int64_t>(rank - 2)});
     values = GatherAlongAxis(cx, values, order, static_cast<int64_t>(rank - 2));
     int columns = cx.BroadcastTo(cx.Reshape(order, With(batch, {1, n})), shape);
     vectors = GatherAlongAxis(cx, vectors, columns, static_cast<int64_t>(cols));

@@ -106,7 +106,7 @@ Status IsFinite(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   if (!IsRealFloat(cx.DTypeOf(x))) return cx.Unsupported("needs a float operand");
   Shape shape = cx.ShapeOf(x);
-  return Result(cx, cx.Emit(OpKind::kIsFinite, {x}, DType::kBool, shape).outputs[0]);
+  return Result(cx, cx.Emit(OpKind::kIsFinite, {x}, DType::kBool, shape));
 }
 
 Status Not(LowerContext& cx) {
@@ -371,13 +371,13 @@ int Log1pF32(LowerContext& cx, int x) {
 
 int Predicate(LowerContext& cx, OpKind kind, int x) {
   Shape shape = cx.ShapeOf(x);
-  return cx.Emit(kind, {x}, DType::kBool, shape).outputs[0];
+  return cx.Emit(kind, {x}, DType::kBool, shape);
 }
 
 int ComplexAbs(LowerContext& cx, int z) {
   const Shape shape = cx.ShapeOf(z);
-  int re = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape).outputs[0]);
-  int im = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape).outputs[0]);
+  int re = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape));
+  int im = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape));
   // hypot without overflow: big * sqrt(1 + (small/big)^2), and 0 when both are 0.
   int big = cx.Binary(OpKind::kMaximum, re, im);
   int small = cx.Binary(OpKind::kMinimum, re, im);
@@ -397,13 +397,13 @@ int ComplexPower(LowerContext& cx, int x, int y) {
   int r = cx.Unary(OpKind::kExponent, cx.Binary(OpKind::kMultiply, y, cx.Unary(OpKind::kLogarithm, x)));
   int x_zero = cx.Compare(OpKind::kEqual, x, cx.Splat(DType::kC64, shape, 0));
   int y_zero = cx.Compare(OpKind::kEqual, y, cx.Splat(DType::kC64, shape, 0));
-  int y_re = cx.Emit(OpKind::kRealPart, {y}, DType::kF32, shape).outputs[0];
-  int y_im = cx.Emit(OpKind::kImaginaryPart, {y}, DType::kF32, shape).outputs[0];
+  int y_re = cx.Emit(OpKind::kRealPart, {y}, DType::kF32, shape);
+  int y_im = cx.Emit(OpKind::kImaginaryPart, {y}, DType::kF32, shape);
   int zero = cx.Splat(DType::kF32, shape, 0);
   int positive_real = cx.Binary(OpKind::kLogicalAnd, cx.Compare(OpKind::kGreaterThan, y_re, zero),
                                 cx.Compare(OpKind::kEqual, y_im, zero));
   int nan = cx.Splat(DType::kF32, shape, NAN);
-  int nan_nan = cx.Emit(OpKind::kComplexFromParts, {nan, nan}, DType::kC64, shape).outputs[0];
+  int nan_nan = cx.Emit(OpKind::kComplexFromParts, {nan, nan}, DType::kC64, shape);
   int zero_pow = cx.Select(y_zero, cx.Splat(DType::kC64, shape, 1),
                            cx.Select(positive_real, cx.Splat(DType::kC64, shape, 0), nan_nan));
   return cx.Select(x_zero, zero_pow, r);

@@ -12,12 +12,9 @@ namespace jmp::mps {
 
 namespace {
 
-// `inverse` is int_attr, read by FFT only (the Hermitean ops fix their direction and scaling).
+// `inverse` is read by FFT only (the Hermitean ops fix their direction and scaling).
 int EmitFft(LowerContext& cx, OpKind kind, int x, DType dtype, Shape shape, std::vector<int64_t> axes, bool inverse) {
-  Op& op = cx.Emit(kind, {x}, dtype, std::move(shape));
-  op.axes = std::move(axes);
-  op.int_attr = inverse ? 1 : 0;
-  return op.outputs[0];
+  return cx.Emit(kind, {x}, dtype, std::move(shape), FFTAttrs{std::move(axes), inverse});
 }
 
 // The last axis' bins 0 and n/2 (n even) with their imaginary part 0.
@@ -28,10 +25,10 @@ int RealEdgeBins(LowerContext& cx, int z, int64_t n) {
   int edge = cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, 0));
   if (n % 2 == 0 && n / 2 < shape.back())
     edge = cx.Binary(OpKind::kLogicalOr, edge, cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));
-  int re = cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape).outputs[0];
-  int im = cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape).outputs[0];
+  int re = cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape);
+  int im = cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape);
   im = cx.Select(edge, cx.Splat(DType::kF32, shape, 0), im);
-  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape).outputs[0];
+  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape);
 }
 
 Status Fft(LowerContext& cx) {

@@ -89,9 +89,7 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
     int comp = cx.Iota(one, b);
     Shape cat = out.batch;
     cat.push_back(cx.ShapeOf(v).back() + 1);
-    Op& c = cx.Emit(OpKind::kConcat, {v, comp}, DType::kI32, cat);
-    c.axes = {static_cast<int64_t>(cat.size()) - 1};
-    v = c.outputs[0];
+    v = cx.Emit(OpKind::kConcat, {v, comp}, DType::kI32, cat, AxisAttrs{static_cast<int64_t>(cat.size()) - 1});
     out.dims.push_back(operand_batching[j]);
   }
   out.value = v;
@@ -105,9 +103,8 @@ void AppendZeroComponents(LowerContext& cx, Indices* ix, const std::vector<int64
   zs.push_back(static_cast<int64_t>(dims.size()));
   Shape cat = ix->batch;
   cat.push_back(static_cast<int64_t>(ix->dims.size() + dims.size()));
-  Op& c = cx.Emit(OpKind::kConcat, {ix->value, cx.Splat(DType::kI32, zs, 0)}, DType::kI32, cat);
-  c.axes = {static_cast<int64_t>(cat.size()) - 1};
-  ix->value = c.outputs[0];
+  ix->value = cx.Emit(OpKind::kConcat, {ix->value, cx.Splat(DType::kI32, zs, 0)}, DType::kI32, cat,
+                      AxisAttrs{static_cast<int64_t>(cat.size()) - 1});
   ix->dims.insert(ix->dims.end(), dims.begin(), dims.end());
 }
 
@@ -203,8 +200,7 @@ Status Gather(LowerContext& cx) {
   Shape gshape = ix.batch;
   gshape.insert(gshape.end(), window_sizes.begin(), window_sizes.end());
   for (int64_t d : rest) gshape.push_back(os[static_cast<size_t>(d)]);
-  Op& g = cx.Emit(OpKind::kGatherND, {data, idx}, cx.DTypeOf(operand), gshape);
-  int y = g.outputs[0];
+  int y = cx.Emit(OpKind::kGatherND, {data, idx}, cx.DTypeOf(operand), gshape, GatherNDAttrs{});
   // Windows over the non-indexed dims start at 0.
   Shape starts(gshape.size(), 0), ends = gshape;
   size_t nb = ix.batch.size(), nw = window_sizes.size();
@@ -234,15 +230,15 @@ Status Gather(LowerContext& cx) {
   return Status::Ok();
 }
 
-// The update computation: combine(x, u) or `return u` (set). ScatterND's mode numbers.
-bool ScatterMode(const shlo::Op& op, DType t, int64_t* mode) {
+// The update computation: combine(x, u) or `return u` (set).
+bool UpdateMode(const shlo::Op& op, DType t, ScatterMode* mode) {
   if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
   const shlo::Block& b = op.regions[0].blocks[0];
   if (b.args.size() != 2 || b.ops.empty()) return false;
   const shlo::Op& ret = b.ops.back();
   if (ret.operands.size() != 1) return false;
   if (ret.operands[0] == b.args[1] && b.ops.size() == 1) {
-    *mode = 6;
+    *mode = ScatterMode::kSet;
     return true;
   }
   if (b.ops.size() != 2) return false;
@@ -251,17 +247,17 @@ bool ScatterMode(const shlo::Op& op, DType t, int64_t* mode) {
   bool args = (f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0]);
   if (!args) return false;
   bool boolean = t == DType::kBool;
-  if (f.name == "stablehlo.add" && !boolean) *mode = 0;
-  else if (f.name == "stablehlo.multiply" && !boolean) *mode = 2;
-  else if (f.name == "stablehlo.minimum" && !boolean) *mode = 4;
-  else if (f.name == "stablehlo.maximum" && !boolean) *mode = 5;
+  if (f.name == "stablehlo.add" && !boolean) *mode = ScatterMode::kAdd;
+  else if (f.name == "stablehlo.multiply" && !boolean) *mode = ScatterMode::kMul;
+  else if (f.name == "stablehlo.minimum" && !boolean) *mode = ScatterMode::kMin;
+  else if (f.name == "stablehlo.maximum" && !boolean) *mode = ScatterMode::kMax;
   else return false;
   return true;
 }
 
 // The scatter op's dimension numbers applied to these operand and updates values, combining with
 // ScatterND's `mode`.
-StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int updates, int64_t mode) {
+StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int updates, ScatterMode mode) {
   const shlo::Op& op = cx.op();
   std::vector<int64_t> uwd = Field(op, "update_window_dims"), inserted = Field(op, "inserted_window_dims"),
                        obd = Field(op, "input_batching_dims"), ibd = Field(op, "scatter_indices_batching_dims"),
@@ -328,9 +324,8 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   int ok_hi = cx.Compare(OpKind::kLessThanOrEqualTo, ix.value, VectorConst(cx, hi, ishape));
   Shape kept = ix.batch;
   kept.push_back(1);
-  Op& all = cx.Emit(OpKind::kReductionAnd, {cx.Binary(OpKind::kLogicalAnd, ok_lo, ok_hi)}, DType::kBool, kept);
-  all.axes = {static_cast<int64_t>(kept.size()) - 1};
-  int valid = all.outputs[0];  // [B..., 1]
+  int valid = cx.Emit(OpKind::kReductionAnd, {cx.Binary(OpKind::kLogicalAnd, ok_lo, ok_hi)}, DType::kBool, kept,
+                      AxesAttrs{{static_cast<int64_t>(kept.size()) - 1}});  // [B..., 1]
   // Invalid windows go to scratch slots past the end of the first indexed dim, as many as its
   // window is long.
   int64_t first = ix.dims[0];
@@ -348,10 +343,7 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   hi_pad[0] = scratch_rows;
   Shape padded_shape = dshape;
   padded_shape[0] += scratch_rows;
-  Op& pad = cx.Emit(OpKind::kPad, {data}, cx.DTypeOf(data), padded_shape);
-  pad.starts = lo;
-  pad.ends = hi_pad;
-  data = pad.outputs[0];
+  data = cx.Emit(OpKind::kPad, {data}, cx.DTypeOf(data), padded_shape, PadAttrs{lo, hi_pad, 0});
   // Updates: [B..., windows over indexed dims (index order)..., rest ascending].
   std::vector<int64_t> scatter_update_dims;
   for (int64_t d = 0; d < static_cast<int64_t>(us.size()); ++d)
@@ -368,9 +360,7 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   ushape.insert(ushape.end(), window_sizes.begin(), window_sizes.end());
   for (int64_t d : rest) ushape.push_back(os[static_cast<size_t>(d)]);
   u = cx.Reshape(u, ushape);
-  Op& s = cx.Emit(OpKind::kScatterND, {data, u, idx}, cx.DTypeOf(data), padded_shape);
-  s.int_attr = mode;
-  int y = s.outputs[0];
+  int y = cx.Emit(OpKind::kScatterND, {data, u, idx}, cx.DTypeOf(data), padded_shape, ScatterAttrs{mode});
   Shape starts(padded_shape.size(), 0);
   y = cx.Slice(y, starts, dshape);
   std::vector<int64_t> inverse(order.size());
@@ -380,7 +370,7 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
 
 // How a bool operand's update computation maps onto an int32 scatter (a type every backend scatters):
 // or-like bodies (add, max, or) are max, and-like ones (mul, min, and) are min.
-bool BoolScatterMode(const shlo::Op& op, int64_t* mode) {
+bool BoolScatterMode(const shlo::Op& op, ScatterMode* mode) {
   if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1) return false;
   const shlo::Block& b = op.regions[0].blocks[0];
   if (b.args.size() != 2 || b.ops.size() != 2) return false;
@@ -389,8 +379,8 @@ bool BoolScatterMode(const shlo::Op& op, int64_t* mode) {
     return false;
   if (!((f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0])))
     return false;
-  if (f.name == "stablehlo.add" || f.name == "stablehlo.maximum" || f.name == "stablehlo.or") *mode = 5;
-  else if (f.name == "stablehlo.multiply" || f.name == "stablehlo.minimum" || f.name == "stablehlo.and") *mode = 4;
+  if (f.name == "stablehlo.add" || f.name == "stablehlo.maximum" || f.name == "stablehlo.or") *mode = ScatterMode::kMax;
+  else if (f.name == "stablehlo.multiply" || f.name == "stablehlo.minimum" || f.name == "stablehlo.and") *mode = ScatterMode::kMin;
   else return false;
   return true;
 }
@@ -417,8 +407,8 @@ Status Scatter(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int indices, cx.In(1));
   JMP_ASSIGN_OR_RETURN(int updates, cx.In(2));
   DType t = cx.DTypeOf(operand);
-  int64_t mode;
-  if (ScatterMode(op, t, &mode)) {
+  ScatterMode mode;
+  if (UpdateMode(op, t, &mode)) {
     JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, operand, indices, updates, mode));
     cx.Bind(0, y);
     return Status::Ok();
@@ -439,7 +429,7 @@ Status Scatter(LowerContext& cx) {
   bool uses_update = BlockUses(body, body.args[1]);
   if ((!unique && uses_update) || !Flat(body)) return cx.Unsupported("scatter update computation not recognised");
   const Shape os = cx.ShapeOf(operand), us = cx.ShapeOf(updates);
-  JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1), 0));
+  JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1), ScatterMode::kAdd));
   int64_t windows = 1;  // the most updates one element can receive
   {
     const std::vector<int64_t> uwd = Field(op, "update_window_dims");
@@ -448,7 +438,7 @@ Status Scatter(LowerContext& cx) {
   }
   int spread = uses_update ? -1 : cx.Splat(t, os, 0);
   if (uses_update) {
-    JMP_ASSIGN_OR_RETURN(spread, EmitScatter(cx, operand, indices, updates, 6));
+    JMP_ASSIGN_OR_RETURN(spread, EmitScatter(cx, operand, indices, updates, ScatterMode::kSet));
   }
   int64_t rounds = unique ? 1 : windows;
   if (rounds > 64) return cx.Unsupported("scatter applying a function to more than 64 possibly repeated updates");

@@ -16,9 +16,7 @@ namespace jmp::mps {
 namespace {
 
 int ReverseAxes(LowerContext& cx, int x, std::vector<int64_t> axes) {
-  Op& op = cx.Emit(OpKind::kReverse, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
-  op.axes = std::move(axes);
-  return op.outputs[0];
+  return cx.Emit(OpKind::kReverse, {x}, cx.DTypeOf(x), cx.ShapeOf(x), AxesAttrs{std::move(axes)});
 }
 
 bool FlagAttr(LowerContext& cx, const char* name) {
@@ -43,7 +41,7 @@ StatusOr<int> ForwardSubstitution(LowerContext& cx, int l, int b, bool unit_diag
     int known = cx.Select(below, row, cx.Splat(cx.DTypeOf(row), cx.ShapeOf(row), 0));
     Shape one_row = bshape;
     one_row[rows] = 1;
-    int sum = cx.Emit(OpKind::kMatMul, {known, c[2]}, type, one_row).outputs[0];  // [..., 1, m]
+    int sum = cx.Emit(OpKind::kMatMul, {known, c[2]}, type, one_row);  // [..., 1, m]
     int xi = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[1], i, rows), sum);
     if (!unit_diagonal) xi = cx.Binary(OpKind::kDivide, xi, cx.BroadcastTo(PickAlong(cx, row, i, cols), one_row));
     int is_row_i = CoordinateIs(cx, OpKind::kEqual, bshape, rows, i);
@@ -122,7 +120,7 @@ Status Cholesky(LowerContext& cx) {
   int l = cx.Splat(ct, shape, 0);
   JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, shape[rows], {a, l}, [&](int j, const std::vector<int>& c) {
     int lj = PickAlong(cx, c[1], j, rows);  // row j of L: zero from column j on
-    int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column).outputs[0];
+    int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column);
     int col = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[0], j, cols), products);
     int diag = cx.BroadcastTo(cx.Unary(OpKind::kSquareRoot, PickAlong(cx, col, j, rows)), column);
     int scaled = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), diag, cx.Binary(OpKind::kDivide, col, diag));
@@ -154,8 +152,8 @@ int Reflect(LowerContext& cx, int x, int v, int tau) {
   Shape xs = cx.ShapeOf(x), row = xs;
   row[row.size() - 2] = 1;
   DType t = cx.DTypeOf(x);
-  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row).outputs[0];   // [..., 1, n]
-  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs).outputs[0];                 // [..., m, n]
+  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row);   // [..., 1, n]
+  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs);                 // [..., m, n]
   return cx.Binary(OpKind::kSubtract, x, cx.Binary(OpKind::kMultiply, cx.BroadcastTo(tau, xs), outer));
 }
 

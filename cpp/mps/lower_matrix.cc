@@ -26,19 +26,15 @@ int Identity(LowerContext& cx, const Shape& mat, DType t) {
 int SumOver(LowerContext& cx, int x, std::vector<int64_t> axes) {
   Shape s = cx.ShapeOf(x);
   for (int64_t a : axes) s[static_cast<size_t>(a)] = 1;
-  Op& op = cx.Emit(OpKind::kReductionSum, {x}, cx.DTypeOf(x), s);
-  op.axes = std::move(axes);
-  return op.outputs[0];
+  return cx.Emit(OpKind::kReductionSum, {x}, cx.DTypeOf(x), s, AxesAttrs{std::move(axes)});
 }
 
 int AnyNaNPerMatrix(LowerContext& cx, int x) {
   Shape shape = cx.ShapeOf(x);
   const int64_t rows = static_cast<int64_t>(shape.size()) - 2, cols = rows + 1;
-  int nan = cx.Emit(OpKind::kIsNaN, {x}, DType::kBool, shape).outputs[0];
+  int nan = cx.Emit(OpKind::kIsNaN, {x}, DType::kBool, shape);
   shape[static_cast<size_t>(rows)] = shape[static_cast<size_t>(cols)] = 1;
-  Op& any = cx.Emit(OpKind::kReductionOr, {nan}, DType::kBool, shape);
-  any.axes = {rows, cols};
-  return any.outputs[0];
+  return cx.Emit(OpKind::kReductionOr, {nan}, DType::kBool, shape, AxesAttrs{{rows, cols}});
 }
 
 int SwapLastTwo(LowerContext& cx, int x) {
@@ -67,11 +63,10 @@ StatusOr<std::vector<int>> WhileLoop(LowerContext& cx, const std::vector<int>& c
     return step(p);
   }, &captures));
   if (!captures.empty()) return cx.Unsupported("loop body captured outer values");
-  Op* w = nullptr;
-  cx.EmitMulti(OpKind::kWhile, carries, types, &w);
-  w->subgraphs.push_back(std::move(before));
-  w->subgraphs.push_back(std::move(after));
-  return w->outputs;
+  Op w = cx.NewOp(OpKind::kWhile, carries);
+  w.subgraphs.push_back(std::move(before));
+  w.subgraphs.push_back(std::move(after));
+  return cx.EmitOp(std::move(w), types);
 }
 
 StatusOr<std::vector<int>> CountedLoop(LowerContext& cx, int64_t n, const std::vector<int>& carries,

@@ -123,12 +123,8 @@ int EmitPool4D(LowerContext& cx, OpKind kind, std::vector<int> inputs, const Win
     return r;
   };
   for (int& v : inputs) v = cx.Reshape(v, widen(cx.ShapeOf(v), 1));
-  Op& op = cx.Emit(kind, inputs, cx.DTypeOf(inputs[0]), widen(out, 1));
-  op.axes = widen(w.dims, 1);
-  op.strides = widen(w.strides, 1);
-  op.starts = widen(w.pad_low, 0);
-  op.ends = widen(w.pad_high, 0);
-  return cx.Reshape(op.outputs[0], out);
+  Pool4DAttrs attrs{widen(w.dims, 1), widen(w.strides, 1), widen(w.pad_low, 0), widen(w.pad_high, 0)};
+  return cx.Reshape(cx.Emit(kind, inputs, cx.DTypeOf(inputs[0]), widen(out, 1), attrs), out);
 }
 
 }  // namespace
@@ -263,12 +259,11 @@ StatusOr<int> PlaceByResidues(LowerContext& cx, const std::vector<int>& contribu
       }
       Shape cat = one;
       cat[d + 1] = s;
-      Op& c = cx.Emit(OpKind::kConcat, parts, t, cat);
-      c.axes = {static_cast<int64_t>(d) + 1};
+      int c = cx.Emit(OpKind::kConcat, parts, t, cat, AxisAttrs{static_cast<int64_t>(d) + 1});
       Shape merged = cx.ShapeOf(parts[0]);
       merged.erase(merged.begin() + static_cast<ptrdiff_t>(d) + 1);
       merged[d] *= s;
-      next[prefix] = cx.Reshape(c.outputs[0], merged);
+      next[prefix] = cx.Reshape(c, merged);
     }
     level.swap(next);
   }

@@ -51,9 +51,7 @@ int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::ve
   if (empty) return cx.BroadcastTo(init, out);
   int r = x;
   if (!axes.empty()) {
-    Op& op = cx.Emit(m.reduction, {x}, t, KeptShape(in, axes));
-    op.axes = axes;
-    r = cx.Reshape(op.outputs[0], out);
+    r = cx.Reshape(cx.Emit(m.reduction, {x}, t, KeptShape(in, axes), AxesAttrs{axes}), out);
   }
   double init_value;
   if (cx.KnownSplat(init, &init_value) && init_value == m.identity && t != DType::kC64) return r;
@@ -144,12 +142,10 @@ Status Reduce(LowerContext& cx) {
       return Status::Ok();
     }
     Shape kept = KeptShape(in, axes);
-    Op& values = cx.Emit(value_kind, {ranked}, cx.DTypeOf(ranked), kept);
-    values.axes = axes;
-    int value = cx.Cast(cx.Reshape(values.outputs[0], out), value_type);
-    Op& indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept);
-    indices.axes = axes;
-    int index = cx.Cast(cx.Reshape(indices.outputs[0], out), cx.OutType(1).dtype);
+    int values = cx.Emit(value_kind, {ranked}, cx.DTypeOf(ranked), kept, AxesAttrs{axes});
+    int value = cx.Cast(cx.Reshape(values, out), value_type);
+    int indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept, AxesAttrs{axes});
+    int index = cx.Cast(cx.Reshape(indices, out), cx.OutType(1).dtype);
     cx.Bind(0, value);
     cx.Bind(1, index);
     return Status::Ok();

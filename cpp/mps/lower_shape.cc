@@ -63,9 +63,7 @@ Status Iota(LowerContext& cx) {
   if (axis < 0 || axis >= static_cast<int64_t>(t.shape.size())) return cx.Unsupported("iota_dimension out of range");
   if (t.dtype == DType::kBool || IsComplex(t.dtype)) return cx.Unsupported("iota of this type");
   DType index = t.shape[static_cast<size_t>(axis)] > (int64_t{1} << 31) - 1 ? DType::kI64 : DType::kI32;
-  Op& op = cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape);
-  op.axes = {axis};
-  int v = cx.Cast(op.outputs[0], t.dtype);
+  int v = cx.Cast(cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape, AxisAttrs{axis}), t.dtype);
   cx.MarkIota(v, axis);
   cx.Bind(0, v);
   return Status::Ok();
@@ -128,9 +126,7 @@ Status Concatenate(LowerContext& cx) {
   } else if (inputs.empty()) {
     cx.Bind(0, cx.ConstantData(t.dtype, t.shape, {}));
   } else {
-    Op& op = cx.Emit(OpKind::kConcat, inputs, t.dtype, t.shape);
-    op.axes = {dim};
-    cx.Bind(0, op.outputs[0]);
+    cx.Bind(0, cx.Emit(OpKind::kConcat, inputs, t.dtype, t.shape, AxisAttrs{dim}));
   }
   return Status::Ok();
 }
@@ -142,9 +138,7 @@ Status Reverse(LowerContext& cx) {
     cx.Bind(0, x);
     return Status::Ok();
   }
-  Op& op = cx.Emit(OpKind::kReverse, {x}, cx.DTypeOf(x), cx.ShapeOf(x));
-  op.axes = dims;
-  cx.Bind(0, op.outputs[0]);
+  cx.Bind(0, cx.Emit(OpKind::kReverse, {x}, cx.DTypeOf(x), cx.ShapeOf(x), AxesAttrs{dims}));
   return Status::Ok();
 }
 
@@ -158,17 +152,10 @@ int PadEdges(LowerContext& cx, int x, const Shape& low, const Shape& high, int v
   for (size_t i = 0; i < out.size(); ++i) out[i] += low[i] + high[i];
   double scalar = 0;
   bool known = cx.KnownSplat(value, &scalar);
-  Op& op = cx.Emit(OpKind::kPad, {x}, cx.DTypeOf(x), out);
-  op.starts = low;
-  op.ends = high;
-  op.scalar = known ? scalar : 0;
-  int padded = op.outputs[0];
+  int padded = cx.Emit(OpKind::kPad, {x}, cx.DTypeOf(x), out, PadAttrs{low, high, known ? scalar : 0});
   if (known) return padded;
   int inside = cx.Splat(DType::kBool, cx.ShapeOf(x), 1);
-  Op& mask_op = cx.Emit(OpKind::kPad, {inside}, DType::kBool, out);
-  mask_op.starts = low;
-  mask_op.ends = high;
-  int mask = mask_op.outputs[0];
+  int mask = cx.Emit(OpKind::kPad, {inside}, DType::kBool, out, PadAttrs{low, high, 0});
   int fill = cx.BroadcastTo(value, out);
   return cx.Select(mask, padded, fill);
 }

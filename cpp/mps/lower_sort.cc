@@ -240,8 +240,8 @@ int NarrowKey(LowerContext& cx, int w, DType t) {
 // A FLOAT (IEEE) compare is total-order with -0.0 == +0.0; NaNs, which IEEE leaves unordered (XLA's
 // result then depends on its sort algorithm), go last.
 StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
-  if (key.term.part == Part::kReal) x = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, cx.ShapeOf(x)).outputs[0];
-  if (key.term.part == Part::kImag) x = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, cx.ShapeOf(x)).outputs[0];
+  if (key.term.part == Part::kReal) x = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, cx.ShapeOf(x));
+  if (key.term.part == Part::kImag) x = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, cx.ShapeOf(x));
   DType t = cx.DTypeOf(x);
   const Shape shape = cx.ShapeOf(x);
   const std::string& ct = key.compare_type;
@@ -275,9 +275,9 @@ StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
 int GatherAny(LowerContext& cx, int data, int perm, int64_t axis) {
   if (cx.DTypeOf(data) != DType::kC64) return GatherAlongAxis(cx, data, perm, axis);
   const Shape shape = cx.ShapeOf(data);
-  int re = GatherAlongAxis(cx, cx.Emit(OpKind::kRealPart, {data}, DType::kF32, shape).outputs[0], perm, axis);
-  int im = GatherAlongAxis(cx, cx.Emit(OpKind::kImaginaryPart, {data}, DType::kF32, shape).outputs[0], perm, axis);
-  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, cx.ShapeOf(perm)).outputs[0];
+  int re = GatherAlongAxis(cx, cx.Emit(OpKind::kRealPart, {data}, DType::kF32, shape), perm, axis);
+  int im = GatherAlongAxis(cx, cx.Emit(OpKind::kImaginaryPart, {data}, DType::kF32, shape), perm, axis);
+  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, cx.ShapeOf(perm));
 }
 
 Status Sort(LowerContext& cx) {
@@ -317,10 +317,8 @@ Status Sort(LowerContext& cx) {
     bool as_is = k.compare_type.empty() || (k.compare_type == "SIGNED") == IsSignedInt(t);
     if (as_is) {
       int wide = WidenKey(cx, inputs[0]);
-      Op& s = cx.Emit(OpKind::kSort, {wide}, cx.DTypeOf(wide), shape);
-      s.axes = {axis};
-      s.int_attr = k.descending ? 1 : 0;
-      cx.Bind(0, NarrowKey(cx, s.outputs[0], t));
+      int sorted = cx.Emit(OpKind::kSort, {wide}, cx.DTypeOf(wide), shape, SortAttrs{axis, k.descending});
+      cx.Bind(0, NarrowKey(cx, sorted, t));
       return Status::Ok();
     }
   }
@@ -329,10 +327,7 @@ Status Sort(LowerContext& cx) {
   for (size_t k = keys.size(); k-- > 0;) {
     JMP_ASSIGN_OR_RETURN(int key_values, KeyValues(cx, inputs[keys[k].term.operand], keys[k]));
     if (perm >= 0) key_values = GatherAlongAxis(cx, key_values, perm, axis);
-    Op& arg = cx.Emit(OpKind::kArgSort, {key_values}, DType::kI32, shape);
-    arg.axes = {axis};
-    arg.int_attr = 0;
-    int order = arg.outputs[0];
+    int order = cx.Emit(OpKind::kArgSort, {key_values}, DType::kI32, shape, SortAttrs{axis, /*descending=*/false});
     perm = perm < 0 ? order : GatherAlongAxis(cx, perm, order, axis);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {

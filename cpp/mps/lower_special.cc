@@ -42,10 +42,9 @@ Status TopK(LowerContext& cx) {
   int keys = IsFloat(t) ? TotalOrderKey(cx, x) : x;
   Shape out = shape;
   out.back() = k;
-  Op* op = nullptr;
-  cx.EmitMulti(OpKind::kTopK, {keys}, {TensorType{cx.DTypeOf(keys), out}, TensorType{DType::kI32, out}}, &op);
-  op->int_attr = k;
-  int indices = op->outputs[1];
+  Op top = cx.NewOp(OpKind::kTopK, {keys});
+  Encode(top, TopKAttrs{k});
+  int indices = cx.EmitOp(std::move(top), {TensorType{cx.DTypeOf(keys), out}, TensorType{DType::kI32, out}})[1];
   int values = GatherAlongAxis(cx, x, indices, static_cast<int64_t>(shape.size()) - 1);
   cx.Bind(0, values);
   cx.Bind(1, cx.Cast(indices, cx.OutType(1).dtype));

@@ -3,6 +3,8 @@
 // past a buffer.
 #include "mps/verify.h"
 
+#include "mps/op_attrs.h"
+
 namespace jmp::mps {
 
 namespace {
@@ -31,7 +33,7 @@ Status CheckOp(const Graph& g, const Op& op) {
       return op.data.size() == out.ByteSize() ? Status::Ok() : Internal("constant size mismatch");
     case OpKind::kCoordinateAlongAxis:
       return AxesValid(op.axes, out.shape.size()) && !op.axes.empty() ? Status::Ok() : Internal("bad axis");
-    case OpKind::kIdentity: case OpKind::kReshape:
+    case OpKind::kReshape:
       return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reshape size mismatch");
     case OpKind::kReinterpretCast:
       return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reinterpret size mismatch");
@@ -99,22 +101,11 @@ Status CheckOp(const Graph& g, const Op& op) {
     }
     case OpKind::kSelect: case OpKind::kClamp:
       return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
-    case OpKind::kNegative: case OpKind::kAbsolute: case OpKind::kSign: case OpKind::kExponent:
-    case OpKind::kExponentBase2: case OpKind::kLogarithm: case OpKind::kLogarithm2: case OpKind::kSquareRoot:
-    case OpKind::kReverseSquareRoot: case OpKind::kReciprocal: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kTan: case OpKind::kTanh: case OpKind::kAsin: case OpKind::kAcos: case OpKind::kAtan:
-    case OpKind::kSinh: case OpKind::kCosh: case OpKind::kAsinh: case OpKind::kAcosh: case OpKind::kAtanh:
-    case OpKind::kErf: case OpKind::kSigmoid: case OpKind::kFloor: case OpKind::kCeil: case OpKind::kRint:
-    case OpKind::kRound: case OpKind::kTruncate: case OpKind::kIsFinite: case OpKind::kIsNaN:
-    case OpKind::kIsInfinite: case OpKind::kNot: case OpKind::kBitwiseNot: case OpKind::kPopulationCount:
-    case OpKind::kRealPart: case OpKind::kImaginaryPart: case OpKind::kConjugate:
+#define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
+#include "mps/op_kinds.def"
       return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
-    case OpKind::kAdd: case OpKind::kSubtract: case OpKind::kMultiply: case OpKind::kDivide: case OpKind::kModulo:
-    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kPower: case OpKind::kAtan2: case OpKind::kEqual:
-    case OpKind::kNotEqual: case OpKind::kLessThan: case OpKind::kLessThanOrEqualTo: case OpKind::kGreaterThan:
-    case OpKind::kGreaterThanOrEqualTo: case OpKind::kLogicalAnd: case OpKind::kLogicalOr: case OpKind::kLogicalXor:
-    case OpKind::kBitwiseAnd: case OpKind::kBitwiseOr: case OpKind::kBitwiseXor: case OpKind::kBitwiseLeftShift:
-    case OpKind::kBitwiseRightShift: case OpKind::kComplexFromParts:
+#define JMP_MPS_BINARY(name, macos, primary, secondary) case OpKind::k##name:
+#include "mps/op_kinds.def"
       return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
                                                                                      : Internal("operand shapes differ");
     case OpKind::kMatMul: case OpKind::kFFT: case OpKind::kRealToHermiteanFFT: case OpKind::kHermiteanToRealFFT:
@@ -122,7 +113,7 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kCumulativeProduct: case OpKind::kCumulativeMaximum: case OpKind::kCumulativeMinimum:
     case OpKind::kGatherAlongAxis: case OpKind::kGatherND: case OpKind::kScatterND: case OpKind::kScatterAlongAxis:
     case OpKind::kConv2D: case OpKind::kMaxPool4D: case OpKind::kAvgPool4D: case OpKind::kMaxPool4DGradient:
-      // Their kernels check their own shapes and indices.
+      // Their kernels check their own shapes and indices; CheckAttrs their attributes' encoding.
       return op.inputs.empty() ? Internal("op without inputs") : Status::Ok();
     case OpKind::kWhile: case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));
@@ -136,6 +127,7 @@ Status CheckOp(const Graph& g, const Op& op) {
 Status VerifyGraph(const Graph& graph) {
   for (const Op& op : graph.ops) {
     Status s = CheckOp(graph, op);
+    if (s.ok()) s = CheckAttrs(op);
     if (!s.ok())
       return InvalidArgument("inconsistent program: " + std::string(OpKindName(op.kind)) + ": " + s.message() +
                              (op.location.empty() ? "" : " (from " + op.location + ")"));

@@ -92,10 +92,9 @@ std::vector<T> KeptThenReduced(const T* x, const Shape& shape, const std::vector
 
 // float32 sums, maxima and minima whose reduced dims are all after, or all before, the kept ones (size-1
 // dims aside): no relayout, split across threads. Sums accumulate in double, eight lanes at a time.
-bool FastReduceF32(const OpArgs& a) {
+bool FastReduceF32(const OpArgs& a, Reduction how) {
   const Shape& shape = a.InType(0).shape;
-  K kind = a.op.kind;
-  if (kind != K::kReductionSum && kind != K::kReductionMaximum && kind != K::kReductionMinimum) return false;
+  if (how != Reduction::kSum && how != Reduction::kMaximum && how != Reduction::kMinimum) return false;
   std::vector<bool> reduced(shape.size(), false);
   for (int64_t ax : a.op.axes) reduced[static_cast<size_t>(ax)] = true;
   int64_t kept_n = 1, red_n = 1;
@@ -118,7 +117,7 @@ bool FastReduceF32(const OpArgs& a) {
   if ((!trailing && !leading) || red_n == 0) return false;
   const float* x = reinterpret_cast<const float*>(a.in[0]);
   float* y = reinterpret_cast<float*>(a.out[0]);
-  const bool sum = kind == K::kReductionSum, max = kind == K::kReductionMaximum;
+  const bool sum = how == Reduction::kSum, max = how == Reduction::kMaximum;
   auto combine = [&](double acc, float v) {
     if (std::isnan(acc) || std::isnan(v)) return static_cast<double>(NAN);
     return max ? (v > acc ? v : acc) : (v < acc ? v : acc);
@@ -161,53 +160,54 @@ bool FastReduceF32(const OpArgs& a) {
 }
 
 template <typename T>
-Status Reduce(const OpArgs& a) {
+Status Reduce(const OpArgs& a, Reduction how) {
   using N = Num<T>;
+  using R = Reduction;
   if constexpr (std::is_same_v<T, float>)
-    if (FastReduceF32(a)) return Status::Ok();
+    if (FastReduceF32(a, how)) return Status::Ok();
   int64_t rows, len;
   std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape, a.op.axes, &rows, &len);
   T* y = reinterpret_cast<T*>(a.out[0]);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x.data() + r * len;
     if constexpr (kIsBool<T>) {
-      bool acc = a.op.kind == K::kReductionAnd;
-      for (int64_t i = 0; i < len; ++i) acc = a.op.kind == K::kReductionAnd ? (acc && row[i].v) : (acc || row[i].v);
-      if (a.op.kind != K::kReductionAnd && a.op.kind != K::kReductionOr) return a.Unsupported("is not defined for bool");
+      bool acc = how == R::kAnd;
+      for (int64_t i = 0; i < len; ++i) acc = how == R::kAnd ? (acc && row[i].v) : (acc || row[i].v);
+      if (how != R::kAnd && how != R::kOr) return a.Unsupported("is not defined for bool");
       y[r] = boolean{static_cast<uint8_t>(acc)};
     } else if constexpr (kIsComplex<T>) {
-      if (a.op.kind != K::kReductionSum) return a.Unsupported("is not defined for complex values");
+      if (how != R::kSum) return a.Unsupported("is not defined for complex values");
       std::complex<double> acc = 0;
       for (int64_t i = 0; i < len; ++i) acc += std::complex<double>(row[i]);
       y[r] = T(acc);
     } else if constexpr (kIsFloat<T>) {
-      double acc;
-      switch (a.op.kind) {
-        case K::kReductionSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc += N::Load(row[i]); break;
-        case K::kReductionProduct: acc = 1; for (int64_t i = 0; i < len; ++i) acc *= N::Load(row[i]); break;
-        case K::kReductionMaximum:
+      double acc = 0;
+      switch (how) {
+        case R::kSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc += N::Load(row[i]); break;
+        case R::kProduct: acc = 1; for (int64_t i = 0; i < len; ++i) acc *= N::Load(row[i]); break;
+        case R::kMaximum:
           acc = -INFINITY;
           for (int64_t i = 0; i < len; ++i) { double v = N::Load(row[i]); if (std::isnan(v) || v > acc) acc = v; if (std::isnan(acc)) break; }
           break;
-        case K::kReductionMinimum:
+        case R::kMinimum:
           acc = INFINITY;
           for (int64_t i = 0; i < len; ++i) { double v = N::Load(row[i]); if (std::isnan(v) || v < acc) acc = v; if (std::isnan(acc)) break; }
           break;
-        default: return a.Unsupported("is not defined for floats");
+        case R::kAnd: case R::kOr: return a.Unsupported("is not defined for floats");
       }
       y[r] = N::Store(static_cast<typename N::C>(acc));
     } else {
       using UT = std::make_unsigned_t<T>;
-      UT acc;
-      switch (a.op.kind) {
-        case K::kReductionSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(acc + static_cast<UT>(row[i])); break;
-        case K::kReductionProduct:
+      UT acc = 0;
+      switch (how) {
+        case R::kSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(acc + static_cast<UT>(row[i])); break;
+        case R::kProduct:
           acc = 1;
           for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(static_cast<UT>(row[i])));
           break;
-        case K::kReductionMaximum: { T m = std::numeric_limits<T>::lowest(); for (int64_t i = 0; i < len; ++i) m = std::max(m, row[i]); acc = static_cast<UT>(m); break; }
-        case K::kReductionMinimum: { T m = std::numeric_limits<T>::max(); for (int64_t i = 0; i < len; ++i) m = std::min(m, row[i]); acc = static_cast<UT>(m); break; }
-        default: return a.Unsupported("is not defined for integers");
+        case R::kMaximum: { T m = std::numeric_limits<T>::lowest(); for (int64_t i = 0; i < len; ++i) m = std::max(m, row[i]); acc = static_cast<UT>(m); break; }
+        case R::kMinimum: { T m = std::numeric_limits<T>::max(); for (int64_t i = 0; i < len; ++i) m = std::min(m, row[i]); acc = static_cast<UT>(m); break; }
+        case R::kAnd: case R::kOr: return a.Unsupported("is not defined for integers");
       }
       y[r] = static_cast<T>(acc);
     }
@@ -242,10 +242,10 @@ Status ArgReduce(const OpArgs& a) {
 
 }  // namespace
 
-Status RunReduction(const OpArgs& a) {
+Status RunReduction(const OpArgs& a, Reduction how) {
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    return Reduce<T>(a);
+    return Reduce<T>(a, how);
   });
 }
 
@@ -374,38 +374,41 @@ C Wrap(C a, C b, bool add) {
   }
 }
 
-Status RunCumulative(const OpArgs& a) {
+Status RunCumulative(const OpArgs& a, Reduction how) {
   int64_t outer, n, inner;
-  AxisView(a.InType(0).shape, a.op.axes.at(0), &outer, &n, &inner);
-  bool exclusive = a.op.int_attr & 1, reverse = a.op.int_attr & 2;
+  const mps::CumulativeAttrs at = mps::CumulativeAttrs::Of(a.op);
+  AxisView(a.InType(0).shape, at.axis, &outer, &n, &inner);
+  const bool exclusive = at.exclusive, reverse = at.reverse;
+  if (how == Reduction::kAnd || how == Reduction::kOr) return a.Unsupported("has no cumulative and/or");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (kIsComplex<T> || kIsBool<T>) {
       return a.Unsupported("is not defined for this type");
     } else {
       using N = Num<T>;
+      using R = Reduction;
       using C = std::conditional_t<kIsFloat<T>, double, typename N::C>;
       const T* x = reinterpret_cast<const T*>(a.in[0]);
       T* y = reinterpret_cast<T*>(a.out[0]);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t in = 0; in < inner; ++in) {
-          C acc;
-          switch (a.op.kind) {
-            case K::kCumulativeSum: acc = C(0); break;
-            case K::kCumulativeProduct: acc = C(1); break;
-            case K::kCumulativeMaximum: acc = kIsFloat<T> ? C(-INFINITY) : C(std::numeric_limits<typename N::C>::lowest()); break;
-            default: acc = kIsFloat<T> ? C(INFINITY) : C(std::numeric_limits<typename N::C>::max()); break;
+          C acc = C(0);
+          switch (how) {
+            case R::kSum: case R::kOr: acc = C(0); break;
+            case R::kProduct: case R::kAnd: acc = C(1); break;
+            case R::kMaximum: acc = kIsFloat<T> ? C(-INFINITY) : C(std::numeric_limits<typename N::C>::lowest()); break;
+            case R::kMinimum: acc = kIsFloat<T> ? C(INFINITY) : C(std::numeric_limits<typename N::C>::max()); break;
           }
           for (int64_t s = 0; s < n; ++s) {
             int64_t i = reverse ? n - 1 - s : s;
             int64_t at = (o * n + i) * inner + in;
             C v = static_cast<C>(N::Load(x[at]));
             if (exclusive) y[at] = N::Store(static_cast<typename N::C>(acc));
-            switch (a.op.kind) {
-              case K::kCumulativeSum: acc = Wrap<C>(acc, v, true); break;
-              case K::kCumulativeProduct: acc = Wrap<C>(acc, v, false); break;
-              case K::kCumulativeMaximum: acc = (v != v || v > acc) ? v : acc; break;
-              default: acc = (v != v || v < acc) ? v : acc; break;
+            switch (how) {
+              case R::kSum: case R::kOr: acc = Wrap<C>(acc, v, true); break;  // kOr, kAnd: refused above
+              case R::kProduct: case R::kAnd: acc = Wrap<C>(acc, v, false); break;
+              case R::kMaximum: acc = (v != v || v > acc) ? v : acc; break;
+              case R::kMinimum: acc = (v != v || v < acc) ? v : acc; break;
             }
             if constexpr (kIsInt<T>) acc = static_cast<C>(static_cast<typename N::C>(acc));
             if (!exclusive) y[at] = N::Store(static_cast<typename N::C>(acc));
@@ -419,8 +422,9 @@ Status RunCumulative(const OpArgs& a) {
 // Stable, ascending or descending; the lowering never passes NaN keys.
 Status RunSort(const OpArgs& a) {
   int64_t outer, n, inner;
-  AxisView(a.InType(0).shape, a.op.axes.at(0), &outer, &n, &inner);
-  bool descending = a.op.int_attr & 1;
+  const mps::SortAttrs at = mps::SortAttrs::Of(a.op);
+  AxisView(a.InType(0).shape, at.axis, &outer, &n, &inner);
+  const bool descending = at.descending;
   bool arg = a.op.kind == K::kArgSort;
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -452,7 +456,7 @@ Status RunSort(const OpArgs& a) {
 Status RunTopK(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   if (s.empty()) return a.Unsupported("needs rank >= 1");
-  int64_t n = s.back(), k = a.op.int_attr, rows = a.InType(0).NumElements() / std::max<int64_t>(n, 1);
+  int64_t n = s.back(), k = mps::TopKAttrs::Of(a.op).k, rows = a.InType(0).NumElements() / std::max<int64_t>(n, 1);
   if (k > n || k < 0) return a.Unsupported("has k larger than the axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -37,11 +37,13 @@ Status RunConv2D(const OpArgs& a) {
   const auto& os = a.OutType().shape;  // N OH OW O
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return a.Unsupported("needs rank-4 NHWC and HWIO tensors");
   int64_t N = xs[0], H = xs[1], W = xs[2], C = xs[3], KH = ws[0], KW = ws[1], Cg = ws[2], O = ws[3];
-  int64_t OH = os[1], OW = os[2], groups = a.op.int_attr > 0 ? a.op.int_attr : 1;
+  const mps::Conv2DAttrs at = mps::Conv2DAttrs::Of(a.op);
+  if (at.strides.size() != 2 || at.dilations.size() != 2 || at.pad_low.size() != 2) return a.Unsupported("needs 2-D strides, dilations and padding");
+  int64_t OH = os[1], OW = os[2], groups = at.groups;
   if (C != Cg * groups || O % groups || os[0] != N || os[3] != O) return a.Unsupported("has channels that do not match its groups");
   int64_t Og = O / groups;
-  int64_t sh = a.op.strides.at(0), sw = a.op.strides.at(1), dh = a.op.axes.at(0), dw = a.op.axes.at(1);
-  int64_t ph = a.op.starts.at(0), pw = a.op.starts.at(1);
+  int64_t sh = at.strides[0], sw = at.strides[1], dh = at.dilations[0], dw = at.dilations[1];
+  int64_t ph = at.pad_low[0], pw = at.pad_low[1];
   DType t = a.OutType().dtype;
   // float32 is read in place; f16/bf16 are widened once and the result rounded once.
   std::vector<float> x_wide, w_wide, y_wide;

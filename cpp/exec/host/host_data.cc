@@ -386,7 +386,7 @@ bool RowOffset(const OpArgs& a, const Shape& data, int64_t row, int64_t k, const
 }  // namespace
 
 Status RunGatherND(const OpArgs& a) {
-  if (a.op.int_attr != 0) return a.Unsupported("with batch dimensions is not implemented on the host");
+  if (mps::GatherNDAttrs::Of(a.op).batch_dims != 0) return a.Unsupported("with batch dimensions is not implemented on the host");
   const Shape& data = a.InType(0).shape;
   const Shape& ishape = a.InType(1).shape;
   int64_t k = ishape.empty() ? 0 : ishape.back();
@@ -408,43 +408,44 @@ namespace {
 
 // Combines src into dst by a scatter mode (op_kinds.def: ScatterND); false when the type lacks it.
 template <typename T>
-bool Combine(T& dst, const T& src, int64_t mode) {
-  if (mode == 6) {
+bool Combine(T& dst, const T& src, mps::ScatterMode mode) {
+  using S = mps::ScatterMode;
+  if (mode == S::kSet) {
     dst = src;
     return true;
   }
   if constexpr (kIsBool<T>) {
     return false;
   } else if constexpr (kIsComplex<T>) {
-    if (mode == 0) dst = dst + src;
-    else if (mode == 1) dst = dst - src;
-    else if (mode == 2) dst = dst * src;
+    if (mode == S::kAdd) dst = dst + src;
+    else if (mode == S::kSub) dst = dst - src;
+    else if (mode == S::kMul) dst = dst * src;
     else return false;
   } else if constexpr (kIsInt<T>) {
     using UT = std::make_unsigned_t<T>;  // wrap-around, as the elementwise ops do
     UT x = static_cast<UT>(dst), v = static_cast<UT>(src);
     switch (mode) {
-      case 0: dst = static_cast<T>(static_cast<UT>(x + v)); break;
-      case 1: dst = static_cast<T>(static_cast<UT>(x - v)); break;
-      case 2: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
-      case 3: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
-      case 4: dst = src < dst ? src : dst; break;
-      case 5: dst = src > dst ? src : dst; break;
-      default: return false;
+      case S::kAdd: dst = static_cast<T>(static_cast<UT>(x + v)); break;
+      case S::kSub: dst = static_cast<T>(static_cast<UT>(x - v)); break;
+      case S::kMul: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
+      case S::kDiv: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
+      case S::kMin: dst = src < dst ? src : dst; break;
+      case S::kMax: dst = src > dst ? src : dst; break;
+      case S::kSet: dst = src; break;
     }
   } else {
     using N = Num<T>;
     auto x = N::Load(dst), v = N::Load(src);
     using C = decltype(x);
-    C res;
+    C res = v;
     switch (mode) {
-      case 0: res = static_cast<C>(x + v); break;
-      case 1: res = static_cast<C>(x - v); break;
-      case 2: res = static_cast<C>(x * v); break;
-      case 3: res = v == C(0) ? C(0) : static_cast<C>(x / v); break;
-      case 4: res = (v != v || v < x) ? v : x; break;
-      case 5: res = (v != v || v > x) ? v : x; break;
-      default: return false;
+      case S::kAdd: res = static_cast<C>(x + v); break;
+      case S::kSub: res = static_cast<C>(x - v); break;
+      case S::kMul: res = static_cast<C>(x * v); break;
+      case S::kDiv: res = v == C(0) ? C(0) : static_cast<C>(x / v); break;
+      case S::kMin: res = (v != v || v < x) ? v : x; break;
+      case S::kMax: res = (v != v || v > x) ? v : x; break;
+      case S::kSet: res = v; break;
     }
     dst = N::Store(res);
   }
@@ -465,7 +466,7 @@ Status RunScatterND(const OpArgs& a) {
   for (size_t d = static_cast<size_t>(k); d < data.size(); ++d) slice *= data[d];
   Shape strides = RowMajorStrides(data);
   if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
-  int64_t mode = a.op.int_attr;
+  const mps::ScatterMode mode = mps::ScatterAttrs::Of(a.op).mode;
   return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T* y = reinterpret_cast<T*>(a.out[0]);
@@ -473,7 +474,7 @@ Status RunScatterND(const OpArgs& a) {
     for (int64_t r = 0; r < rows; ++r) {
       int64_t off;
       if (!RowOffset(a, data, r, k, strides, &off)) return Internal("ScatterND: index out of range");
-      if (mode == 6) {
+      if (mode == mps::ScatterMode::kSet) {
         std::memcpy(y + off, u + r * slice, static_cast<size_t>(slice) * sizeof(T));
         continue;
       }
@@ -495,7 +496,8 @@ Status RunScatterAlongAxis(const OpArgs& a) {
   size_t axis = static_cast<size_t>(a.op.axes[0]);
   Shape ds = RowMajorStrides(data), us = RowMajorStrides(ushape);
   if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
-  int64_t n = a.InType(1).NumElements(), mode = a.op.int_attr;
+  int64_t n = a.InType(1).NumElements();
+  const mps::ScatterMode mode = mps::ScatterAttrs::Of(a.op).mode;
   DType it = a.InType(2).dtype;
   return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -20,7 +20,8 @@ namespace jmp::exec::host {
 
 namespace {
 
-using K = mps::OpKind;
+using UnOp = mps::UnaryOp;
+using BinOp = mps::BinaryOp;
 
 template <typename T>
 using U = std::make_unsigned_t<T>;
@@ -67,94 +68,146 @@ void MapF32(const OpArgs& a, F32Loop loop) {
 
 // exp, tanh and sigmoid through fastmath (vectorised) for every type computed in float.
 template <typename T>
-bool FastUnary(const OpArgs& a) {
+bool FastUnary(const OpArgs& a, UnOp op) {
+  if (op != UnOp::kExponent && op != UnOp::kTanh && op != UnOp::kSigmoid) return false;
   if constexpr (std::is_same_v<T, float>) {
-    switch (a.op.kind) {
-      case K::kExponent: MapF32(a, ExpF32); return true;
-      case K::kTanh: MapF32(a, TanhF32); return true;
-      case K::kSigmoid: MapF32(a, SigmoidF32); return true;
-      default: return false;
-    }
+    MapF32(a, op == UnOp::kExponent ? ExpF32 : op == UnOp::kTanh ? TanhF32 : SigmoidF32);
+    return true;
   } else if constexpr (std::is_same_v<typename Num<T>::C, float>) {
-    switch (a.op.kind) {
-      case K::kExponent: Map1<T>(a, fastmath::Exp, 16); return true;
-      case K::kTanh: Map1<T>(a, fastmath::Tanh, 16); return true;
-      case K::kSigmoid: Map1<T>(a, fastmath::Sigmoid, 16); return true;
-      default: return false;
-    }
+    if (op == UnOp::kExponent) Map1<T>(a, fastmath::Exp, 16);
+    else if (op == UnOp::kTanh) Map1<T>(a, fastmath::Tanh, 16);
+    else Map1<T>(a, fastmath::Sigmoid, 16);
+    return true;
   }
   return false;
 }
 
 
 template <typename T>
-Status FloatUnary(const OpArgs& a) {
+Status FloatUnary(const OpArgs& a, UnOp op) {
   using C = typename Num<T>::C;
-  if (FastUnary<T>(a)) return Status::Ok();
-  switch (a.op.kind) {
-    case K::kExponent: Map1<T>(a, [](C x) { return C(std::exp(x)); }); return Status::Ok();
-    case K::kExponentBase2: Map1<T>(a, [](C x) { return C(std::exp2(x)); }); return Status::Ok();
-    case K::kLogarithm: Map1<T>(a, [](C x) { return C(std::log(x)); }); return Status::Ok();
-    case K::kLogarithm2: Map1<T>(a, [](C x) { return C(std::log2(x)); }); return Status::Ok();
-    case K::kSquareRoot: Map1<T>(a, [](C x) { return C(std::sqrt(x)); }); return Status::Ok();
-    case K::kReverseSquareRoot: Map1<T>(a, [](C x) { return C(1) / C(std::sqrt(x)); }); return Status::Ok();
-    case K::kReciprocal: Map1<T>(a, [](C x) { return C(1) / x; }); return Status::Ok();
-    case K::kSin: Map1<T>(a, [](C x) { return C(std::sin(x)); }); return Status::Ok();
-    case K::kCos: Map1<T>(a, [](C x) { return C(std::cos(x)); }); return Status::Ok();
-    case K::kTan: Map1<T>(a, [](C x) { return C(std::tan(x)); }); return Status::Ok();
-    case K::kTanh: Map1<T>(a, [](C x) { return C(std::tanh(x)); }); return Status::Ok();
-    case K::kAsin: Map1<T>(a, [](C x) { return C(std::asin(x)); }); return Status::Ok();
-    case K::kAcos: Map1<T>(a, [](C x) { return C(std::acos(x)); }); return Status::Ok();
-    case K::kAtan: Map1<T>(a, [](C x) { return C(std::atan(x)); }); return Status::Ok();
-    case K::kSinh: Map1<T>(a, [](C x) { return C(std::sinh(x)); }); return Status::Ok();
-    case K::kCosh: Map1<T>(a, [](C x) { return C(std::cosh(x)); }); return Status::Ok();
-    case K::kAsinh: Map1<T>(a, [](C x) { return C(std::asinh(x)); }); return Status::Ok();
-    case K::kAcosh: Map1<T>(a, [](C x) { return C(std::acosh(x)); }); return Status::Ok();
-    case K::kAtanh: Map1<T>(a, [](C x) { return C(std::atanh(x)); }); return Status::Ok();
-    case K::kErf: Map1<T>(a, [](C x) { return C(std::erf(x)); }); return Status::Ok();
-    case K::kSigmoid: Map1<T>(a, [](C x) { return C(1) / (C(1) + C(std::exp(-x))); }); return Status::Ok();
-    case K::kFloor: Map1<T>(a, [](C x) { return C(std::floor(x)); }); return Status::Ok();
-    case K::kCeil: Map1<T>(a, [](C x) { return C(std::ceil(x)); }); return Status::Ok();
-    case K::kRint: Map1<T>(a, [](C x) { return C(std::nearbyint(x)); }); return Status::Ok();
-    case K::kRound: Map1<T>(a, [](C x) { return C(std::round(x)); }); return Status::Ok();
-    case K::kTruncate: Map1<T>(a, [](C x) { return C(std::trunc(x)); }); return Status::Ok();
-    case K::kNegative: Map1<T>(a, [](C x) { return -x; }); return Status::Ok();
-    case K::kAbsolute: Map1<T>(a, [](C x) { return C(std::fabs(x)); }); return Status::Ok();
+  if (FastUnary<T>(a, op)) return Status::Ok();
+  switch (op) {
+    case UnOp::kIdentity: return RunCopyLike(a);
+    case UnOp::kExponent: Map1<T>(a, [](C x) { return C(std::exp(x)); }); return Status::Ok();
+    case UnOp::kExponentBase2: Map1<T>(a, [](C x) { return C(std::exp2(x)); }); return Status::Ok();
+    case UnOp::kLogarithm: Map1<T>(a, [](C x) { return C(std::log(x)); }); return Status::Ok();
+    case UnOp::kLogarithm2: Map1<T>(a, [](C x) { return C(std::log2(x)); }); return Status::Ok();
+    case UnOp::kSquareRoot: Map1<T>(a, [](C x) { return C(std::sqrt(x)); }); return Status::Ok();
+    case UnOp::kReverseSquareRoot: Map1<T>(a, [](C x) { return C(1) / C(std::sqrt(x)); }); return Status::Ok();
+    case UnOp::kReciprocal: Map1<T>(a, [](C x) { return C(1) / x; }); return Status::Ok();
+    case UnOp::kSin: Map1<T>(a, [](C x) { return C(std::sin(x)); }); return Status::Ok();
+    case UnOp::kCos: Map1<T>(a, [](C x) { return C(std::cos(x)); }); return Status::Ok();
+    case UnOp::kTan: Map1<T>(a, [](C x) { return C(std::tan(x)); }); return Status::Ok();
+    case UnOp::kTanh: Map1<T>(a, [](C x) { return C(std::tanh(x)); }); return Status::Ok();
+    case UnOp::kAsin: Map1<T>(a, [](C x) { return C(std::asin(x)); }); return Status::Ok();
+    case UnOp::kAcos: Map1<T>(a, [](C x) { return C(std::acos(x)); }); return Status::Ok();
+    case UnOp::kAtan: Map1<T>(a, [](C x) { return C(std::atan(x)); }); return Status::Ok();
+    case UnOp::kSinh: Map1<T>(a, [](C x) { return C(std::sinh(x)); }); return Status::Ok();
+    case UnOp::kCosh: Map1<T>(a, [](C x) { return C(std::cosh(x)); }); return Status::Ok();
+    case UnOp::kAsinh: Map1<T>(a, [](C x) { return C(std::asinh(x)); }); return Status::Ok();
+    case UnOp::kAcosh: Map1<T>(a, [](C x) { return C(std::acosh(x)); }); return Status::Ok();
+    case UnOp::kAtanh: Map1<T>(a, [](C x) { return C(std::atanh(x)); }); return Status::Ok();
+    case UnOp::kErf: Map1<T>(a, [](C x) { return C(std::erf(x)); }); return Status::Ok();
+    case UnOp::kSigmoid: Map1<T>(a, [](C x) { return C(1) / (C(1) + C(std::exp(-x))); }); return Status::Ok();
+    case UnOp::kFloor: Map1<T>(a, [](C x) { return C(std::floor(x)); }); return Status::Ok();
+    case UnOp::kCeil: Map1<T>(a, [](C x) { return C(std::ceil(x)); }); return Status::Ok();
+    case UnOp::kRint: Map1<T>(a, [](C x) { return C(std::nearbyint(x)); }); return Status::Ok();
+    case UnOp::kRound: Map1<T>(a, [](C x) { return C(std::round(x)); }); return Status::Ok();
+    case UnOp::kTruncate: Map1<T>(a, [](C x) { return C(std::trunc(x)); }); return Status::Ok();
+    case UnOp::kNegative: Map1<T>(a, [](C x) { return -x; }); return Status::Ok();
+    case UnOp::kAbsolute: Map1<T>(a, [](C x) { return C(std::fabs(x)); }); return Status::Ok();
     // Sign: NaN gives 0 (MPSGraph's documented behaviour), ±0 kept.
-    case K::kSign: Map1<T>(a, [](C x) { return x > 0 ? C(1) : x < 0 ? C(-1) : x == 0 ? x : C(0); }); return Status::Ok();
-    case K::kIsFinite: MapPredicate<T>(a, [](C x) { return std::isfinite(x); }); return Status::Ok();
-    case K::kIsNaN: MapPredicate<T>(a, [](C x) { return std::isnan(x); }); return Status::Ok();
-    case K::kIsInfinite: MapPredicate<T>(a, [](C x) { return std::isinf(x); }); return Status::Ok();
-    default: return a.Unsupported("is not defined for floats");
+    case UnOp::kSign: Map1<T>(a, [](C x) { return x > 0 ? C(1) : x < 0 ? C(-1) : x == 0 ? x : C(0); }); return Status::Ok();
+    case UnOp::kIsFinite: MapPredicate<T>(a, [](C x) { return std::isfinite(x); }); return Status::Ok();
+    case UnOp::kIsNaN: MapPredicate<T>(a, [](C x) { return std::isnan(x); }); return Status::Ok();
+    case UnOp::kIsInfinite: MapPredicate<T>(a, [](C x) { return std::isinf(x); }); return Status::Ok();
+    case UnOp::kNot: case UnOp::kBitwiseNot: case UnOp::kPopulationCount: case UnOp::kRealPart:
+    case UnOp::kImaginaryPart: case UnOp::kConjugate:
+      return a.Unsupported("is not defined for floats");
   }
+  return Internal("unknown unary op");
 }
 
 template <typename T>
-Status IntUnary(const OpArgs& a) {
-  switch (a.op.kind) {
-    case K::kNegative: Map1<T>(a, [](T x) { return static_cast<T>(U<T>(0) - static_cast<U<T>>(x)); }); return Status::Ok();
-    case K::kAbsolute:
+Status IntUnary(const OpArgs& a, UnOp op) {
+  switch (op) {
+    case UnOp::kIdentity: return RunCopyLike(a);
+    case UnOp::kNegative: Map1<T>(a, [](T x) { return static_cast<T>(U<T>(0) - static_cast<U<T>>(x)); }); return Status::Ok();
+    case UnOp::kAbsolute:
       Map1<T>(a, [](T x) { return x < 0 ? static_cast<T>(U<T>(0) - static_cast<U<T>>(x)) : x; });
       return Status::Ok();
-    case K::kSign: Map1<T>(a, [](T x) { return static_cast<T>(x > 0 ? 1 : x < 0 ? -1 : 0); }); return Status::Ok();
-    case K::kBitwiseNot: Map1<T>(a, [](T x) { return static_cast<T>(~x); }); return Status::Ok();
-    case K::kPopulationCount:
+    case UnOp::kSign: Map1<T>(a, [](T x) { return static_cast<T>(x > 0 ? 1 : x < 0 ? -1 : 0); }); return Status::Ok();
+    case UnOp::kBitwiseNot: Map1<T>(a, [](T x) { return static_cast<T>(~x); }); return Status::Ok();
+    case UnOp::kPopulationCount:
       Map1<T>(a, [](T x) { return static_cast<T>(__builtin_popcountll(static_cast<uint64_t>(static_cast<U<T>>(x)))); });
       return Status::Ok();
-    default: return a.Unsupported("is not defined for integers");
+    case UnOp::kExponent: case UnOp::kExponentBase2: case UnOp::kLogarithm: case UnOp::kLogarithm2:
+    case UnOp::kSquareRoot: case UnOp::kReverseSquareRoot: case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos:
+    case UnOp::kTan: case UnOp::kTanh: case UnOp::kAsin: case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh:
+    case UnOp::kCosh: case UnOp::kAsinh: case UnOp::kAcosh: case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid:
+    case UnOp::kFloor: case UnOp::kCeil: case UnOp::kRint: case UnOp::kRound: case UnOp::kTruncate:
+    case UnOp::kIsFinite: case UnOp::kIsNaN: case UnOp::kIsInfinite: case UnOp::kNot: case UnOp::kRealPart:
+    case UnOp::kImaginaryPart: case UnOp::kConjugate:
+      return a.Unsupported("is not defined for integers");
   }
+  return Internal("unknown unary op");
+}
+
+// RealPart and ImaginaryPart: complex64 -> float32.
+Status ComplexPart(const OpArgs& a, bool real) {
+  if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
+  int64_t n = a.OutType().NumElements();
+  const c64* z = reinterpret_cast<const c64*>(a.in[0]);
+  float* y = reinterpret_cast<float*>(a.out[0]);
+  for (int64_t i = 0; i < n; ++i) y[i] = real ? z[i].real() : z[i].imag();
+  return Status::Ok();
 }
 
 template <typename T>
-Status ComplexUnary(const OpArgs& a) {
-  switch (a.op.kind) {
-    case K::kExponent: Map1<T>(a, [](T x) { return std::exp(x); }); return Status::Ok();
-    case K::kLogarithm: Map1<T>(a, [](T x) { return std::log(x); }); return Status::Ok();
-    case K::kSquareRoot: Map1<T>(a, [](T x) { return std::sqrt(x); }); return Status::Ok();
-    case K::kNegative: Map1<T>(a, [](T x) { return -x; }); return Status::Ok();
-    case K::kIdentity: Map1<T>(a, [](T x) { return x; }); return Status::Ok();
-    default: return a.Unsupported("is not defined for complex values");
+Status ComplexUnary(const OpArgs& a, UnOp op) {
+  switch (op) {
+    case UnOp::kIdentity: return RunCopyLike(a);
+    case UnOp::kExponent: Map1<T>(a, [](T x) { return std::exp(x); }); return Status::Ok();
+    case UnOp::kLogarithm: Map1<T>(a, [](T x) { return std::log(x); }); return Status::Ok();
+    case UnOp::kSquareRoot: Map1<T>(a, [](T x) { return std::sqrt(x); }); return Status::Ok();
+    case UnOp::kNegative: Map1<T>(a, [](T x) { return -x; }); return Status::Ok();
+    case UnOp::kRealPart: return ComplexPart(a, true);
+    case UnOp::kImaginaryPart: return ComplexPart(a, false);
+    case UnOp::kConjugate: {
+      if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
+      int64_t n = a.OutType().NumElements();
+      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
+      c64* y = reinterpret_cast<c64*>(a.out[0]);
+      for (int64_t i = 0; i < n; ++i) y[i] = std::conj(z[i]);
+      return Status::Ok();
+    }
+    case UnOp::kAbsolute: case UnOp::kSign: case UnOp::kExponentBase2: case UnOp::kLogarithm2:
+    case UnOp::kReverseSquareRoot: case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos: case UnOp::kTan:
+    case UnOp::kTanh: case UnOp::kAsin: case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh: case UnOp::kCosh:
+    case UnOp::kAsinh: case UnOp::kAcosh: case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid: case UnOp::kFloor:
+    case UnOp::kCeil: case UnOp::kRint: case UnOp::kRound: case UnOp::kTruncate: case UnOp::kIsFinite:
+    case UnOp::kIsNaN: case UnOp::kIsInfinite: case UnOp::kNot: case UnOp::kBitwiseNot: case UnOp::kPopulationCount:
+      return a.Unsupported("is not defined for complex values");
   }
+  return Internal("unknown unary op");
+}
+
+Status BoolUnary(const OpArgs& a, UnOp op) {
+  switch (op) {
+    case UnOp::kIdentity: return RunCopyLike(a);
+    case UnOp::kNot: Map1<boolean>(a, [](bool x) { return !x; }); return Status::Ok();
+    case UnOp::kNegative: case UnOp::kAbsolute: case UnOp::kSign: case UnOp::kExponent: case UnOp::kExponentBase2:
+    case UnOp::kLogarithm: case UnOp::kLogarithm2: case UnOp::kSquareRoot: case UnOp::kReverseSquareRoot:
+    case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos: case UnOp::kTan: case UnOp::kTanh: case UnOp::kAsin:
+    case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh: case UnOp::kCosh: case UnOp::kAsinh: case UnOp::kAcosh:
+    case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid: case UnOp::kFloor: case UnOp::kCeil: case UnOp::kRint:
+    case UnOp::kRound: case UnOp::kTruncate: case UnOp::kIsFinite: case UnOp::kIsNaN: case UnOp::kIsInfinite:
+    case UnOp::kBitwiseNot: case UnOp::kPopulationCount: case UnOp::kRealPart: case UnOp::kImaginaryPart:
+    case UnOp::kConjugate:
+      return a.Unsupported("is not defined for bool");
+  }
+  return Internal("unknown unary op");
 }
 
 // ---- binary
@@ -183,90 +236,104 @@ void Arith(const OpArgs& a, F f) {
   });
 }
 
+// The six comparisons (complex values: Equal and NotEqual only); false for any other op.
 template <typename T>
-bool Compare(const OpArgs& a) {
+bool Compare(const OpArgs& a, BinOp op) {
   using C = typename Num<T>::C;
-  switch (a.op.kind) {
-    case K::kEqual: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x == y); }); return true;
-    case K::kNotEqual: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x != y); }); return true;
-    default: break;
-  }
-  if constexpr (!kIsComplex<T>) {
-    switch (a.op.kind) {
-      case K::kLessThan: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x < y); }); return true;
-      case K::kLessThanOrEqualTo: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x <= y); }); return true;
-      case K::kGreaterThan: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x > y); }); return true;
-      case K::kGreaterThanOrEqualTo: Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x >= y); }); return true;
-      default: break;
-    }
-  }
-  return false;
+  if (op == BinOp::kEqual) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x == y); });
+  else if (op == BinOp::kNotEqual) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x != y); });
+  else if constexpr (kIsComplex<T>) return false;
+  else if (op == BinOp::kLessThan) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x < y); });
+  else if (op == BinOp::kLessThanOrEqualTo) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x <= y); });
+  else if (op == BinOp::kGreaterThan) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x > y); });
+  else if (op == BinOp::kGreaterThanOrEqualTo) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x >= y); });
+  else return false;
+  return true;
+}
+
+#define JMP_COMPARISONS                                                                                    \
+  BinOp::kEqual: case BinOp::kNotEqual: case BinOp::kLessThan: case BinOp::kLessThanOrEqualTo:             \
+  case BinOp::kGreaterThan: case BinOp::kGreaterThanOrEqualTo
+
+// ComplexFromParts(re, im): float32 parts -> complex64.
+Status ComplexFromParts(const OpArgs& a) {
+  if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32 parts");
+  int64_t n = a.OutType().NumElements();
+  const float* re = reinterpret_cast<const float*>(a.in[0]);
+  const float* im = reinterpret_cast<const float*>(a.in[1]);
+  c64* z = reinterpret_cast<c64*>(a.out[0]);
+  for (int64_t i = 0; i < n; ++i) z[i] = c64(re[i], im[i]);
+  return Status::Ok();
 }
 
 template <typename T>
-Status FloatBinary(const OpArgs& a) {
+Status FloatBinary(const OpArgs& a, BinOp op) {
   using C = typename Num<T>::C;
-  if (Compare<T>(a)) return Status::Ok();
-  switch (a.op.kind) {
-    case K::kAdd: Arith<T>(a, [](C x, C y) { return x + y; }); return Status::Ok();
-    case K::kSubtract: Arith<T>(a, [](C x, C y) { return x - y; }); return Status::Ok();
-    case K::kMultiply: Arith<T>(a, [](C x, C y) { return x * y; }); return Status::Ok();
-    case K::kDivide: Arith<T>(a, [](C x, C y) { return x / y; }); return Status::Ok();
-    case K::kModulo: Arith<T>(a, [](C x, C y) { return C(std::fmod(x, y)); }); return Status::Ok();
-    case K::kMaximum:
+  switch (op) {
+    case JMP_COMPARISONS: Compare<T>(a, op); return Status::Ok();
+    case BinOp::kComplexFromParts: return ComplexFromParts(a);
+    case BinOp::kAdd: Arith<T>(a, [](C x, C y) { return x + y; }); return Status::Ok();
+    case BinOp::kSubtract: Arith<T>(a, [](C x, C y) { return x - y; }); return Status::Ok();
+    case BinOp::kMultiply: Arith<T>(a, [](C x, C y) { return x * y; }); return Status::Ok();
+    case BinOp::kDivide: Arith<T>(a, [](C x, C y) { return x / y; }); return Status::Ok();
+    case BinOp::kModulo: Arith<T>(a, [](C x, C y) { return C(std::fmod(x, y)); }); return Status::Ok();
+    case BinOp::kMaximum:
       Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x > y ? x : x < y ? y : (std::signbit(x) ? y : x); });
       return Status::Ok();
-    case K::kMinimum:
+    case BinOp::kMinimum:
       Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x < y ? x : x > y ? y : (std::signbit(x) ? x : y); });
       return Status::Ok();
-    case K::kPower: Arith<T>(a, [](C x, C y) { return C(std::pow(x, y)); }); return Status::Ok();
-    case K::kAtan2: Arith<T>(a, [](C x, C y) { return C(std::atan2(x, y)); }); return Status::Ok();
-    default: return a.Unsupported("is not defined for floats");
+    case BinOp::kPower: Arith<T>(a, [](C x, C y) { return C(std::pow(x, y)); }); return Status::Ok();
+    case BinOp::kAtan2: Arith<T>(a, [](C x, C y) { return C(std::atan2(x, y)); }); return Status::Ok();
+    case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor: case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
+      return a.Unsupported("is not defined for floats");
   }
+  return Internal("unknown binary op");
 }
 
 template <typename T>
-Status IntBinary(const OpArgs& a) {
-  if (Compare<T>(a)) return Status::Ok();
+Status IntBinary(const OpArgs& a, BinOp op) {
   using UT = U<T>;
   constexpr int bits = static_cast<int>(sizeof(T) * 8);
-  switch (a.op.kind) {
-    case K::kAdd: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) + static_cast<UT>(y)); }); return Status::Ok();
-    case K::kSubtract: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) - static_cast<UT>(y)); }); return Status::Ok();
-    case K::kMultiply:
+  switch (op) {
+    case JMP_COMPARISONS: Compare<T>(a, op); return Status::Ok();
+    case BinOp::kAdd: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) + static_cast<UT>(y)); }); return Status::Ok();
+    case BinOp::kSubtract: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) - static_cast<UT>(y)); }); return Status::Ok();
+    case BinOp::kMultiply:
       Arith<T>(a, [](T x, T y) {
         using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, UT>;
         return static_cast<T>(static_cast<UT>(static_cast<W>(static_cast<UT>(x)) * static_cast<W>(static_cast<UT>(y))));
       });
       return Status::Ok();
     // Divide truncates; x/0 -> 0 and MIN/-1 -> MIN here (the lowering selects StableHLO's results).
-    case K::kDivide:
+    case BinOp::kDivide:
       Arith<T>(a, [](T x, T y) {
         if (y == 0) return T(0);
         if constexpr (std::is_signed_v<T>) if (y == T(-1)) return static_cast<T>(UT(0) - static_cast<UT>(x));
         return static_cast<T>(x / y);
       });
       return Status::Ok();
-    case K::kModulo:
+    case BinOp::kModulo:
       Arith<T>(a, [](T x, T y) {
         if (y == 0) return T(0);
         if constexpr (std::is_signed_v<T>) if (y == T(-1)) return T(0);
         return static_cast<T>(x % y);
       });
       return Status::Ok();
-    case K::kMaximum: Arith<T>(a, [](T x, T y) { return x > y ? x : y; }); return Status::Ok();
-    case K::kMinimum: Arith<T>(a, [](T x, T y) { return x < y ? x : y; }); return Status::Ok();
-    case K::kBitwiseAnd: Arith<T>(a, [](T x, T y) { return static_cast<T>(x & y); }); return Status::Ok();
-    case K::kBitwiseOr: Arith<T>(a, [](T x, T y) { return static_cast<T>(x | y); }); return Status::Ok();
-    case K::kBitwiseXor: Arith<T>(a, [](T x, T y) { return static_cast<T>(x ^ y); }); return Status::Ok();
+    case BinOp::kMaximum: Arith<T>(a, [](T x, T y) { return x > y ? x : y; }); return Status::Ok();
+    case BinOp::kMinimum: Arith<T>(a, [](T x, T y) { return x < y ? x : y; }); return Status::Ok();
+    case BinOp::kBitwiseAnd: Arith<T>(a, [](T x, T y) { return static_cast<T>(x & y); }); return Status::Ok();
+    case BinOp::kBitwiseOr: Arith<T>(a, [](T x, T y) { return static_cast<T>(x | y); }); return Status::Ok();
+    case BinOp::kBitwiseXor: Arith<T>(a, [](T x, T y) { return static_cast<T>(x ^ y); }); return Status::Ok();
     // Shifts: amounts outside [0, bits) give 0, or the sign fill for a signed right shift.
-    case K::kBitwiseLeftShift:
+    case BinOp::kBitwiseLeftShift:
       Arith<T>(a, [](T x, T y) {
         UT s = static_cast<UT>(y);
         return s >= UT(bits) ? T(0) : static_cast<T>(static_cast<UT>(static_cast<UT>(x) << s));
       });
       return Status::Ok();
-    case K::kBitwiseRightShift:
+    case BinOp::kBitwiseRightShift:
       Arith<T>(a, [](T x, T y) {
         UT s = static_cast<UT>(y);
         if constexpr (std::is_signed_v<T>) {
@@ -277,31 +344,47 @@ Status IntBinary(const OpArgs& a) {
         }
       });
       return Status::Ok();
-    default: return a.Unsupported("is not defined for integers");
+    case BinOp::kPower: case BinOp::kAtan2: case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor:
+    case BinOp::kComplexFromParts:
+      return a.Unsupported("is not defined for integers");
   }
+  return Internal("unknown binary op");
 }
 
-Status BoolBinary(const OpArgs& a) {
-  if (Compare<boolean>(a)) return Status::Ok();
-  switch (a.op.kind) {
-    case K::kLogicalAnd: Arith<boolean>(a, [](bool x, bool y) { return x && y; }); return Status::Ok();
-    case K::kLogicalOr: Arith<boolean>(a, [](bool x, bool y) { return x || y; }); return Status::Ok();
-    case K::kLogicalXor: Arith<boolean>(a, [](bool x, bool y) { return x != y; }); return Status::Ok();
-    default: return a.Unsupported("is not defined for bool");
+Status BoolBinary(const OpArgs& a, BinOp op) {
+  switch (op) {
+    case JMP_COMPARISONS: Compare<boolean>(a, op); return Status::Ok();
+    case BinOp::kLogicalAnd: Arith<boolean>(a, [](bool x, bool y) { return x && y; }); return Status::Ok();
+    case BinOp::kLogicalOr: Arith<boolean>(a, [](bool x, bool y) { return x || y; }); return Status::Ok();
+    case BinOp::kLogicalXor: Arith<boolean>(a, [](bool x, bool y) { return x != y; }); return Status::Ok();
+    case BinOp::kAdd: case BinOp::kSubtract: case BinOp::kMultiply: case BinOp::kDivide: case BinOp::kModulo:
+    case BinOp::kMaximum: case BinOp::kMinimum: case BinOp::kPower: case BinOp::kAtan2: case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
+    case BinOp::kComplexFromParts:
+      return a.Unsupported("is not defined for bool");
   }
+  return Internal("unknown binary op");
 }
 
 template <typename T>
-Status ComplexBinary(const OpArgs& a) {
-  if (Compare<T>(a)) return Status::Ok();
-  switch (a.op.kind) {
-    case K::kAdd: Arith<T>(a, [](T x, T y) { return x + y; }); return Status::Ok();
-    case K::kSubtract: Arith<T>(a, [](T x, T y) { return x - y; }); return Status::Ok();
-    case K::kMultiply: Arith<T>(a, [](T x, T y) { return x * y; }); return Status::Ok();
-    case K::kDivide: Arith<T>(a, [](T x, T y) { return x / y; }); return Status::Ok();
-    default: return a.Unsupported("is not defined for complex values");
+Status ComplexBinary(const OpArgs& a, BinOp op) {
+  switch (op) {
+    case BinOp::kEqual: case BinOp::kNotEqual: Compare<T>(a, op); return Status::Ok();
+    case BinOp::kAdd: Arith<T>(a, [](T x, T y) { return x + y; }); return Status::Ok();
+    case BinOp::kSubtract: Arith<T>(a, [](T x, T y) { return x - y; }); return Status::Ok();
+    case BinOp::kMultiply: Arith<T>(a, [](T x, T y) { return x * y; }); return Status::Ok();
+    case BinOp::kDivide: Arith<T>(a, [](T x, T y) { return x / y; }); return Status::Ok();
+    case BinOp::kLessThan: case BinOp::kLessThanOrEqualTo: case BinOp::kGreaterThan: case BinOp::kGreaterThanOrEqualTo:
+    case BinOp::kModulo: case BinOp::kMaximum: case BinOp::kMinimum: case BinOp::kPower: case BinOp::kAtan2:
+    case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor: case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
+    case BinOp::kComplexFromParts:
+      return a.Unsupported("is not defined for complex values");
   }
+  return Internal("unknown binary op");
 }
+
+#undef JMP_COMPARISONS
 
 // Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast).
 template <typename To, typename From>
@@ -330,31 +413,25 @@ To ConvertScalar(From v) {
 
 }  // namespace
 
-Status RunUnary(const OpArgs& a) {
-  DType t = a.InType(0).dtype;
-  if (a.op.kind == K::kNot) {
-    if (t != DType::kBool) return a.Unsupported("needs bool");
-    Map1<boolean>(a, [](bool x) { return !x; });
-    return Status::Ok();
-  }
-  return Dispatch(t, [&](auto tag) -> Status {
+Status RunUnary(const OpArgs& a, mps::UnaryOp op) {
+  return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsFloat<T>) return FloatUnary<T>(a);
-    else if constexpr (kIsInt<T>) return IntUnary<T>(a);
-    else if constexpr (kIsComplex<T>) return ComplexUnary<T>(a);
-    else return a.Unsupported("is not defined for bool");
+    if constexpr (kIsFloat<T>) return FloatUnary<T>(a, op);
+    else if constexpr (kIsInt<T>) return IntUnary<T>(a, op);
+    else if constexpr (kIsComplex<T>) return ComplexUnary<T>(a, op);
+    else return BoolUnary(a, op);
   });
 }
 
-Status RunBinary(const OpArgs& a) {
+Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
   DType t = a.InType(0).dtype;
   if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape) return a.Unsupported("needs operands of one type");
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsFloat<T>) return FloatBinary<T>(a);
-    else if constexpr (kIsInt<T>) return IntBinary<T>(a);
-    else if constexpr (kIsComplex<T>) return ComplexBinary<T>(a);
-    else return BoolBinary(a);
+    if constexpr (kIsFloat<T>) return FloatBinary<T>(a, op);
+    else if constexpr (kIsInt<T>) return IntBinary<T>(a, op);
+    else if constexpr (kIsComplex<T>) return ComplexBinary<T>(a, op);
+    else return BoolBinary(a, op);
   });
 }
 
@@ -432,36 +509,6 @@ Status RunCast(const OpArgs& a) {
       return Status::Ok();
     });
   });
-}
-
-Status RunComplexParts(const OpArgs& a) {
-  int64_t n = a.OutType().NumElements();
-  switch (a.op.kind) {
-    case K::kRealPart:
-    case K::kImaginaryPart: {
-      if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
-      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
-      float* y = reinterpret_cast<float*>(a.out[0]);
-      bool real = a.op.kind == K::kRealPart;
-      for (int64_t i = 0; i < n; ++i) y[i] = real ? z[i].real() : z[i].imag();
-      return Status::Ok();
-    }
-    case K::kComplexFromParts: {
-      if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32 parts");
-      const float* re = reinterpret_cast<const float*>(a.in[0]);
-      const float* im = reinterpret_cast<const float*>(a.in[1]);
-      c64* z = reinterpret_cast<c64*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) z[i] = c64(re[i], im[i]);
-      return Status::Ok();
-    }
-    case K::kConjugate: {
-      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
-      c64* y = reinterpret_cast<c64*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) y[i] = std::conj(z[i]);
-      return Status::Ok();
-    }
-    default: return a.Unsupported("is not a complex-part op");
-  }
 }
 
 }  // namespace jmp::exec::host

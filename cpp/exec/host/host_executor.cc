@@ -384,22 +384,10 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
   switch (a.op.kind) {
     case K::kConstant: return RunConstant(a);
     case K::kCoordinateAlongAxis: return RunCoordinate(a);
-    case K::kIdentity: case K::kReshape: case K::kReinterpretCast: return RunCopyLike(a);
-    case K::kNegative: case K::kAbsolute: case K::kSign: case K::kExponent: case K::kExponentBase2:
-    case K::kLogarithm: case K::kLogarithm2: case K::kSquareRoot: case K::kReverseSquareRoot:
-    case K::kReciprocal: case K::kSin: case K::kCos: case K::kTan: case K::kTanh: case K::kAsin:
-    case K::kAcos: case K::kAtan: case K::kSinh: case K::kCosh: case K::kAsinh: case K::kAcosh:
-    case K::kAtanh: case K::kErf: case K::kSigmoid: case K::kFloor: case K::kCeil: case K::kRint:
-    case K::kRound: case K::kTruncate: case K::kIsFinite: case K::kIsNaN: case K::kIsInfinite:
-    case K::kNot: case K::kBitwiseNot: case K::kPopulationCount:
-      return RunUnary(a);
-    case K::kAdd: case K::kSubtract: case K::kMultiply: case K::kDivide: case K::kModulo:
-    case K::kMaximum: case K::kMinimum: case K::kPower: case K::kAtan2: case K::kEqual:
-    case K::kNotEqual: case K::kLessThan: case K::kLessThanOrEqualTo: case K::kGreaterThan:
-    case K::kGreaterThanOrEqualTo: case K::kLogicalAnd: case K::kLogicalOr: case K::kLogicalXor:
-    case K::kBitwiseAnd: case K::kBitwiseOr: case K::kBitwiseXor: case K::kBitwiseLeftShift:
-    case K::kBitwiseRightShift:
-      return RunBinary(a);
+    case K::kReshape: case K::kReinterpretCast: return RunCopyLike(a);
+#define JMP_MPS_UNARY(Name, macos, selector) case K::k##Name: return RunUnary(a, mps::UnaryOp::k##Name);
+#define JMP_MPS_BINARY(Name, macos, primary, secondary) case K::k##Name: return RunBinary(a, mps::BinaryOp::k##Name);
+#include "mps/op_kinds.def"
     case K::kSelect: return RunSelect(a);
     case K::kClamp: return RunClamp(a);
     case K::kCast: return RunCast(a);
@@ -410,17 +398,22 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kPad: return RunPad(a);
     case K::kReverse: return RunReverse(a);
     case K::kMatMul: return RunMatMul(a);
-    case K::kReductionSum: case K::kReductionProduct: case K::kReductionMaximum: case K::kReductionMinimum:
-    case K::kReductionAnd: case K::kReductionOr:
-      return RunReduction(a);
+    case K::kReductionSum: return RunReduction(a, Reduction::kSum);
+    case K::kReductionProduct: return RunReduction(a, Reduction::kProduct);
+    case K::kReductionMaximum: return RunReduction(a, Reduction::kMaximum);
+    case K::kReductionMinimum: return RunReduction(a, Reduction::kMinimum);
+    case K::kReductionAnd: return RunReduction(a, Reduction::kAnd);
+    case K::kReductionOr: return RunReduction(a, Reduction::kOr);
     case K::kReductionArgMaximum: case K::kReductionArgMinimum: return RunArgReduction(a);
-    case K::kRealPart: case K::kImaginaryPart: case K::kComplexFromParts: case K::kConjugate:
-      return RunComplexParts(a);
-    case K::kFFT: case K::kRealToHermiteanFFT: case K::kHermiteanToRealFFT: return RunFFT(a);
+    case K::kFFT: return RunFFT(a, FFTKind::kComplex);
+    case K::kRealToHermiteanFFT: return RunFFT(a, FFTKind::kRealToHermitean);
+    case K::kHermiteanToRealFFT: return RunFFT(a, FFTKind::kHermiteanToReal);
     case K::kSort: case K::kArgSort: return RunSort(a);
     case K::kTopK: return RunTopK(a);
-    case K::kCumulativeSum: case K::kCumulativeProduct: case K::kCumulativeMaximum: case K::kCumulativeMinimum:
-      return RunCumulative(a);
+    case K::kCumulativeSum: return RunCumulative(a, Reduction::kSum);
+    case K::kCumulativeProduct: return RunCumulative(a, Reduction::kProduct);
+    case K::kCumulativeMaximum: return RunCumulative(a, Reduction::kMaximum);
+    case K::kCumulativeMinimum: return RunCumulative(a, Reduction::kMinimum);
     case K::kGatherAlongAxis: return RunGatherAlongAxis(a);
     case K::kGatherND: return RunGatherND(a);
     case K::kScatterND: return RunScatterND(a);

@@ -24,8 +24,7 @@ pocketfft::shape_t Dims(const std::vector<int64_t>& shape) { return pocketfft::s
 
 }  // namespace
 
-Status RunFFT(const OpArgs& a) {
-  using K = mps::OpKind;
+Status RunFFT(const OpArgs& a, FFTKind kind) {
   pocketfft::shape_t axes;
   for (int64_t ax : a.op.axes) axes.push_back(static_cast<size_t>(ax));
   const auto& in = a.InType(0).shape;
@@ -33,10 +32,10 @@ Status RunFFT(const OpArgs& a) {
   if (a.InType(0).NumElements() == 0 || a.OutType().NumElements() == 0) return Status::Ok();
   using c = std::complex<float>;
   try {
-    switch (a.op.kind) {
-      case K::kFFT: {
+    switch (kind) {
+      case FFTKind::kComplex: {
         if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
-        bool inverse = a.op.int_attr == 1;
+        bool inverse = mps::FFTAttrs::Of(a.op).inverse;
         float scale = 1.0f;
         if (inverse)
           for (size_t ax : axes) scale /= static_cast<float>(in[ax]);
@@ -44,12 +43,12 @@ Status RunFFT(const OpArgs& a) {
                               reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), scale);
         return Status::Ok();
       }
-      case K::kRealToHermiteanFFT:
+      case FFTKind::kRealToHermitean:
         if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32");
         pocketfft::r2c<float>(Dims(in), ByteStrides(in, sizeof(float)), ByteStrides(out, sizeof(c)), axes, true,
                               reinterpret_cast<const float*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), 1.0f);
         return Status::Ok();
-      case K::kHermiteanToRealFFT: {
+      case FFTKind::kHermiteanToReal: {
         if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
         float scale = 1.0f;
         for (size_t ax : axes) scale /= static_cast<float>(out[ax]);
@@ -57,9 +56,8 @@ Status RunFFT(const OpArgs& a) {
                               reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<float*>(a.out[0]), scale);
         return Status::Ok();
       }
-      default:
-        return a.Unsupported("is not an FFT");
     }
+    return Internal("unknown FFT kind");
   } catch (const std::exception& e) {
     return Internal(std::string("pocketfft: ") + e.what());
   }

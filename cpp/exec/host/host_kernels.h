@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "mps/graph.h"
+#include "mps/op_attrs.h"
 #include "support/status.h"
 
 namespace jmp::exec::host {
@@ -25,12 +26,12 @@ struct OpArgs {
 
 void ConfigureBlasThreads();           // once, when the host executor is created
 
-Status RunUnary(const OpArgs& a);        // math, Negative/Absolute/Sign, IsFinite/NaN/Infinite, Not, bitwise not, popcount
-Status RunBinary(const OpArgs& a);       // arithmetic, compare, logical, bitwise, shifts
+// The table's JMP_MPS_UNARY / JMP_MPS_BINARY rows, every one of them.
+Status RunUnary(const OpArgs& a, mps::UnaryOp op);
+Status RunBinary(const OpArgs& a, mps::BinaryOp op);
 Status RunSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
 Status RunCast(const OpArgs& a);
-Status RunComplexParts(const OpArgs& a); // RealPart, ImaginaryPart, ComplexFromParts, Conjugate
 
 Status RunCopyLike(const OpArgs& a);     // Identity, Reshape, ReinterpretCast
 Status RunTranspose(const OpArgs& a);
@@ -46,12 +47,15 @@ Status RunGatherND(const OpArgs& a);
 Status RunScatterND(const OpArgs& a);
 
 Status RunMatMul(const OpArgs& a);
-Status RunReduction(const OpArgs& a);
+// How ReductionX and CumulativeX combine elements (And/Or: reductions of bool only).
+enum class Reduction { kSum, kProduct, kMaximum, kMinimum, kAnd, kOr };
+Status RunReduction(const OpArgs& a, Reduction how);
 Status RunArgReduction(const OpArgs& a);
-Status RunCumulative(const OpArgs& a);
+Status RunCumulative(const OpArgs& a, Reduction how);
 Status RunSort(const OpArgs& a);         // Sort, ArgSort
 Status RunTopK(const OpArgs& a);
-Status RunFFT(const OpArgs& a);          // FFT, RealToHermiteanFFT, HermiteanToRealFFT
+enum class FFTKind { kComplex, kRealToHermitean, kHermiteanToReal };  // FFT, RealToHermiteanFFT, HermiteanToRealFFT
+Status RunFFT(const OpArgs& a, FFTKind kind);
 Status RunConv2D(const OpArgs& a);
 Status RunPool4D(const OpArgs& a);          // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);

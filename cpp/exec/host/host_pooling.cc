@@ -24,20 +24,20 @@ struct Window {
 
 // Checks the attributes against the shapes (an artifact may carry anything) and lays them out.
 Status ReadWindow(const OpArgs& a, const Shape& in, const Shape& out, Window* w) {
-  const mps::Op& op = a.op;
-  if (in.size() != 4 || out.size() != 4 || op.axes.size() != 4 || op.strides.size() != 4 || op.starts.size() != 4 ||
-      op.ends.size() != 4)
+  const mps::Pool4DAttrs p = mps::Pool4DAttrs::Of(a.op);
+  if (in.size() != 4 || out.size() != 4 || p.window.size() != 4 || p.strides.size() != 4 || p.pad_low.size() != 4 ||
+      p.pad_high.size() != 4)
     return a.Unsupported("needs rank-4 operands and four window sizes, strides and paddings");
   for (size_t d = 0; d < 4; ++d) {
-    w->k[d] = op.axes[d];
-    w->s[d] = op.strides[d];
-    w->lo[d] = op.starts[d];
+    w->k[d] = p.window[d];
+    w->s[d] = p.strides[d];
+    w->lo[d] = p.pad_low[d];
     w->in[d] = in[d];
     w->out[d] = out[d];
-    if (w->k[d] < 1 || w->s[d] < 1 || op.starts[d] < 0 || op.ends[d] < 0 || op.starts[d] > (int64_t{1} << 40) ||
-        op.ends[d] > (int64_t{1} << 40))
+    if (w->k[d] < 1 || w->s[d] < 1 || p.pad_low[d] < 0 || p.pad_high[d] < 0 || p.pad_low[d] > (int64_t{1} << 40) ||
+        p.pad_high[d] > (int64_t{1} << 40))
       return a.Unsupported("has a non-positive window or stride, or negative padding");
-    int64_t padded = in[d] + op.starts[d] + op.ends[d];
+    int64_t padded = in[d] + p.pad_low[d] + p.pad_high[d];
     int64_t expected = padded < w->k[d] ? 0 : (padded - w->k[d]) / w->s[d] + 1;
     if (out[d] != expected) return a.Unsupported("has a result shape its window does not give");
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "mps/op_attrs.h"
 
 namespace jmp::exec {
 
@@ -80,112 +81,33 @@ class GraphBuilder {
   using Tensors = std::vector<MPSGraphTensor*>;
 
   StatusOr<Tensors> Emit(const mps::Graph& g, const mps::Op& op, const Tensors& in);
-  StatusOr<Tensors> Unary(const mps::Op& op, MPSGraphTensor* x);
-  StatusOr<Tensors> Binary(const mps::Op& op, MPSGraphTensor* a, MPSGraphTensor* b);
 
   MPSGraph* graph_;
 };
 
-StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Unary(const mps::Op& op, MPSGraphTensor* x) {
-  using K = mps::OpKind;
-  MPSGraph* g = graph_;
-  switch (op.kind) {
-    case K::kIdentity: return Tensors{[g identityWithTensor:x name:nil]};
-    case K::kNegative: return Tensors{[g negativeWithTensor:x name:nil]};
-    case K::kAbsolute: return Tensors{[g absoluteWithTensor:x name:nil]};
-    case K::kSign: return Tensors{[g signWithTensor:x name:nil]};
-    case K::kExponent: return Tensors{[g exponentWithTensor:x name:nil]};
-    case K::kExponentBase2: return Tensors{[g exponentBase2WithTensor:x name:nil]};
-    case K::kLogarithm: return Tensors{[g logarithmWithTensor:x name:nil]};
-    case K::kLogarithm2: return Tensors{[g logarithmBase2WithTensor:x name:nil]};
-    case K::kSquareRoot: return Tensors{[g squareRootWithTensor:x name:nil]};
-    case K::kReverseSquareRoot: return Tensors{[g reverseSquareRootWithTensor:x name:nil]};
-    case K::kReciprocal: return Tensors{[g reciprocalWithTensor:x name:nil]};
-    case K::kSin: return Tensors{[g sinWithTensor:x name:nil]};
-    case K::kCos: return Tensors{[g cosWithTensor:x name:nil]};
-    case K::kTan: return Tensors{[g tanWithTensor:x name:nil]};
-    case K::kTanh: return Tensors{[g tanhWithTensor:x name:nil]};
-    case K::kAsin: return Tensors{[g asinWithTensor:x name:nil]};
-    case K::kAcos: return Tensors{[g acosWithTensor:x name:nil]};
-    case K::kAtan: return Tensors{[g atanWithTensor:x name:nil]};
-    case K::kSinh: return Tensors{[g sinhWithTensor:x name:nil]};
-    case K::kCosh: return Tensors{[g coshWithTensor:x name:nil]};
-    case K::kAsinh: return Tensors{[g asinhWithTensor:x name:nil]};
-    case K::kAcosh: return Tensors{[g acoshWithTensor:x name:nil]};
-    case K::kAtanh: return Tensors{[g atanhWithTensor:x name:nil]};
-    case K::kErf: return Tensors{[g erfWithTensor:x name:nil]};
-    case K::kSigmoid: return Tensors{[g sigmoidWithTensor:x name:nil]};
-    case K::kFloor: return Tensors{[g floorWithTensor:x name:nil]};
-    case K::kCeil: return Tensors{[g ceilWithTensor:x name:nil]};
-    case K::kRint: return Tensors{[g rintWithTensor:x name:nil]};
-    case K::kRound: return Tensors{[g roundWithTensor:x name:nil]};
-    case K::kTruncate: return Tensors{[g truncateWithTensor:x name:nil]};
-    case K::kIsFinite: return Tensors{[g isFiniteWithTensor:x name:nil]};
-    case K::kIsNaN: return Tensors{[g isNaNWithTensor:x name:nil]};
-    case K::kIsInfinite: return Tensors{[g isInfiniteWithTensor:x name:nil]};
-    case K::kNot: return Tensors{[g notWithTensor:x name:nil]};
-    case K::kBitwiseNot: return Tensors{[g bitwiseNOTWithTensor:x name:nil]};
-    case K::kPopulationCount: return Tensors{[g bitwisePopulationCountWithTensor:x name:nil]};
-    case K::kRealPart: return Tensors{[g realPartOfTensor:x name:nil]};
-    case K::kImaginaryPart: return Tensors{[g imaginaryPartOfTensor:x name:nil]};
-    case K::kConjugate: return Tensors{[g conjugateWithTensor:x name:nil]};
-    default: return Internal("not a unary op");
-  }
-}
-
-StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Binary(const mps::Op& op, MPSGraphTensor* a, MPSGraphTensor* b) {
-  using K = mps::OpKind;
-  MPSGraph* g = graph_;
-  switch (op.kind) {
-    case K::kAdd: return Tensors{[g additionWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kSubtract: return Tensors{[g subtractionWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kMultiply: return Tensors{[g multiplicationWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kDivide: return Tensors{[g divisionWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kModulo: return Tensors{[g moduloWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kMaximum: return Tensors{[g maximumWithNaNPropagationWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kMinimum: return Tensors{[g minimumWithNaNPropagationWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kPower: return Tensors{[g powerWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kAtan2: return Tensors{[g atan2WithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kEqual: return Tensors{[g equalWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kNotEqual: return Tensors{[g notEqualWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kLessThan: return Tensors{[g lessThanWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kLessThanOrEqualTo: return Tensors{[g lessThanOrEqualToWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kGreaterThan: return Tensors{[g greaterThanWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kGreaterThanOrEqualTo: return Tensors{[g greaterThanOrEqualToWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kLogicalAnd: return Tensors{[g logicalANDWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kLogicalOr: return Tensors{[g logicalORWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kLogicalXor: return Tensors{[g logicalXORWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kBitwiseAnd: return Tensors{[g bitwiseANDWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kBitwiseOr: return Tensors{[g bitwiseORWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kBitwiseXor: return Tensors{[g bitwiseXORWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kBitwiseLeftShift: return Tensors{[g bitwiseLeftShiftWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kBitwiseRightShift: return Tensors{[g bitwiseRightShiftWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    case K::kComplexFromParts: return Tensors{[g complexTensorWithRealTensor:a imaginaryTensor:b name:nil]};
-    case K::kMatMul: return Tensors{[g matrixMultiplicationWithPrimaryTensor:a secondaryTensor:b name:nil]};
-    default: return Internal("not a binary op");
-  }
-}
-
-MPSGraphScatterMode ScatterMode(int64_t mode) {
+MPSGraphScatterMode ToMPS(mps::ScatterMode mode) {
+  using S = mps::ScatterMode;
   switch (mode) {
-    case 0: return MPSGraphScatterModeAdd;
-    case 1: return MPSGraphScatterModeSub;
-    case 2: return MPSGraphScatterModeMul;
-    case 3: return MPSGraphScatterModeDiv;
-    case 4: return MPSGraphScatterModeMin;
-    case 5: return MPSGraphScatterModeMax;
-    default: return MPSGraphScatterModeSet;
+    case S::kAdd: return MPSGraphScatterModeAdd;
+    case S::kSub: return MPSGraphScatterModeSub;
+    case S::kMul: return MPSGraphScatterModeMul;
+    case S::kDiv: return MPSGraphScatterModeDiv;
+    case S::kMin: return MPSGraphScatterModeMin;
+    case S::kMax: return MPSGraphScatterModeMax;
+    case S::kSet: return MPSGraphScatterModeSet;
   }
+  return MPSGraphScatterModeSet;
 }
 
 MPSGraphPooling4DOpDescriptor* Pooling(const mps::Op& op) {
+  const mps::Pool4DAttrs p = mps::Pool4DAttrs::Of(op);
   std::vector<int64_t> padding;
-  for (size_t i = 0; i < op.starts.size(); ++i) {
-    padding.push_back(op.starts[i]);
-    padding.push_back(op.ends[i]);
+  for (size_t i = 0; i < p.pad_low.size() && i < p.pad_high.size(); ++i) {
+    padding.push_back(p.pad_low[i]);
+    padding.push_back(p.pad_high[i]);
   }
-  return [MPSGraphPooling4DOpDescriptor descriptorWithKernelSizes:Numbers(op.axes)
-                                                          strides:Numbers(op.strides)
+  return [MPSGraphPooling4DOpDescriptor descriptorWithKernelSizes:Numbers(p.window)
+                                                          strides:Numbers(p.strides)
                                                     dilationRates:@[ @1, @1, @1, @1 ]
                                                     paddingValues:Numbers(padding)
                                                      paddingStyle:MPSGraphPaddingStyleExplicit];
@@ -207,21 +129,13 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
       MPSGraphTensor* c = [G coordinateAlongAxis:static_cast<NSInteger>(op.axes.at(0)) withShape:ShapeOf(out) name:nil];
       return Tensors{[G castTensor:c toType:dt name:nil]};
     }
-    case K::kIdentity: case K::kNegative: case K::kAbsolute: case K::kSign: case K::kExponent:
-    case K::kExponentBase2: case K::kLogarithm: case K::kLogarithm2: case K::kSquareRoot:
-    case K::kReverseSquareRoot: case K::kReciprocal: case K::kSin: case K::kCos: case K::kTan:
-    case K::kTanh: case K::kAsin: case K::kAcos: case K::kAtan: case K::kSinh: case K::kCosh:
-    case K::kAsinh: case K::kAcosh: case K::kAtanh: case K::kErf: case K::kSigmoid: case K::kFloor:
-    case K::kCeil: case K::kRint: case K::kRound: case K::kTruncate: case K::kIsFinite: case K::kIsNaN:
-    case K::kIsInfinite: case K::kNot: case K::kBitwiseNot: case K::kPopulationCount:
-    case K::kRealPart: case K::kImaginaryPart: case K::kConjugate:
-      return Unary(op, in.at(0));
-    case K::kAdd: case K::kSubtract: case K::kMultiply: case K::kDivide: case K::kModulo: case K::kMaximum:
-    case K::kMinimum: case K::kPower: case K::kAtan2: case K::kEqual: case K::kNotEqual: case K::kLessThan:
-    case K::kLessThanOrEqualTo: case K::kGreaterThan: case K::kGreaterThanOrEqualTo: case K::kLogicalAnd:
-    case K::kLogicalOr: case K::kLogicalXor: case K::kBitwiseAnd: case K::kBitwiseOr: case K::kBitwiseXor:
-    case K::kBitwiseLeftShift: case K::kBitwiseRightShift: case K::kComplexFromParts: case K::kMatMul:
-      return Binary(op, in.at(0), in.at(1));
+    // The uniform rows: one generated call each, checked by the compiler against the SDK's MPSGraph.
+#define JMP_MPS_UNARY(Name, macos, selector) \
+    case K::k##Name: return Tensors{[G selector:in.at(0) name:nil]};
+#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+    case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
+#include "mps/op_kinds.def"
+    case K::kMatMul: return Tensors{[G matrixMultiplicationWithPrimaryTensor:in.at(0) secondaryTensor:in.at(1) name:nil]};
     case K::kSelect:
       return Tensors{[G selectWithPredicateTensor:in[0] truePredicateTensor:in[1] falsePredicateTensor:in[2] name:nil]};
     case K::kClamp:
@@ -255,10 +169,11 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     case K::kReductionArgMinimum:
       return Tensors{[G reductionArgMinimumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) name:nil]};
     case K::kFFT: {
+      const mps::FFTAttrs a = mps::FFTAttrs::Of(op);
       MPSGraphFFTDescriptor* d = [MPSGraphFFTDescriptor descriptor];
-      d.inverse = op.int_attr == 1;
-      d.scalingMode = op.int_attr == 1 ? MPSGraphFFTScalingModeSize : MPSGraphFFTScalingModeNone;
-      return Tensors{[G fastFourierTransformWithTensor:in[0] axes:Numbers(op.axes) descriptor:d name:nil]};
+      d.inverse = a.inverse;
+      d.scalingMode = a.inverse ? MPSGraphFFTScalingModeSize : MPSGraphFFTScalingModeNone;
+      return Tensors{[G fastFourierTransformWithTensor:in[0] axes:Numbers(a.axes) descriptor:d name:nil]};
     }
     case K::kRealToHermiteanFFT: {
       MPSGraphFFTDescriptor* d = [MPSGraphFFTDescriptor descriptor];
@@ -271,43 +186,63 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
       d.roundToOddHermitean = out.shape.empty() ? NO : (out.shape.back() % 2 == 1);
       return Tensors{[G HermiteanToRealFFTWithTensor:in[0] axes:Numbers(op.axes) descriptor:d name:nil]};
     }
-    case K::kSort:
-      return Tensors{[G sortWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) descending:op.int_attr == 1 name:nil]};
-    case K::kArgSort:
-      return Tensors{[G argSortWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) descending:op.int_attr == 1 name:nil]};
+    case K::kSort: {
+      const mps::SortAttrs a = mps::SortAttrs::Of(op);
+      return Tensors{[G sortWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) descending:a.descending name:nil]};
+    }
+    case K::kArgSort: {
+      const mps::SortAttrs a = mps::SortAttrs::Of(op);
+      return Tensors{[G argSortWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) descending:a.descending name:nil]};
+    }
     case K::kTopK: {
-      NSArray<MPSGraphTensor*>* r = [G topKWithSourceTensor:in[0] k:static_cast<NSUInteger>(op.int_attr) name:nil];
+      NSUInteger k = static_cast<NSUInteger>(mps::TopKAttrs::Of(op).k);
+      NSArray<MPSGraphTensor*>* r = [G topKWithSourceTensor:in[0] k:k name:nil];
       return Tensors{r[0], r[1]};
     }
-    case K::kCumulativeSum:
-      return Tensors{[G cumulativeSumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) exclusive:(op.int_attr & 1) != 0
-                                        reverse:(op.int_attr & 2) != 0 name:nil]};
-    case K::kCumulativeProduct:
-      return Tensors{[G cumulativeProductWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) exclusive:(op.int_attr & 1) != 0
-                                            reverse:(op.int_attr & 2) != 0 name:nil]};
-    case K::kCumulativeMaximum:
-      return Tensors{[G cumulativeMaximumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) exclusive:(op.int_attr & 1) != 0
-                                            reverse:(op.int_attr & 2) != 0 name:nil]};
-    case K::kCumulativeMinimum:
-      return Tensors{[G cumulativeMinimumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) exclusive:(op.int_attr & 1) != 0
-                                            reverse:(op.int_attr & 2) != 0 name:nil]};
-    case K::kGatherAlongAxis:
-      return Tensors{[G gatherAlongAxis:static_cast<NSInteger>(op.axes.at(0)) withUpdatesTensor:in[0] indicesTensor:in[1] name:nil]};
-    case K::kGatherND:
-      return Tensors{[G gatherNDWithUpdatesTensor:in[0] indicesTensor:in[1] batchDimensions:static_cast<NSUInteger>(op.int_attr) name:nil]};
+    case K::kCumulativeSum: {
+      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      return Tensors{[G cumulativeSumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
+                                        reverse:a.reverse name:nil]};
+    }
+    case K::kCumulativeProduct: {
+      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      return Tensors{[G cumulativeProductWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
+                                            reverse:a.reverse name:nil]};
+    }
+    case K::kCumulativeMaximum: {
+      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      return Tensors{[G cumulativeMaximumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
+                                            reverse:a.reverse name:nil]};
+    }
+    case K::kCumulativeMinimum: {
+      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      return Tensors{[G cumulativeMinimumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
+                                            reverse:a.reverse name:nil]};
+    }
+    case K::kGatherAlongAxis: {
+      NSInteger axis = static_cast<NSInteger>(mps::AxisAttrs::Of(op).axis);
+      return Tensors{[G gatherAlongAxis:axis withUpdatesTensor:in[0] indicesTensor:in[1] name:nil]};
+    }
+    case K::kGatherND: {
+      NSUInteger batch = static_cast<NSUInteger>(mps::GatherNDAttrs::Of(op).batch_dims);
+      return Tensors{[G gatherNDWithUpdatesTensor:in[0] indicesTensor:in[1] batchDimensions:batch name:nil]};
+    }
     case K::kScatterND:
       return Tensors{[G scatterNDWithDataTensor:in[0] updatesTensor:in[1] indicesTensor:in[2] batchDimensions:0
-                                           mode:ScatterMode(op.int_attr) name:nil]};
-    case K::kScatterAlongAxis:
-      return Tensors{[G scatterAlongAxis:static_cast<NSInteger>(op.axes.at(0)) withDataTensor:in[0] updatesTensor:in[1]
-                           indicesTensor:in[2] mode:ScatterMode(op.int_attr) name:nil]};
+                                           mode:ToMPS(mps::ScatterAttrs::Of(op).mode) name:nil]};
+    case K::kScatterAlongAxis: {
+      const mps::ScatterAttrs a = mps::ScatterAttrs::Of(op);
+      return Tensors{[G scatterAlongAxis:static_cast<NSInteger>(a.axis) withDataTensor:in[0] updatesTensor:in[1]
+                           indicesTensor:in[2] mode:ToMPS(a.mode) name:nil]};
+    }
     case K::kConv2D: {
+      const mps::Conv2DAttrs a = mps::Conv2DAttrs::Of(op);
       MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
-          descriptorWithStrideInX:static_cast<NSUInteger>(op.strides.at(1)) strideInY:static_cast<NSUInteger>(op.strides.at(0))
-                  dilationRateInX:static_cast<NSUInteger>(op.axes.at(1)) dilationRateInY:static_cast<NSUInteger>(op.axes.at(0))
-                           groups:static_cast<NSUInteger>(op.int_attr)
-                      paddingLeft:static_cast<NSUInteger>(op.starts.at(1)) paddingRight:static_cast<NSUInteger>(op.ends.at(1))
-                       paddingTop:static_cast<NSUInteger>(op.starts.at(0)) paddingBottom:static_cast<NSUInteger>(op.ends.at(0))
+          descriptorWithStrideInX:static_cast<NSUInteger>(a.strides.at(1)) strideInY:static_cast<NSUInteger>(a.strides.at(0))
+                  dilationRateInX:static_cast<NSUInteger>(a.dilations.at(1)) dilationRateInY:static_cast<NSUInteger>(a.dilations.at(0))
+                           groups:static_cast<NSUInteger>(a.groups)
+                      paddingLeft:static_cast<NSUInteger>(a.pad_low.at(1)) paddingRight:static_cast<NSUInteger>(a.pad_high.at(1))
+                       paddingTop:static_cast<NSUInteger>(a.pad_low.at(0)) paddingBottom:static_cast<NSUInteger>(a.pad_high.at(0))
                      paddingStyle:MPSGraphPaddingStyleExplicit
                        dataLayout:MPSGraphTensorNamedDataLayoutNHWC
                     weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];

@@ -1,0 +1,112 @@
+#include "mps/op_attrs.h"
+
+#include <string>
+
+namespace jmp::mps {
+
+namespace {
+
+// Where each flag sits in int_attr (op_kinds.def's comments describe the same encoding).
+constexpr int64_t kSortDescending = 1;
+constexpr int64_t kCumulativeExclusive = 1, kCumulativeReverse = 2;
+constexpr int64_t kFFTInverse = 1;
+
+int64_t First(const std::vector<int64_t>& v) { return v.empty() ? 0 : v[0]; }
+
+}  // namespace
+
+void Encode(Op& op, const AxesAttrs& a) { op.axes = a.axes; }
+void Encode(Op& op, const AxisAttrs& a) { op.axes = {a.axis}; }
+void Encode(Op& op, const SliceAttrs& a) {
+  op.starts = a.starts;
+  op.ends = a.ends;
+  op.strides = a.strides;
+}
+void Encode(Op& op, const PadAttrs& a) {
+  op.starts = a.low;
+  op.ends = a.high;
+  op.scalar = a.value;
+}
+void Encode(Op& op, const ConstantAttrs& a) { op.data = a.data; }
+
+void Encode(Op& op, const SortAttrs& a) {
+  op.axes = {a.axis};
+  op.int_attr = a.descending ? kSortDescending : 0;
+}
+SortAttrs SortAttrs::Of(const Op& op) { return {First(op.axes), (op.int_attr & kSortDescending) != 0}; }
+
+void Encode(Op& op, const TopKAttrs& a) { op.int_attr = a.k; }
+TopKAttrs TopKAttrs::Of(const Op& op) { return {op.int_attr}; }
+
+void Encode(Op& op, const CumulativeAttrs& a) {
+  op.axes = {a.axis};
+  op.int_attr = (a.exclusive ? kCumulativeExclusive : 0) | (a.reverse ? kCumulativeReverse : 0);
+}
+CumulativeAttrs CumulativeAttrs::Of(const Op& op) {
+  return {First(op.axes), (op.int_attr & kCumulativeExclusive) != 0, (op.int_attr & kCumulativeReverse) != 0};
+}
+
+void Encode(Op& op, const FFTAttrs& a) {
+  op.axes = a.axes;
+  op.int_attr = a.inverse ? kFFTInverse : 0;
+}
+FFTAttrs FFTAttrs::Of(const Op& op) { return {op.axes, op.int_attr == kFFTInverse}; }
+
+void Encode(Op& op, const GatherNDAttrs& a) { op.int_attr = a.batch_dims; }
+GatherNDAttrs GatherNDAttrs::Of(const Op& op) { return {op.int_attr}; }
+
+void Encode(Op& op, const ScatterAttrs& a) {
+  op.int_attr = static_cast<int64_t>(a.mode);
+  if (op.kind == OpKind::kScatterAlongAxis) op.axes = {a.axis};
+}
+ScatterAttrs ScatterAttrs::Of(const Op& op) {
+  bool known = op.int_attr >= 0 && op.int_attr <= static_cast<int64_t>(ScatterMode::kSet);
+  return {known ? static_cast<ScatterMode>(op.int_attr) : ScatterMode::kSet, First(op.axes)};
+}
+
+void Encode(Op& op, const Conv2DAttrs& a) {
+  op.strides = a.strides;
+  op.axes = a.dilations;
+  op.starts = a.pad_low;
+  op.ends = a.pad_high;
+  op.int_attr = a.groups;
+}
+Conv2DAttrs Conv2DAttrs::Of(const Op& op) {
+  return {op.strides, op.axes, op.starts, op.ends, op.int_attr > 0 ? op.int_attr : 1};
+}
+
+void Encode(Op& op, const Pool4DAttrs& a) {
+  op.axes = a.window;
+  op.strides = a.strides;
+  op.starts = a.pad_low;
+  op.ends = a.pad_high;
+}
+Pool4DAttrs Pool4DAttrs::Of(const Op& op) { return {op.axes, op.strides, op.starts, op.ends}; }
+
+Status CheckAttrs(const Op& op) {
+  using K = OpKind;
+  auto is = [&](std::initializer_list<K> kinds) {
+    for (K k : kinds)
+      if (op.kind == k) return true;
+    return false;
+  };
+  auto sizes = [](std::initializer_list<const std::vector<int64_t>*> vs, size_t n) {
+    for (const std::vector<int64_t>* v : vs)
+      if (v->size() != n) return false;
+    return true;
+  };
+  if (is({K::kSort, K::kArgSort, K::kCumulativeSum, K::kCumulativeProduct, K::kCumulativeMaximum,
+          K::kCumulativeMinimum, K::kGatherAlongAxis, K::kScatterAlongAxis}) && op.axes.size() != 1)
+    return Internal("needs one axis");
+  if (is({K::kFFT, K::kRealToHermiteanFFT, K::kHermiteanToRealFFT}) && op.axes.empty()) return Internal("needs axes");
+  if (is({K::kTopK}) && op.int_attr < 0) return Internal("negative k");
+  if (is({K::kConv2D}) && (!sizes({&op.strides, &op.axes, &op.starts, &op.ends}, 2) || op.int_attr < 0))
+    return Internal("needs two strides, dilations and paddings, and groups >= 0");
+  if (is({K::kMaxPool4D, K::kAvgPool4D, K::kMaxPool4DGradient}) && !sizes({&op.axes, &op.strides, &op.starts, &op.ends}, 4))
+    return Internal("needs four windows, strides and paddings");
+  if (is({K::kScatterND, K::kScatterAlongAxis}) && (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
+    return Internal("unknown scatter mode " + std::to_string(op.int_attr));
+  return Status::Ok();
+}
+
+}  // namespace jmp::mps
