@@ -1,6 +1,6 @@
-// jax_metal_plugin._core: the reader, the lowering and the runtime's plain C++ decisions, for tools and
-// tests, and the C++ unit tests. Status errors become ValueError (bad input) or RuntimeError (our own
-// failure); nothing here touches PJRT's C structs.
+// jax_metal_plugin._core: the reader and the lowering, for tools and tests, and the C++ unit tests.
+// Status errors become ValueError (bad input) or RuntimeError (our own failure); nothing here touches
+// PJRT.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -9,7 +9,6 @@
 
 #include "mps/graph.h"
 #include "mps/lower.h"
-#include "pjrt/execute.h"
 #include "stablehlo/ir.h"
 #include "unit_tests/unit_test.h"
 
@@ -50,26 +49,6 @@ py::list OpKinds() {
   return kinds;
 }
 
-// Device memory of a given size that holds nothing: what PlanOutputMemory looks at.
-class SizedMemory : public jmp::exec::DeviceMemory {
- public:
-  explicit SizedMemory(size_t size) : size_(size) {}
-  void* data() override { return nullptr; }
-  size_t size() const override { return size_; }
-
- private:
-  size_t size_;
-};
-
-std::vector<int64_t> PlanOutputMemory(const std::vector<int64_t>& aliased_output, const std::vector<bool>& donate,
-                                      const std::vector<size_t>& input_bytes, const std::vector<size_t>& output_bytes) {
-  if (aliased_output.size() != input_bytes.size() || donate.size() != input_bytes.size())
-    throw py::value_error("aliased_output, donate and input_bytes need one entry per input");
-  std::vector<std::shared_ptr<jmp::exec::DeviceMemory>> inputs;
-  for (size_t bytes : input_bytes) inputs.push_back(std::make_shared<SizedMemory>(bytes));
-  return jmp::pjrt::PlanOutputMemory(aliased_output, donate, inputs, output_bytes);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -78,9 +57,6 @@ PYBIND11_MODULE(_core, m) {
         "Reads a VHLO portable artifact; returns our StableHLO IR as text. ValueError on bad input.");
   m.def("lower_artifact", &LowerArtifact, py::arg("data"),
         "Reads and lowers a VHLO portable artifact; returns the MPS op graph as text.");
-  m.def("plan_output_memory", &PlanOutputMemory, py::arg("aliased_output"), py::arg("donate"),
-        py::arg("input_bytes"), py::arg("output_bytes"),
-        "The execute path's donation plan: per output, the input whose memory it reuses, or -1.");
   m.def("op_kinds", &OpKinds, "The MPS op table: (name, MPSGraph selector, macOS version) per op kind.");
   m.def("unit_tests", &jmp::unit::TestNames, "Names of the C++ unit tests (cpp/unit_tests).");
   m.def(
