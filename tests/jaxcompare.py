@@ -139,9 +139,10 @@ def check_reduction(fn, *args, k, magnitude=None, c=2.0, accumulate=None, jit=Tr
     magnitude defaults to fn on the arguments' absolute values, which is the terms' magnitude when fn is
     a sum of products of its arguments' elements with non-negative coefficients (sum, mean, dot, einsum,
     convolution, window sums, cumsum, cumprod); otherwise pass magnitude: a value, a function of the
-    arguments, or "normwise" for composite functions (a loss's gradient, a training step) whose terms
-    cannot be bounded that way: each result's largest absolute value, so k * eps relative to the result's
-    norm, elementwise."""
+    arguments, or "normwise" for composite functions (a solve, a training step) whose terms cannot be
+    bounded that way: each result's largest absolute value, so k * eps relative to the result's norm,
+    elementwise. Normwise does not suit results that cancel to nearly zero as a whole (the gradient of
+    a sum of normalised values): their terms are far larger than the result."""
     expected = run_on("cpu", fn, *args, jit=jit)
     actual = run_on("metal", fn, *args, jit=jit)
     if magnitude is None:
