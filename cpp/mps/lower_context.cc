@@ -298,7 +298,9 @@ Status LowerContext::LowerOp(const shlo::Op& op) {
     }
   }
   const auto& rules = LowerRules();
-  auto it = rules.find(op.name);
+  // "composite:" and "custom_call:" keys are reached only through their ops' own rules; an op whose
+  // (untrusted) name looks like one must not reach them directly.
+  auto it = op.name.find(':') == std::string::npos ? rules.find(op.name) : rules.end();
   if (it == rules.end()) return Unsupported("unsupported op");
   Status status = it->second(*this);
   op_ = &op;
