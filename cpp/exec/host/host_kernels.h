@@ -41,6 +41,9 @@ Status RunConcat(const OpArgs& a);
 Status RunPad(const OpArgs& a);
 Status RunReverse(const OpArgs& a);
 Status RunCoordinate(const OpArgs& a);
+// Shared with the gather/scatter kernels (defined in host_shape.cc).
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape);
+size_t Width(const OpArgs& a);  // bytes per output element
 Status RunGatherAlongAxis(const OpArgs& a);
 Status RunScatterAlongAxis(const OpArgs& a);
 Status RunGatherND(const OpArgs& a);

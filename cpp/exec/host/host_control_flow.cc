@@ -1,0 +1,78 @@
+// Control flow: While and If run their subgraphs' plans. A while loop keeps its carries in buffers of
+// its own, swapped or updated in place each iteration, so the body's plan never copies them back.
+#include <cstring>
+#include <vector>
+
+#include "exec/host/host_plan.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+// Runs a subgraph with `inputs`, copying its outputs into `outputs`.
+Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
+  return ExecutePlan(plan, inputs, outputs);
+}
+
+}  // namespace
+
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
+  const mps::Graph& g = a.graph;
+  size_t n = a.op.inputs.size();
+  const mps::Graph& bg = *body.graph;
+  // Carries the body returns unchanged (a scan's stacked inputs and weights) are read straight from
+  // the op's input, never copied. Carries the body updates by a scatter into themselves (a scan's
+  // stacked outputs) stay in one buffer the body writes in place. The rest live in two buffers
+  // swapped each iteration.
+  enum class Carry { kSwapped, kPassthrough, kInPlace };
+  std::vector<Carry> kind(n, Carry::kSwapped);
+  if (bg.inputs.size() == n && bg.outputs.size() == n)
+    for (size_t i = 0; i < n; ++i) {
+      if (bg.outputs[i] == bg.inputs[i]) kind[i] = Carry::kPassthrough;
+      else if (body.in_place_carry_op[i] >= 0) kind[i] = Carry::kInPlace;
+    }
+  std::vector<std::vector<uint8_t>> buffers[2];
+  buffers[0].resize(n);
+  buffers[1].resize(n);
+  std::vector<int> current(n, 0);
+  std::vector<const uint8_t*> ins(n);
+  std::vector<uint8_t*> outs(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = g.type(a.op.inputs[i]).ByteSize();
+    if (kind[i] == Carry::kPassthrough) {
+      ins[i] = a.in[i];
+      outs[i] = const_cast<uint8_t*>(a.in[i]);  // ExecutePlan skips an output that is its source
+      continue;
+    }
+    buffers[0][i].assign(a.in[i], a.in[i] + bytes);
+    if (kind[i] == Carry::kSwapped) buffers[1][i].resize(bytes);
+  }
+  uint8_t pred = 0;
+  for (;;) {
+    for (size_t i = 0; i < n; ++i) {
+      if (kind[i] == Carry::kPassthrough) continue;
+      uint8_t* now = buffers[current[i]][i].data();
+      ins[i] = now;
+      outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i].data();
+    }
+    JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, {&pred}));
+    if (!pred) break;
+    JMP_RETURN_IF_ERROR(ExecutePlan(body, ins, outs, /*outputs_alias_inputs=*/false, /*writable_carries=*/true));
+    for (size_t i = 0; i < n; ++i)
+      if (kind[i] == Carry::kSwapped) current[i] = 1 - current[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = g.type(a.op.inputs[i]).ByteSize();
+    const uint8_t* final_value = kind[i] == Carry::kPassthrough ? a.in[i] : buffers[current[i]][i].data();
+    if (bytes) std::memcpy(a.out[i], final_value, bytes);
+  }
+  return Status::Ok();
+}
+
+Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan) {
+  bool pred = a.in[0][0] != 0;
+  std::vector<const uint8_t*> ins(a.in.begin() + 1, a.in.end());
+  return RunSubgraph(pred ? then_plan : else_plan, ins, a.out);
+}
+
+}  // namespace jmp::exec::host

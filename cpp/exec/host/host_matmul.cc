@@ -1,0 +1,132 @@
+// MatMul on a BLAS (Accelerate on macOS, scipy-openblas elsewhere), and the BLAS's thread setup.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
+#include "exec/host/host_types.h"
+
+#if defined(JMP_BLAS_ACCELERATE)
+#include <Accelerate/Accelerate.h>
+#define JMP_SGEMM cblas_sgemm
+#define JMP_CGEMM cblas_cgemm
+#elif defined(JMP_BLAS_SCIPY_OPENBLAS)
+#include <cblas.h>
+#define JMP_SGEMM scipy_cblas_sgemm
+#define JMP_CGEMM scipy_cblas_cgemm
+#else
+#error "no BLAS configured"
+#endif
+
+namespace jmp::exec::host {
+
+// OpenBLAS runs one thread per call: RunMatMul splits its calls across the host executor's own
+// threads (host_parallel.h), so OpenBLAS's spinning workers never compete with them for the cores.
+// JMP_HOST_BLAS_THREADS=N gives OpenBLAS N threads instead. Accelerate manages its own threads.
+void ConfigureBlasThreads() {
+#if defined(JMP_BLAS_SCIPY_OPENBLAS)
+  int threads = 1;
+  if (const char* env = std::getenv("JMP_HOST_BLAS_THREADS")) threads = std::max(1, std::atoi(env));
+  scipy_openblas_set_num_threads(threads);
+#endif
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+}  // namespace
+
+Status RunMatMul(const OpArgs& a) {
+  const Shape& ls = a.InType(0).shape;
+  const Shape& rs = a.InType(1).shape;
+  const Shape& os = a.OutType().shape;
+  if (ls.size() < 2 || rs.size() != ls.size() || os.size() != ls.size()) return a.Unsupported("needs operands of one rank >= 2");
+  size_t r = ls.size();
+  int64_t m = ls[r - 2], k = ls[r - 1], n = rs[r - 1];
+  if (rs[r - 2] != k) return a.Unsupported("has mismatched contraction sizes");
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batch *= os[i];
+  DType t = a.OutType().dtype;
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0) {
+    std::memset(a.out[0], 0, a.OutType().ByteSize());
+    return Status::Ok();
+  }
+  if (t == DType::kF32) {
+    // An operand may arrive untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
+    const bool ta = a.transposed[0], tb = a.transposed[1];
+    const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
+    auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
+      const float* A = reinterpret_cast<const float*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
+      const float* B = reinterpret_cast<const float*>(a.in[1]) + b * k * n;
+      float* C = reinterpret_cast<float*>(a.out[0]) + b * m * n + r0 * n;
+      JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(r1 - r0),
+                static_cast<int>(n), static_cast<int>(k), 1.0f, A, lda, B, ldb, 0.0f, C, static_cast<int>(n));
+    };
+    // Split across the host threads: by matrices when there are several, else by rows of C.
+    constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
+    if (batch > 1) {
+      ParallelFor(batch, std::max<int64_t>(1, kFlopsPerTask / (m * n * k)), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) rows(b, 0, m);
+      });
+    } else {
+      ParallelFor(m, std::max<int64_t>(8, kFlopsPerTask / (n * k)), [&](int64_t r0, int64_t r1) { rows(0, r0, r1); });
+    }
+    return Status::Ok();
+  }
+  if (t == DType::kC64) {
+    const c64 one(1, 0), zero(0, 0);
+    for (int64_t b = 0; b < batch; ++b) {
+      const c64* A = reinterpret_cast<const c64*>(a.in[0]) + b * m * k;
+      const c64* B = reinterpret_cast<const c64*>(a.in[1]) + b * k * n;
+      c64* C = reinterpret_cast<c64*>(a.out[0]) + b * m * n;
+      JMP_CGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                &one, A, static_cast<int>(k), B, static_cast<int>(n), &zero, C, static_cast<int>(n));
+    }
+    return Status::Ok();
+  }
+  return Dispatch(t, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      // Products accumulate in f32 (op_kinds.def: MatMul), then round once.
+      std::vector<float> A(static_cast<size_t>(batch * m * k)), B(static_cast<size_t>(batch * k * n)), C(static_cast<size_t>(batch * m * n));
+      const T* ai = reinterpret_cast<const T*>(a.in[0]);
+      const T* bi = reinterpret_cast<const T*>(a.in[1]);
+      for (size_t i = 0; i < A.size(); ++i) A[i] = Num<T>::Load(ai[i]);
+      for (size_t i = 0; i < B.size(); ++i) B[i] = Num<T>::Load(bi[i]);
+      for (int64_t b = 0; b < batch; ++b)
+        JMP_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                  1.0f, A.data() + b * m * k, static_cast<int>(k), B.data() + b * k * n, static_cast<int>(n), 0.0f,
+                  C.data() + b * m * n, static_cast<int>(n));
+      T* ci = reinterpret_cast<T*>(a.out[0]);
+      for (size_t i = 0; i < C.size(); ++i) ci[i] = Num<T>::Store(C[i]);
+      return Status::Ok();
+    } else if constexpr (kIsInt<T>) {
+      using UT = std::make_unsigned_t<T>;
+      const T* A = reinterpret_cast<const T*>(a.in[0]);
+      const T* B = reinterpret_cast<const T*>(a.in[1]);
+      T* C = reinterpret_cast<T*>(a.out[0]);
+      std::vector<uint64_t> row(static_cast<size_t>(n));
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < m; ++i) {
+          std::fill(row.begin(), row.end(), 0);
+          for (int64_t p = 0; p < k; ++p) {
+            uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(A[b * m * k + i * k + p]));
+            const T* brow = B + b * k * n + p * n;
+            for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+          }
+          for (int64_t j = 0; j < n; ++j) C[b * m * n + i * n + j] = static_cast<T>(static_cast<UT>(row[static_cast<size_t>(j)]));
+        }
+      return Status::Ok();
+    } else {
+      return a.Unsupported("is not defined for this type");
+    }
+  });
+}
+
+}  // namespace jmp::exec::host
