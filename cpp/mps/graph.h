@@ -33,9 +33,9 @@ enum class BinaryOp : uint8_t {
 #include "mps/op_kinds.def"
 };
 
-std::string_view OpKindName(OpKind kind);       // "Add"
-std::string_view OpKindSelector(OpKind kind);   // the MPSGraph selector
-int OpKindMacOS(OpKind kind);                   // 1100 = macOS 11.0
+std::string_view OpKindName(OpKind kind);      // "Add"
+std::string_view OpKindSelector(OpKind kind);  // the MPSGraph selector
+int OpKindMacOS(OpKind kind);                  // 1100 = macOS 11.0
 
 struct TensorType {
   DType dtype = DType::kF32;
@@ -49,18 +49,18 @@ struct Graph;
 
 struct Op {
   OpKind kind;
-  std::vector<int> inputs;    // value ids
-  std::vector<int> outputs;   // value ids
+  std::vector<int> inputs;   // value ids
+  std::vector<int> outputs;  // value ids
   // Attributes: each op kind's comment in op_kinds.def names the ones it reads.
   std::vector<int64_t> axes;
   std::vector<int64_t> starts;
   std::vector<int64_t> ends;
   std::vector<int64_t> strides;
   double scalar = 0;
-  int64_t int_attr = 0;       // op-specific integer: read and written only by mps/op_attrs.{h,cc}
+  int64_t int_attr = 0;  // op-specific integer: read and written only by mps/op_attrs.{h,cc}
   std::vector<uint8_t> data;
   std::vector<Graph> subgraphs;  // While and If (op_kinds.def); value ids are local to each subgraph
-  std::string location;       // source location of the StableHLO op it came from, for errors
+  std::string location;          // source location of the StableHLO op it came from, for errors
 };
 
 struct Graph {
@@ -71,7 +71,7 @@ struct Graph {
 
   int AddValue(DType dtype, std::vector<int64_t> shape);
   const TensorType& type(int value) const { return values[static_cast<size_t>(value)]; }
-  std::string ToString() const;    // one op a line: "%3 = Add(%1, %2) : f32[4]"
+  std::string ToString() const;  // one op a line: "%3 = Add(%1, %2) : f32[4]"
 };
 
 }  // namespace jmp::mps

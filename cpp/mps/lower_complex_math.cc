@@ -77,7 +77,8 @@ Status LowerComplexMath(LowerContext& cx) {
     int x = p.Re(z), y = p.Im(z);
     if (name == "stablehlo.sine") {
       // sin x cosh y + i cos x sinh y
-      result = p.Complex(p.Mul(p.U(OpKind::kSin, x), p.U(OpKind::kCosh, y)), p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kSinh, y)));
+      result = p.Complex(p.Mul(p.U(OpKind::kSin, x), p.U(OpKind::kCosh, y)),
+                         p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kSinh, y)));
     } else if (name == "stablehlo.cosine") {
       // cos x cosh y - i sin x sinh y
       result = p.Complex(p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kCosh, y)),

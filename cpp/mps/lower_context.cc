@@ -75,9 +75,16 @@ double LowestValue(DType dtype) {
     case DType::kI16: return std::numeric_limits<int16_t>::lowest();
     case DType::kI32: return std::numeric_limits<int32_t>::lowest();
     case DType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::lowest());
-    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: return 0;
-    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64:
-    case DType::kC64: case DType::kC128: return -std::numeric_limits<double>::infinity();
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64: return 0;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kC64:
+    case DType::kC128: return -std::numeric_limits<double>::infinity();
   }
   return 0;
 }
@@ -93,15 +100,17 @@ double HighestValue(DType dtype) {
     case DType::kU16: return std::numeric_limits<uint16_t>::max();
     case DType::kU32: return std::numeric_limits<uint32_t>::max();
     case DType::kU64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
-    case DType::kF16: case DType::kBF16: case DType::kF32: case DType::kF64:
-    case DType::kC64: case DType::kC128: return std::numeric_limits<double>::infinity();
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF32:
+    case DType::kF64:
+    case DType::kC64:
+    case DType::kC128: return std::numeric_limits<double>::infinity();
   }
   return 0;
 }
 
-void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, LowerRule rule) {
-  rules[name] = rule;
-}
+void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, LowerRule rule) { rules[name] = rule; }
 
 // ---- scopes and values
 
@@ -139,9 +148,7 @@ const shlo::Type& LowerContext::ShloType(int shlo_id) const {
   return scope_->func->value_types.at(static_cast<size_t>(shlo_id));
 }
 
-void LowerContext::Bind(size_t result_index, int mps_value) {
-  scope_->env[op_->results.at(result_index)] = mps_value;
-}
+void LowerContext::Bind(size_t result_index, int mps_value) { scope_->env[op_->results.at(result_index)] = mps_value; }
 
 Status LowerContext::Unsupported(const std::string& what) const {
   std::ostringstream os;
@@ -150,13 +157,11 @@ Status LowerContext::Unsupported(const std::string& what) const {
     os << ": '" << op_->name << "'";
     if (!op_->operands.empty()) {
       os << " on ";
-      for (size_t i = 0; i < op_->operands.size(); ++i)
-        os << (i ? ", " : "") << ShloType(op_->operands[i]).ToString();
+      for (size_t i = 0; i < op_->operands.size(); ++i) os << (i ? ", " : "") << ShloType(op_->operands[i]).ToString();
     }
     if (!op_->results.empty()) {
       os << " -> ";
-      for (size_t i = 0; i < op_->results.size(); ++i)
-        os << (i ? ", " : "") << ShloType(op_->results[i]).ToString();
+      for (size_t i = 0; i < op_->results.size(); ++i) os << (i ? ", " : "") << ShloType(op_->results[i]).ToString();
     }
     if (!op_->location.empty()) os << " at " << op_->location;
   }
@@ -190,8 +195,10 @@ StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& param
   SwapScope(outer);
   op_ = saved_op;
   // Facts recorded about this subgraph's values must not outlive it (its address will be reused).
-  for (auto it = splats_.begin(); it != splats_.end();) it = it->first.first == &sub ? splats_.erase(it) : std::next(it);
-  for (auto it = iota_axis_.begin(); it != iota_axis_.end();) it = it->first.first == &sub ? iota_axis_.erase(it) : std::next(it);
+  for (auto it = splats_.begin(); it != splats_.end();)
+    it = it->first.first == &sub ? splats_.erase(it) : std::next(it);
+  for (auto it = iota_axis_.begin(); it != iota_axis_.end();)
+    it = it->first.first == &sub ? iota_axis_.erase(it) : std::next(it);
   if (!outputs.ok()) return outputs.status();
   sub.outputs = *outputs;
   captures->clear();
@@ -199,14 +206,13 @@ StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& param
   return sub;
 }
 
-StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region,
-                                                    const std::vector<TensorType>& params,
+StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region, const std::vector<TensorType>& params,
                                                     std::vector<int>* captures) {
   if (region.blocks.size() != 1) return Unsupported("regions with several blocks are not supported");
   const shlo::Block& block = region.blocks[0];
   if (block.args.size() != params.size())
     return InvalidArgument("region has " + std::to_string(block.args.size()) + " arguments, expected " +
-                    std::to_string(params.size()));
+                           std::to_string(params.size()));
   return BuildSubgraph(
       params,
       [&](const std::vector<int>& values) -> StatusOr<std::vector<int>> {
@@ -232,8 +238,10 @@ StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& blo
   s.broadcast_scalars = true;
   for (size_t i = 0; i < args.size(); ++i) {
     const Shape& shape = ShapeOf(args[i]);
-    if (i == 0) s.lanes = shape;
-    else if (shape != s.lanes) return InvalidArgument("inline block arguments of different shapes");
+    if (i == 0)
+      s.lanes = shape;
+    else if (shape != s.lanes)
+      return InvalidArgument("inline block arguments of different shapes");
     s.env[block.args[i]] = args[i];
   }
   const shlo::Op* saved_op = op_;
@@ -244,7 +252,10 @@ StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& blo
   if (status.ok()) {
     for (int operand : (*terminator)->operands) {
       StatusOr<int> v = Value(operand);
-      if (!v.ok()) { status = v.status(); break; }
+      if (!v.ok()) {
+        status = v.status();
+        break;
+      }
       results.push_back(*v);
     }
   }
@@ -275,7 +286,10 @@ StatusOr<std::vector<int>> LowerContext::InlineCall(const shlo::Func& callee, co
     op_ = *terminator;
     for (int operand : (*terminator)->operands) {
       StatusOr<int> v = Value(operand);
-      if (!v.ok()) { status = v.status(); break; }
+      if (!v.ok()) {
+        status = v.status();
+        break;
+      }
       results.push_back(*v);
     }
   }
@@ -461,9 +475,7 @@ int LowerContext::Scalar(DType dtype, double value) {
   return v;
 }
 
-int LowerContext::ScalarBits(DType dtype, uint64_t bits) {
-  return ConstantData(dtype, {}, EncodeBits(dtype, bits));
-}
+int LowerContext::ScalarBits(DType dtype, uint64_t bits) { return ConstantData(dtype, {}, EncodeBits(dtype, bits)); }
 
 int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data) {
   // Built in place rather than through ConstantAttrs: the bytes move, never copied.

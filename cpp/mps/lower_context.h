@@ -23,11 +23,11 @@ using Shape = std::vector<int64_t>;
 // Where values live while one graph (the executable's or a While/If subgraph) is being built.
 struct Scope {
   Graph* graph = nullptr;
-  const shlo::Func* func = nullptr;    // whose value ids env maps
-  std::map<int, int> env;              // StableHLO value id -> MPS value id in graph
-  Scope* parent = nullptr;             // a region's enclosing scope: values found there are captured
+  const shlo::Func* func = nullptr;           // whose value ids env maps
+  std::map<int, int> env;                     // StableHLO value id -> MPS value id in graph
+  Scope* parent = nullptr;                    // a region's enclosing scope: values found there are captured
   std::vector<std::pair<int, int>> captures;  // (parent MPS value, our parameter), in capture order
-  bool shares_parent_graph = false;    // a block lowered inline: parent values are used directly
+  bool shares_parent_graph = false;           // a block lowered inline: parent values are used directly
   // A block lowered inline on tensors (its scalar ops applied elementwise): every value it reads is
   // one scalar per lane, so a rank-0 value (a constant of the block, or one captured from outside:
   // JAX's serializer hoists region constants out) is broadcast to `lanes` where it is read.
@@ -48,8 +48,8 @@ class LowerContext {
   // Lowers a region into a fresh subgraph whose parameters are `params` (types) followed by one per
   // captured outer value; the terminator's operands become its outputs. `captures` receives the outer
   // MPS values captured, in parameter order.
-  StatusOr<Graph> LowerRegionToSubgraph(
-      const shlo::Region& region, const std::vector<TensorType>& params, std::vector<int>* captures);
+  StatusOr<Graph> LowerRegionToSubgraph(const shlo::Region& region, const std::vector<TensorType>& params,
+                                        std::vector<int>* captures);
   // The general form: `build` emits into the fresh subgraph's scope given its parameter values and
   // returns the values that become its outputs.
   using SubgraphBuilder = std::function<StatusOr<std::vector<int>>(const std::vector<int>& params)>;
@@ -64,7 +64,7 @@ class LowerContext {
 
   // ---- values of the op being lowered
   const shlo::Op& op() const { return *op_; }
-  StatusOr<int> Value(int shlo_id);                 // captures from enclosing scopes as needed
+  StatusOr<int> Value(int shlo_id);  // captures from enclosing scopes as needed
   StatusOr<int> In(size_t i) { return Value(op_->operands.at(i)); }
   const shlo::Type& ShloType(int shlo_id) const;
   const shlo::Type& InType(size_t i) const { return ShloType(op_->operands.at(i)); }
@@ -97,25 +97,25 @@ class LowerContext {
   DType DTypeOf(int v) { return graph().type(v).dtype; }
   Shape ShapeOf(int v) { return graph().type(v).shape; }
 
-  int Unary(OpKind kind, int x);                    // same type out
-  int Binary(OpKind kind, int a, int b);            // same type as a out; shapes must match
-  int Compare(OpKind kind, int a, int b);           // bool out
-  int Select(int pred, int on_true, int on_false);  // pred broadcast to the operands' shape if scalar
-  int Cast(int x, DType to);                        // no-op when already `to`
-  int Reinterpret(int x, DType to);                 // same width only here
-  int Reshape(int x, Shape shape);                  // no-op when already that shape
+  int Unary(OpKind kind, int x);                           // same type out
+  int Binary(OpKind kind, int a, int b);                   // same type as a out; shapes must match
+  int Compare(OpKind kind, int a, int b);                  // bool out
+  int Select(int pred, int on_true, int on_false);         // pred broadcast to the operands' shape if scalar
+  int Cast(int x, DType to);                               // no-op when already `to`
+  int Reinterpret(int x, DType to);                        // same width only here
+  int Reshape(int x, Shape shape);                         // no-op when already that shape
   int Transpose(int x, const std::vector<int64_t>& perm);  // no-op for the identity
-  int BroadcastTo(int x, Shape shape);       // x rank <= shape rank, NumPy rules, trailing aligned
+  int BroadcastTo(int x, Shape shape);                     // x rank <= shape rank, NumPy rules, trailing aligned
   int Slice(int x, Shape starts, Shape ends, Shape strides = {});
 
   // Constants. `Scalar` is a rank-0 tensor; `Splat` a broadcast of one.
   int Scalar(DType dtype, double value);
-  int ScalarBits(DType dtype, uint64_t bits);       // exact integers and bit patterns of any width
+  int ScalarBits(DType dtype, uint64_t bits);  // exact integers and bit patterns of any width
   int Splat(DType dtype, Shape shape, double value) { return BroadcastTo(Scalar(dtype, value), shape); }
   int SplatBits(DType dtype, Shape shape, uint64_t bits) { return BroadcastTo(ScalarBits(dtype, bits), shape); }
   int ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data);
   int Int32Constant(Shape shape, const std::vector<int32_t>& values);  // values row-major
-  int Iota(Shape shape, int64_t axis);              // int32 coordinates along `axis`
+  int Iota(Shape shape, int64_t axis);                                 // int32 coordinates along `axis`
   void RecordSplat(int v, double value);
   // Attributes of the op being lowered; a missing or mistyped one is an error naming it.
   StatusOr<std::vector<int64_t>> IntsAttr(const std::string& name) const;
@@ -128,7 +128,11 @@ class LowerContext {
   bool IsIotaAlong(int v, int64_t axis);
 
   // The scope swap used by control flow and inlining.
-  Scope* SwapScope(Scope* s) { Scope* old = scope_; scope_ = s; return old; }
+  Scope* SwapScope(Scope* s) {
+    Scope* old = scope_;
+    scope_ = s;
+    return old;
+  }
 
   // Lowers one op into the current scope.
   Status LowerOp(const shlo::Op& op);

@@ -138,8 +138,9 @@ Status Case(LowerContext& cx) {
     JMP_ASSIGN_OR_RETURN(int index, cx.Value(index_id));
     DType t = cx.DTypeOf(index);
     int pred = cx.Compare(OpKind::kEqual, index, cx.Scalar(t, static_cast<double>(k)));
-    return EmitIf(cx, pred, RegionBuilder(cx, op.regions[k]),
-                  [&build, k](const std::vector<int>&) { return build(k + 1); }, out_types);
+    return EmitIf(
+        cx, pred, RegionBuilder(cx, op.regions[k]), [&build, k](const std::vector<int>&) { return build(k + 1); },
+        out_types);
   };
   JMP_ASSIGN_OR_RETURN(std::vector<int> outputs, build(0));
   for (size_t i = 0; i < outputs.size(); ++i) cx.BindShlo(results_ids[i], outputs[i]);
@@ -156,7 +157,8 @@ Status CallFunc(LowerContext& cx, const std::string& callee_name) {
   }
   std::vector<int> results_ids = cx.op().results;
   JMP_ASSIGN_OR_RETURN(std::vector<int> results, cx.InlineCall(*callee, args));
-  if (results.size() != results_ids.size()) return cx.Unsupported("@" + callee_name + " returns the wrong number of values");
+  if (results.size() != results_ids.size())
+    return cx.Unsupported("@" + callee_name + " returns the wrong number of values");
   for (size_t i = 0; i < results.size(); ++i) cx.BindShlo(results_ids[i], results[i]);
   return Status::Ok();
 }

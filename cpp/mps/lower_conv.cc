@@ -44,14 +44,16 @@ int DilateAxis(LowerContext& cx, int x, size_t axis, int64_t d) {
   return cx.Slice(y, starts, ends);
 }
 
-int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
-               const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups);
+int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides,
+               const std::vector<int64_t>& dilation, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+               int64_t groups);
 
 // One 2-D convolution: x [N,H,W,C], w [KH,KW,C/groups,O], padding already applied (non-negative).
 int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
            const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
   Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
-  if (xs.size() != 4 || ws.size() != 4 || strides.size() != 2 || dilation.size() != 2 || lo.size() != 2 || hi.size() != 2) {
+  if (xs.size() != 4 || ws.size() != 4 || strides.size() != 2 || dilation.size() != 2 || lo.size() != 2 ||
+      hi.size() != 2) {
     cx.Fail(cx.Unsupported("inconsistent convolution"));
     return x;
   }
@@ -68,8 +70,9 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
 // The same convolution for integer types (MPSGraph convolves floats only): pad, then per kernel tap
 // one strided slice times that tap's [C/groups, O] matrix as a batched MatMul over the groups, summed.
 // Integer MatMul wraps around, as XLA's integer convolution does.
-int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, const std::vector<int64_t>& dilation,
-               const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, int64_t groups) {
+int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides,
+               const std::vector<int64_t>& dilation, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+               int64_t groups) {
   Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
   DType t = cx.DTypeOf(x);
   if (xs.size() != 4 || ws.size() != 4 || groups < 1 || xs[3] % groups || ws[3] % groups || ws[2] * groups != xs[3]) {
@@ -98,12 +101,12 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
       Shape en = {xs[0], st[1] + (out[1] - 1) * strides[0] + 1, st[2] + (out[2] - 1) * strides[1] + 1, xs[3]};
       if (out[1] == 0) en[1] = st[1];
       if (out[2] == 0) en[2] = st[2];
-      int slab = cx.Slice(x, st, en, {1, strides[0], strides[1], 1});              // [N, OH, OW, C]
-      slab = cx.Transpose(cx.Reshape(slab, {m, groups, cg}), {1, 0, 2});            // [G, M, Cg]
+      int slab = cx.Slice(x, st, en, {1, strides[0], strides[1], 1});     // [N, OH, OW, C]
+      slab = cx.Transpose(cx.Reshape(slab, {m, groups, cg}), {1, 0, 2});  // [G, M, Cg]
       int tap = cx.Slice(w, {kh, kw, 0, 0}, {kh + 1, kw + 1, cg, ws[3]});
-      tap = cx.Transpose(cx.Reshape(tap, {cg, groups, og}), {1, 0, 2});              // [G, Cg, Og]
+      tap = cx.Transpose(cx.Reshape(tap, {cg, groups, og}), {1, 0, 2});  // [G, Cg, Og]
       int prod = cx.Emit(OpKind::kMatMul, {slab, tap}, t, {groups, m, og});
-      prod = cx.Reshape(cx.Transpose(prod, {1, 0, 2}), out);                        // [N, OH, OW, O]
+      prod = cx.Reshape(cx.Transpose(prod, {1, 0, 2}), out);  // [N, OH, OW, O]
       acc = acc < 0 ? prod : cx.Binary(OpKind::kAdd, acc, prod);
     }
   return acc < 0 ? cx.Splat(t, out, 0) : acc;
@@ -119,7 +122,8 @@ Status Convolution(LowerContext& cx) {
   int64_t ib = Attr(op, "input_batch_dimension", 0), ifd = Attr(op, "input_feature_dimension", 1);
   int64_t ki = Attr(op, "kernel_input_feature_dimension", 0), ko = Attr(op, "kernel_output_feature_dimension", 1);
   int64_t ob = Attr(op, "output_batch_dimension", 0), of = Attr(op, "output_feature_dimension", 1);
-  std::vector<int64_t> isd = Ints(op, "input_spatial_dimensions", s, 0), ksd = Ints(op, "kernel_spatial_dimensions", s, 0),
+  std::vector<int64_t> isd = Ints(op, "input_spatial_dimensions", s, 0),
+                       ksd = Ints(op, "kernel_spatial_dimensions", s, 0),
                        osd = Ints(op, "output_spatial_dimensions", s, 0);
   std::vector<int64_t> strides = Ints(op, "window_strides", s, 1), lhs_dil = Ints(op, "lhs_dilation", s, 1),
                        rhs_dil = Ints(op, "rhs_dilation", s, 1), padding = Ints(op, "padding", 2 * s, 0);
@@ -141,7 +145,8 @@ Status Convolution(LowerContext& cx) {
       !is_permutation(o_dims, cx.OutType(0).shape.size()) || lhs_dil.size() != s || rhs_dil.size() != s)
     return cx.Unsupported("convolution dimension numbers are not permutations of the ranks");
   for (size_t i = 0; i < s; ++i)
-    if (strides[i] < 1 || lhs_dil[i] < 1 || rhs_dil[i] < 1) return cx.Unsupported("non-positive convolution stride or dilation");
+    if (strides[i] < 1 || lhs_dil[i] < 1 || rhs_dil[i] < 1)
+      return cx.Unsupported("non-positive convolution stride or dilation");
   if (!Reasonable(strides) || !Reasonable(lhs_dil) || !Reasonable(rhs_dil) || !Reasonable(padding) ||
       !Reasonable({fgc, bgc}))
     return cx.Unsupported("convolution attributes out of range");
@@ -151,7 +156,8 @@ Status Convolution(LowerContext& cx) {
     for (int64_t r : reversal->ints)
       if (r) return cx.Unsupported("window reversal in convolution");
   DType t = cx.OutType(0).dtype;
-  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsInteger(t))) return cx.Unsupported("convolution of this type");
+  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsInteger(t)))
+    return cx.Unsupported("convolution of this type");
   x = cx.Cast(x, t);
   w = cx.Cast(w, t);
   // Input to [N, spatial..., C], kernel to [spatial..., I, O].
@@ -241,7 +247,7 @@ Status Convolution(LowerContext& cx) {
       Shape st(5, 0), en = xs, sd = {1, stride_d, 1, 1, 1};
       st[1] = k * dil_d;
       en[1] = st[1] + (od - 1) * stride_d + 1;
-      int slab = cx.Slice(x, st, en, sd);                                     // [N, od, H, W, C]
+      int slab = cx.Slice(x, st, en, sd);  // [N, od, H, W, C]
       Shape ss = cx.ShapeOf(slab);
       int flat = cx.Reshape(slab, {ss[0] * ss[1], ss[2], ss[3], ss[4]});
       Shape wst(5, 0), wen = ws;

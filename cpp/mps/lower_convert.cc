@@ -31,7 +31,8 @@ int ConvertValue(LowerContext& cx, int x, DType to) {
       int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape);
       int im = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape);
       int zero = cx.Splat(DType::kF32, shape, 0);
-      return cx.Binary(OpKind::kLogicalOr, cx.Compare(OpKind::kNotEqual, re, zero), cx.Compare(OpKind::kNotEqual, im, zero));
+      return cx.Binary(OpKind::kLogicalOr, cx.Compare(OpKind::kNotEqual, re, zero),
+                       cx.Compare(OpKind::kNotEqual, im, zero));
     }
     return cx.Compare(OpKind::kNotEqual, x, cx.Splat(from, shape, 0));
   }

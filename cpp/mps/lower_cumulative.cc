@@ -47,9 +47,12 @@ StatusOr<int> ScanSteps(LowerContext& cx, const shlo::Block& body, int x, int64_
     // The earlier element on the left, as a sequential reduction would combine them.
     std::vector<int> args = reverse ? std::vector<int>{acc, shifted} : std::vector<int>{shifted, acc};
     JMP_ASSIGN_OR_RETURN(std::vector<int> combined, cx.LowerBlockInline(body, args));
-    if (combined.size() != 1 || cx.DTypeOf(combined[0]) != cx.DTypeOf(acc) || cx.ShapeOf(combined[0]) != shape) return cx.Unsupported("reduce_window body of an unexpected type");
-    int has = reverse ? cx.Compare(OpKind::kLessThan, position, cx.Splat(DType::kI32, shape, static_cast<double>(n - step)))
-                      : cx.Compare(OpKind::kGreaterThanOrEqualTo, position, cx.Splat(DType::kI32, shape, static_cast<double>(step)));
+    if (combined.size() != 1 || cx.DTypeOf(combined[0]) != cx.DTypeOf(acc) || cx.ShapeOf(combined[0]) != shape)
+      return cx.Unsupported("reduce_window body of an unexpected type");
+    int has = reverse
+                  ? cx.Compare(OpKind::kLessThan, position, cx.Splat(DType::kI32, shape, static_cast<double>(n - step)))
+                  : cx.Compare(OpKind::kGreaterThanOrEqualTo, position,
+                               cx.Splat(DType::kI32, shape, static_cast<double>(step)));
     acc = cx.Select(has, combined[0], acc);
   }
   return acc;
@@ -91,7 +94,8 @@ int Cumulative(LowerContext& cx, OpKind kind, int x, int64_t axis, bool reverse)
 // documents no NaN rule for its cumulative max/min, so the lowering does not rely on one.
 int PropagateNaN(LowerContext& cx, int x, int scan, int64_t axis, bool reverse) {
   const Shape shape = cx.ShapeOf(x);
-  int nans = Cumulative(cx, OpKind::kCumulativeSum, cx.Cast(Predicate(cx, OpKind::kIsNaN, x), DType::kI32), axis, reverse);
+  int nans =
+      Cumulative(cx, OpKind::kCumulativeSum, cx.Cast(Predicate(cx, OpKind::kIsNaN, x), DType::kI32), axis, reverse);
   int seen = cx.Compare(OpKind::kGreaterThan, nans, cx.Splat(DType::kI32, shape, 0));
   return cx.Select(seen, cx.Splat(cx.DTypeOf(x), shape, NAN), scan);
 }
@@ -114,9 +118,12 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     if (w.strides[d] != 1 || w.base_dilations[d] != 1 || w.window_dilations[d] != 1) return false;
     if (w.dims[d] == 1 && w.pad_low[d] == 0 && w.pad_high[d] == 0) continue;
     if (axis >= 0 || shape[d] < 2 || w.dims[d] != shape[d]) return false;
-    if (w.pad_low[d] == shape[d] - 1 && w.pad_high[d] == 0) reverse = false;
-    else if (w.pad_low[d] == 0 && w.pad_high[d] == shape[d] - 1) reverse = true;
-    else return false;
+    if (w.pad_low[d] == shape[d] - 1 && w.pad_high[d] == 0)
+      reverse = false;
+    else if (w.pad_low[d] == 0 && w.pad_high[d] == shape[d] - 1)
+      reverse = true;
+    else
+      return false;
     axis = static_cast<int64_t>(d);
   }
   if (!ElementwiseSafe(body)) return false;
@@ -140,21 +147,27 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
 
   OpKind kind;
   double identity;
-  if (monoid == "stablehlo.add") kind = OpKind::kCumulativeSum, identity = 0;
-  else if (monoid == "stablehlo.multiply") kind = OpKind::kCumulativeProduct, identity = 1;
-  else if (monoid == "stablehlo.maximum") kind = OpKind::kCumulativeMaximum, identity = LowestValue(t);
-  else if (monoid == "stablehlo.minimum") kind = OpKind::kCumulativeMinimum, identity = HighestValue(t);
-  else return bind([&]() -> StatusOr<int> {
-    // Any other (associative) body, e.g. cumlogsumexp's logaddexp.
-    JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
-    return WithInit(cx, body, scan, init, false);
-  }());
+  if (monoid == "stablehlo.add")
+    kind = OpKind::kCumulativeSum, identity = 0;
+  else if (monoid == "stablehlo.multiply")
+    kind = OpKind::kCumulativeProduct, identity = 1;
+  else if (monoid == "stablehlo.maximum")
+    kind = OpKind::kCumulativeMaximum, identity = LowestValue(t);
+  else if (monoid == "stablehlo.minimum")
+    kind = OpKind::kCumulativeMinimum, identity = HighestValue(t);
+  else
+    return bind([&]() -> StatusOr<int> {
+      // Any other (associative) body, e.g. cumlogsumexp's logaddexp.
+      JMP_ASSIGN_OR_RETURN(int scan, ScanSteps(cx, body, x, axis, reverse));
+      return WithInit(cx, body, scan, init, false);
+    }());
   bool is_identity = known_init && init_value == identity;
 
   if (t == DType::kBool) {
     // StableHLO on i1: add and max are or, multiply and min are and: cumulative max/min of 0/1.
     bool any = kind == OpKind::kCumulativeSum || kind == OpKind::kCumulativeMaximum;
-    int scan = Cumulative(cx, any ? OpKind::kCumulativeMaximum : OpKind::kCumulativeMinimum, cx.Cast(x, DType::kI32), axis, reverse);
+    int scan = Cumulative(cx, any ? OpKind::kCumulativeMaximum : OpKind::kCumulativeMinimum, cx.Cast(x, DType::kI32),
+                          axis, reverse);
     scan = cx.Cast(scan, DType::kBool);
     return bind(WithInit(cx, body, scan, init, known_init && init_value == (any ? 0 : 1)));
   }

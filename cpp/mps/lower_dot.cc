@@ -23,7 +23,8 @@ std::vector<int64_t> FreeDims(size_t rank, const std::vector<int64_t>& batch, co
   return free;
 }
 
-std::vector<int64_t> Concat3(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+std::vector<int64_t> Concat3(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                             const std::vector<int64_t>& c) {
   std::vector<int64_t> out = a;
   out.insert(out.end(), b.begin(), b.end());
   out.insert(out.end(), c.begin(), c.end());

@@ -198,7 +198,10 @@ Status Eigh(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   const DType t = cx.DTypeOf(a);
-  if (IsComplex(t)) return cx.Unsupported("(the Eigh custom call of eigh/svd) supports real symmetric matrices; complex Hermitian ones are not supported");
+  if (IsComplex(t))
+    return cx.Unsupported(
+        "(the Eigh custom call of eigh/svd) supports real symmetric matrices; complex Hermitian ones are not "
+        "supported");
   JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || shape[rank - 1] != shape[rank - 2] || cx.op().results.size() != 2)
     return cx.Unsupported("needs square matrices and two results (eigenvectors, eigenvalues)");
@@ -224,7 +227,8 @@ Status Eigh(LowerContext& cx) {
   if (pad) {
     int tall = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {1, n}), 0), x}, ct, With(batch, {m, n}),
                        AxisAttrs{static_cast<int64_t>(rows)});
-    x = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {m, 1}), 0), tall}, ct, mat, AxisAttrs{static_cast<int64_t>(cols)});
+    x = cx.Emit(OpKind::kConcat, {cx.Splat(ct, With(batch, {m, 1}), 0), tall}, ct, mat,
+                AxisAttrs{static_cast<int64_t>(cols)});
   }
   int v = Identity(cx, mat, ct);
   const std::vector<int32_t> next = NextRound(m);
@@ -234,28 +238,33 @@ Status Eigh(LowerContext& cx) {
   const int64_t max_sweeps = config.max_sweeps;
   // Carries: sweeps done, sweeps left once converged (1 extra), the last off-diagonal share, a, v.
   std::vector<int> init = {cx.Scalar(DType::kI32, 0), cx.Scalar(DType::kI32, 1), cx.Scalar(ct, INFINITY), x, v};
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, WhileLoop(cx, init,
-      [&](const std::vector<int>& c) {
-        int more = cx.Compare(OpKind::kLessThan, c[0], cx.Scalar(DType::kI32, static_cast<double>(max_sweeps)));
-        int unfinished = cx.Compare(OpKind::kGreaterThan, c[1], cx.Scalar(DType::kI32, 0));
-        return cx.Binary(OpKind::kLogicalAnd, more, unfinished);
-      },
-      [&](const std::vector<int>& c) -> StatusOr<std::vector<int>> {
-        JMP_ASSIGN_OR_RETURN(std::vector<int> av, CountedLoop(cx, m - 1, {c[3], c[4]}, [&](int, const std::vector<int>& s) {
-          return Round(cx, s[0], s[1], next);
-        }));
-        int sym = cx.Binary(OpKind::kMultiply, cx.Binary(OpKind::kAdd, av[0], SwapLastTwo(cx, av[0])),
-                            cx.Splat(ct, mat, 0.5));
-        av[0] = sym;
-        // Converged unless the share is still above tol^2 and shrinking.
-        int share = OffDiagonalShare(cx, sym);
-        int above = cx.Compare(OpKind::kGreaterThan, share, cx.Scalar(ct, tol * tol));
-        int shrinking = cx.Compare(OpKind::kLessThan, share, cx.Binary(OpKind::kMultiply, c[2], cx.Scalar(ct, 0.9)));
-        int converged = cx.Unary(OpKind::kNot, cx.Binary(OpKind::kLogicalAnd, above, shrinking));
-        int one = cx.Scalar(DType::kI32, 1);
-        int left = cx.Select(converged, cx.Binary(OpKind::kSubtract, c[1], one), c[1]);
-        return std::vector<int>{cx.Binary(OpKind::kAdd, c[0], one), left, share, av[0], av[1]};
-      }));
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<int> done,
+      WhileLoop(
+          cx, init,
+          [&](const std::vector<int>& c) {
+            int more = cx.Compare(OpKind::kLessThan, c[0], cx.Scalar(DType::kI32, static_cast<double>(max_sweeps)));
+            int unfinished = cx.Compare(OpKind::kGreaterThan, c[1], cx.Scalar(DType::kI32, 0));
+            return cx.Binary(OpKind::kLogicalAnd, more, unfinished);
+          },
+          [&](const std::vector<int>& c) -> StatusOr<std::vector<int>> {
+            JMP_ASSIGN_OR_RETURN(std::vector<int> av,
+                                 CountedLoop(cx, m - 1, {c[3], c[4]}, [&](int, const std::vector<int>& s) {
+                                   return Round(cx, s[0], s[1], next);
+                                 }));
+            int sym = cx.Binary(OpKind::kMultiply, cx.Binary(OpKind::kAdd, av[0], SwapLastTwo(cx, av[0])),
+                                cx.Splat(ct, mat, 0.5));
+            av[0] = sym;
+            // Converged unless the share is still above tol^2 and shrinking.
+            int share = OffDiagonalShare(cx, sym);
+            int above = cx.Compare(OpKind::kGreaterThan, share, cx.Scalar(ct, tol * tol));
+            int shrinking =
+                cx.Compare(OpKind::kLessThan, share, cx.Binary(OpKind::kMultiply, c[2], cx.Scalar(ct, 0.9)));
+            int converged = cx.Unary(OpKind::kNot, cx.Binary(OpKind::kLogicalAnd, above, shrinking));
+            int one = cx.Scalar(DType::kI32, 1);
+            int left = cx.Select(converged, cx.Binary(OpKind::kSubtract, c[1], one), c[1]);
+            return std::vector<int>{cx.Binary(OpKind::kAdd, c[0], one), left, share, av[0], av[1]};
+          }));
   int values = cx.Reshape(Diagonal(cx, done[3]), With(batch, {m}));
   int vectors = done[4];
   if (pad) {
@@ -267,7 +276,8 @@ Status Eigh(LowerContext& cx) {
     vectors = cx.Slice(vectors, mstarts, mat);
   }
   if (config.sort) {
-    int order = cx.Emit(OpKind::kArgSort, {values}, DType::kI32, values_shape, SortAttrs{static_cast<int64_t>(rank - 2)});
+    int order =
+        cx.Emit(OpKind::kArgSort, {values}, DType::kI32, values_shape, SortAttrs{static_cast<int64_t>(rank - 2)});
     values = GatherAlongAxis(cx, values, order, static_cast<int64_t>(rank - 2));
     int columns = cx.BroadcastTo(cx.Reshape(order, With(batch, {1, n})), shape);
     vectors = GatherAlongAxis(cx, vectors, columns, static_cast<int64_t>(cols));
@@ -275,7 +285,8 @@ Status Eigh(LowerContext& cx) {
   // A matrix with a NaN gives NaN throughout, as LAPACK's failure does on the CPU backend.
   int failed = AnyNaNPerMatrix(cx, x);
   vectors = cx.Select(cx.BroadcastTo(failed, shape), cx.Splat(ct, shape, NAN), vectors);
-  values = cx.Select(cx.BroadcastTo(cx.Reshape(failed, With(batch, {1})), values_shape), cx.Splat(ct, values_shape, NAN), values);
+  values = cx.Select(cx.BroadcastTo(cx.Reshape(failed, With(batch, {1})), values_shape),
+                     cx.Splat(ct, values_shape, NAN), values);
   cx.Bind(0, cx.Cast(vectors, t));
   cx.Bind(1, cx.Cast(values, t));
   return Status::Ok();
@@ -283,8 +294,6 @@ Status Eigh(LowerContext& cx) {
 
 }  // namespace
 
-void RegisterEighRules(std::map<std::string, LowerRule>& r) {
-  RegisterRule(r, "custom_call:Eigh", &Eigh);
-}
+void RegisterEighRules(std::map<std::string, LowerRule>& r) { RegisterRule(r, "custom_call:Eigh", &Eigh); }
 
 }  // namespace jmp::mps

@@ -37,7 +37,8 @@ Status FloatOrComplexUnary(LowerContext& cx) {
 Status Negate(LowerContext& cx) {
   if (cx.InType(0).dtype == DType::kBool) return cx.Unsupported("negate of bool");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
-  if (IsUnsignedInt(cx.DTypeOf(x))) return Result(cx, cx.Binary(OpKind::kSubtract, cx.Splat(cx.DTypeOf(x), cx.ShapeOf(x), 0), x));
+  if (IsUnsignedInt(cx.DTypeOf(x)))
+    return Result(cx, cx.Binary(OpKind::kSubtract, cx.Splat(cx.DTypeOf(x), cx.ShapeOf(x), 0), x));
   return Result(cx, cx.Unary(OpKind::kNegative, x));
 }
 
@@ -195,7 +196,8 @@ Status Remainder(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(x);
   int by_zero = cx.Compare(OpKind::kEqual, y, cx.Splat(t, shape, 0));
   int bad = by_zero;
-  if (IsSignedInt(t)) bad = cx.Binary(OpKind::kLogicalOr, by_zero, cx.Compare(OpKind::kEqual, y, cx.Splat(t, shape, -1)));
+  if (IsSignedInt(t))
+    bad = cx.Binary(OpKind::kLogicalOr, by_zero, cx.Compare(OpKind::kEqual, y, cx.Splat(t, shape, -1)));
   int r = cx.Binary(OpKind::kModulo, x, cx.Select(bad, cx.Splat(t, shape, 1), y));
   return Result(cx, cx.Select(by_zero, x, r));
 }
@@ -227,9 +229,9 @@ Status Power(LowerContext& cx) {
     int one = cx.Splat(t, shape, 1);
     int minus_one = cx.Splat(t, shape, -1);
     int odd = cx.Compare(OpKind::kEqual, cx.Binary(OpKind::kBitwiseAnd, y, one), one);
-    int neg_result = cx.Select(cx.Compare(OpKind::kEqual, x, one), one,
-                               cx.Select(cx.Compare(OpKind::kEqual, x, minus_one),
-                                         cx.Select(odd, minus_one, one), cx.Splat(t, shape, 0)));
+    int neg_result = cx.Select(
+        cx.Compare(OpKind::kEqual, x, one), one,
+        cx.Select(cx.Compare(OpKind::kEqual, x, minus_one), cx.Select(odd, minus_one, one), cx.Splat(t, shape, 0)));
     result = cx.Select(negative, neg_result, result);
   }
   return Result(cx, result);
@@ -287,13 +289,20 @@ Status CompareOp(LowerContext& cx) {
   DType t = cx.DTypeOf(a);
   OpKind kind;
   const std::string& d = dir->s;
-  if (d == "EQ") kind = OpKind::kEqual;
-  else if (d == "NE") kind = OpKind::kNotEqual;
-  else if (d == "LT") kind = OpKind::kLessThan;
-  else if (d == "LE") kind = OpKind::kLessThanOrEqualTo;
-  else if (d == "GT") kind = OpKind::kGreaterThan;
-  else if (d == "GE") kind = OpKind::kGreaterThanOrEqualTo;
-  else return cx.Unsupported("unknown comparison_direction " + d);
+  if (d == "EQ")
+    kind = OpKind::kEqual;
+  else if (d == "NE")
+    kind = OpKind::kNotEqual;
+  else if (d == "LT")
+    kind = OpKind::kLessThan;
+  else if (d == "LE")
+    kind = OpKind::kLessThanOrEqualTo;
+  else if (d == "GT")
+    kind = OpKind::kGreaterThan;
+  else if (d == "GE")
+    kind = OpKind::kGreaterThanOrEqualTo;
+  else
+    return cx.Unsupported("unknown comparison_direction " + d);
   if (t == DType::kC64 && kind != OpKind::kEqual && kind != OpKind::kNotEqual)
     return cx.Unsupported("ordered comparison of complex values");
   if (compare_type == "TOTALORDER" && IsFloat(t)) {
@@ -383,8 +392,8 @@ int ComplexAbs(LowerContext& cx, int z) {
   int small = cx.Binary(OpKind::kMinimum, re, im);
   int zero = cx.Compare(OpKind::kEqual, big, cx.Splat(DType::kF32, shape, 0));
   int ratio = cx.Binary(OpKind::kDivide, small, cx.Select(zero, cx.Splat(DType::kF32, shape, 1), big));
-  int root = cx.Unary(OpKind::kSquareRoot,
-                      cx.Binary(OpKind::kAdd, cx.Splat(DType::kF32, shape, 1), cx.Binary(OpKind::kMultiply, ratio, ratio)));
+  int root = cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Splat(DType::kF32, shape, 1),
+                                                     cx.Binary(OpKind::kMultiply, ratio, ratio)));
   int h = cx.Binary(OpKind::kMultiply, big, root);
   // |inf + i*nan| = inf, as C's hypot.
   h = cx.Select(Predicate(cx, OpKind::kIsInfinite, big), big, h);

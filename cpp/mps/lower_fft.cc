@@ -24,7 +24,8 @@ int RealEdgeBins(LowerContext& cx, int z, int64_t n) {
   int bin = cx.Iota(shape, axis);
   int edge = cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, 0));
   if (n % 2 == 0 && n / 2 < shape.back())
-    edge = cx.Binary(OpKind::kLogicalOr, edge, cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));
+    edge = cx.Binary(OpKind::kLogicalOr, edge,
+                     cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));
   int re = cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape);
   int im = cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape);
   im = cx.Select(edge, cx.Splat(DType::kF32, shape, 0), im);
@@ -58,7 +59,8 @@ Status Fft(LowerContext& cx) {
     int64_t want_in_dim = last && real_out ? n_last / 2 + 1 : lengths[i];
     int64_t want_out_dim = last && real_in ? n_last / 2 + 1 : lengths[i];
     bool in_ok = last && real_out ? in_dim >= want_in_dim : in_dim == want_in_dim;
-    if (!in_ok || out_dim != want_out_dim) return cx.Unsupported("fft_length does not match the operand and result shapes");
+    if (!in_ok || out_dim != want_out_dim)
+      return cx.Unsupported("fft_length does not match the operand and result shapes");
   }
   for (size_t d = 0; d < lead; ++d)
     if (in[d] != out_type.shape[d]) return cx.Unsupported("fft batch dims differ between operand and result");

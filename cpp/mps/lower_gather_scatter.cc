@@ -43,8 +43,9 @@ bool Disjoint(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
 Status ValidateDims(LowerContext& cx, int64_t rank, int64_t index_rank, const std::vector<int64_t>& dropped,
                     const std::vector<int64_t>& operand_batching, const std::vector<int64_t>& index_batching,
                     const std::vector<int64_t>& index_map, int64_t index_vector_dim) {
-  if (!DistinctInRange(dropped, rank) || !DistinctInRange(operand_batching, rank) || !DistinctInRange(index_map, rank) ||
-      !Disjoint(dropped, operand_batching) || !Disjoint(index_map, operand_batching))
+  if (!DistinctInRange(dropped, rank) || !DistinctInRange(operand_batching, rank) ||
+      !DistinctInRange(index_map, rank) || !Disjoint(dropped, operand_batching) ||
+      !Disjoint(index_map, operand_batching))
     return cx.Unsupported("dimension numbers out of range or repeated");
   if (index_batching.size() != operand_batching.size() || !DistinctInRange(index_batching, index_rank) ||
       std::find(index_batching.begin(), index_batching.end(), index_vector_dim) != index_batching.end())
@@ -54,14 +55,15 @@ Status ValidateDims(LowerContext& cx, int64_t rank, int64_t index_rank, const st
 }
 
 struct Indices {
-  int value = -1;                 // int32 [B..., K]
-  std::vector<int64_t> dims;      // operand dim of each index component
-  Shape batch;                    // B
+  int value = -1;             // int32 [B..., K]
+  std::vector<int64_t> dims;  // operand dim of each index component
+  Shape batch;                // B
 };
 
 // Index vector last, int32, batching dims appended as iota components.
 StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_vector_dim, std::vector<int64_t> dims,
-                                   const std::vector<int64_t>& operand_batching, const std::vector<int64_t>& index_batching) {
+                                   const std::vector<int64_t>& operand_batching,
+                                   const std::vector<int64_t>& index_batching) {
   Shape s = cx.ShapeOf(indices);
   int64_t rank = static_cast<int64_t>(s.size());
   if (index_vector_dim < 0 || index_vector_dim > rank) return cx.Unsupported("index_vector_dim out of range");
@@ -80,7 +82,8 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
   out.dims = std::move(dims);
   Shape full = cx.ShapeOf(v);
   out.batch.assign(full.begin(), full.end() - 1);
-  if (full.back() != static_cast<int64_t>(out.dims.size())) return cx.Unsupported("index vector size does not match the index map");
+  if (full.back() != static_cast<int64_t>(out.dims.size()))
+    return cx.Unsupported("index vector size does not match the index map");
   for (size_t j = 0; j < operand_batching.size(); ++j) {
     int64_t b = index_batching[j];
     if (b > index_vector_dim) --b;  // the index vector moved last
@@ -154,8 +157,8 @@ Status Gather(LowerContext& cx) {
   const Shape os = cx.ShapeOf(operand);
   size_t rank = os.size();
   if (slice_sizes.size() != rank) return cx.Unsupported("slice_sizes does not match the operand rank");
-  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()), collapsed,
-                                   obd, ibd, sim, ivd));
+  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()),
+                                   collapsed, obd, ibd, sim, ivd));
   if (!DistinctInRange(offset_dims, static_cast<int64_t>(cx.OutType(0).shape.size())) ||
       offset_dims.size() + collapsed.size() + obd.size() != rank)
     return cx.Unsupported("offset_dims do not match the operand rank");
@@ -221,8 +224,11 @@ Status Gather(LowerContext& cx) {
     }
     int64_t od = uncollapsed.at(static_cast<size_t>(it - offset_dims.begin()));
     auto w = std::find(window_dims.begin(), window_dims.end(), od);
-    if (w != window_dims.end()) perm.push_back(static_cast<int64_t>(nb + static_cast<size_t>(w - window_dims.begin())));
-    else perm.push_back(static_cast<int64_t>(nb + nw + static_cast<size_t>(std::find(rest.begin(), rest.end(), od) - rest.begin())));
+    if (w != window_dims.end())
+      perm.push_back(static_cast<int64_t>(nb + static_cast<size_t>(w - window_dims.begin())));
+    else
+      perm.push_back(
+          static_cast<int64_t>(nb + nw + static_cast<size_t>(std::find(rest.begin(), rest.end(), od) - rest.begin())));
   }
   if (perm.size() != cx.ShapeOf(y).size()) return cx.Unsupported("gather dimension numbers not understood");
   y = cx.Transpose(y, perm);
@@ -244,14 +250,20 @@ bool UpdateMode(const shlo::Op& op, DType t, ScatterMode* mode) {
   if (b.ops.size() != 2) return false;
   const shlo::Op& f = b.ops[0];
   if (f.results.size() != 1 || f.results[0] != ret.operands[0] || f.operands.size() != 2) return false;
-  bool args = (f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0]);
+  bool args = (f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) ||
+              (f.operands[0] == b.args[1] && f.operands[1] == b.args[0]);
   if (!args) return false;
   bool boolean = t == DType::kBool;
-  if (f.name == "stablehlo.add" && !boolean) *mode = ScatterMode::kAdd;
-  else if (f.name == "stablehlo.multiply" && !boolean) *mode = ScatterMode::kMul;
-  else if (f.name == "stablehlo.minimum" && !boolean) *mode = ScatterMode::kMin;
-  else if (f.name == "stablehlo.maximum" && !boolean) *mode = ScatterMode::kMax;
-  else return false;
+  if (f.name == "stablehlo.add" && !boolean)
+    *mode = ScatterMode::kAdd;
+  else if (f.name == "stablehlo.multiply" && !boolean)
+    *mode = ScatterMode::kMul;
+  else if (f.name == "stablehlo.minimum" && !boolean)
+    *mode = ScatterMode::kMin;
+  else if (f.name == "stablehlo.maximum" && !boolean)
+    *mode = ScatterMode::kMax;
+  else
+    return false;
   return true;
 }
 
@@ -266,8 +278,8 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   const Shape os = cx.ShapeOf(operand);
   const Shape us = cx.ShapeOf(updates);
   size_t rank = os.size();
-  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()), inserted,
-                                   obd, ibd, sim, ivd));
+  JMP_RETURN_IF_ERROR(ValidateDims(cx, static_cast<int64_t>(rank), static_cast<int64_t>(cx.ShapeOf(indices).size()),
+                                   inserted, obd, ibd, sim, ivd));
   if (!DistinctInRange(uwd, static_cast<int64_t>(us.size()))) return cx.Unsupported("update_window_dims out of range");
   JMP_ASSIGN_OR_RETURN(Indices ix, NormalizeIndices(cx, indices, ivd, sim, obd, ibd));
   inserted.insert(inserted.end(), obd.begin(), obd.end());
@@ -287,7 +299,8 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
     if (!Contains(inserted, d)) window_operand_dims.push_back(d);
   if (window_operand_dims.size() != uwd.size()) return cx.Unsupported("scatter dimension numbers not understood");
   auto window_size = [&](int64_t od) {
-    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
+    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) -
+                                   window_operand_dims.begin());
     return j < uwd.size() ? us[static_cast<size_t>(uwd[j])] : int64_t{1};
   };
   for (size_t j = 0; j < uwd.size(); ++j)
@@ -350,7 +363,8 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
     if (!Contains(uwd, d)) scatter_update_dims.push_back(d);
   std::vector<int64_t> uperm = scatter_update_dims;
   auto uwd_of = [&](int64_t od) {
-    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) - window_operand_dims.begin());
+    size_t j = static_cast<size_t>(std::find(window_operand_dims.begin(), window_operand_dims.end(), od) -
+                                   window_operand_dims.begin());
     return uwd[j];
   };
   for (int64_t d : window_dims) uperm.push_back(uwd_of(d));
@@ -375,13 +389,18 @@ bool BoolScatterMode(const shlo::Op& op, ScatterMode* mode) {
   const shlo::Block& b = op.regions[0].blocks[0];
   if (b.args.size() != 2 || b.ops.size() != 2) return false;
   const shlo::Op& f = b.ops[0];
-  if (f.operands.size() != 2 || f.results.size() != 1 || b.ops[1].operands.size() != 1 || b.ops[1].operands[0] != f.results[0])
+  if (f.operands.size() != 2 || f.results.size() != 1 || b.ops[1].operands.size() != 1 ||
+      b.ops[1].operands[0] != f.results[0])
     return false;
-  if (!((f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) || (f.operands[0] == b.args[1] && f.operands[1] == b.args[0])))
+  if (!((f.operands[0] == b.args[0] && f.operands[1] == b.args[1]) ||
+        (f.operands[0] == b.args[1] && f.operands[1] == b.args[0])))
     return false;
-  if (f.name == "stablehlo.add" || f.name == "stablehlo.maximum" || f.name == "stablehlo.or") *mode = ScatterMode::kMax;
-  else if (f.name == "stablehlo.multiply" || f.name == "stablehlo.minimum" || f.name == "stablehlo.and") *mode = ScatterMode::kMin;
-  else return false;
+  if (f.name == "stablehlo.add" || f.name == "stablehlo.maximum" || f.name == "stablehlo.or")
+    *mode = ScatterMode::kMax;
+  else if (f.name == "stablehlo.multiply" || f.name == "stablehlo.minimum" || f.name == "stablehlo.and")
+    *mode = ScatterMode::kMin;
+  else
+    return false;
   return true;
 }
 
@@ -414,7 +433,8 @@ Status Scatter(LowerContext& cx) {
     return Status::Ok();
   }
   if (t == DType::kBool && BoolScatterMode(op, &mode)) {
-    JMP_ASSIGN_OR_RETURN(int y, EmitScatter(cx, cx.Cast(operand, DType::kI32), indices, cx.Cast(updates, DType::kI32), mode));
+    JMP_ASSIGN_OR_RETURN(int y,
+                         EmitScatter(cx, cx.Cast(operand, DType::kI32), indices, cx.Cast(updates, DType::kI32), mode));
     cx.Bind(0, cx.Cast(y, DType::kBool));
     return Status::Ok();
   }
@@ -429,7 +449,8 @@ Status Scatter(LowerContext& cx) {
   bool uses_update = BlockUses(body, body.args[1]);
   if ((!unique && uses_update) || !Flat(body)) return cx.Unsupported("scatter update computation not recognised");
   const Shape os = cx.ShapeOf(operand), us = cx.ShapeOf(updates);
-  JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1), ScatterMode::kAdd));
+  JMP_ASSIGN_OR_RETURN(int count, EmitScatter(cx, cx.Splat(DType::kI32, os, 0), indices, cx.Splat(DType::kI32, us, 1),
+                                              ScatterMode::kAdd));
   int64_t windows = 1;  // the most updates one element can receive
   {
     const std::vector<int64_t> uwd = Field(op, "update_window_dims");

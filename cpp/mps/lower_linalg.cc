@@ -3,8 +3,8 @@
 // solves one row (forward substitution) or factors one column (Cholesky-Crout), picking rows and
 // columns with GatherAlongAxis, forming the dot products with what is done so far with one MatMul and
 // writing the new row or column with a Select. n iterations; no dynamic shapes, nothing MPSGraph lacks.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -35,18 +35,20 @@ StatusOr<int> ForwardSubstitution(LowerContext& cx, int l, int b, bool unit_diag
   int x = cx.Splat(type, bshape, 0);
   // The body below runs in the loop's own graph: it may use only its carries `c` (value ids are
   // per graph), and types and shapes copied from outside.
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, bshape[rows], {l, b, x}, [&](int i, const std::vector<int>& c) {
-    int row = PickAlong(cx, c[0], i, rows);                                    // [..., 1, n]
-    int below = CoordinateIs(cx, OpKind::kLessThan, cx.ShapeOf(row), cols, i);
-    int known = cx.Select(below, row, cx.Splat(cx.DTypeOf(row), cx.ShapeOf(row), 0));
-    Shape one_row = bshape;
-    one_row[rows] = 1;
-    int sum = cx.Emit(OpKind::kMatMul, {known, c[2]}, type, one_row);  // [..., 1, m]
-    int xi = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[1], i, rows), sum);
-    if (!unit_diagonal) xi = cx.Binary(OpKind::kDivide, xi, cx.BroadcastTo(PickAlong(cx, row, i, cols), one_row));
-    int is_row_i = CoordinateIs(cx, OpKind::kEqual, bshape, rows, i);
-    return std::vector<int>{c[0], c[1], cx.Select(is_row_i, cx.BroadcastTo(xi, bshape), c[2])};
-  }));
+  JMP_ASSIGN_OR_RETURN(std::vector<int> done,
+                       CountedLoop(cx, bshape[rows], {l, b, x}, [&](int i, const std::vector<int>& c) {
+                         int row = PickAlong(cx, c[0], i, rows);  // [..., 1, n]
+                         int below = CoordinateIs(cx, OpKind::kLessThan, cx.ShapeOf(row), cols, i);
+                         int known = cx.Select(below, row, cx.Splat(cx.DTypeOf(row), cx.ShapeOf(row), 0));
+                         Shape one_row = bshape;
+                         one_row[rows] = 1;
+                         int sum = cx.Emit(OpKind::kMatMul, {known, c[2]}, type, one_row);  // [..., 1, m]
+                         int xi = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[1], i, rows), sum);
+                         if (!unit_diagonal)
+                           xi = cx.Binary(OpKind::kDivide, xi, cx.BroadcastTo(PickAlong(cx, row, i, cols), one_row));
+                         int is_row_i = CoordinateIs(cx, OpKind::kEqual, bshape, rows, i);
+                         return std::vector<int>{c[0], c[1], cx.Select(is_row_i, cx.BroadcastTo(xi, bshape), c[2])};
+                       }));
   return done[2];
 }
 
@@ -118,16 +120,19 @@ Status Cholesky(LowerContext& cx) {
   Shape column = shape;
   column[cols] = 1;
   int l = cx.Splat(ct, shape, 0);
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, shape[rows], {a, l}, [&](int j, const std::vector<int>& c) {
-    int lj = PickAlong(cx, c[1], j, rows);  // row j of L: zero from column j on
-    int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column);
-    int col = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[0], j, cols), products);
-    int diag = cx.BroadcastTo(cx.Unary(OpKind::kSquareRoot, PickAlong(cx, col, j, rows)), column);
-    int scaled = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), diag, cx.Binary(OpKind::kDivide, col, diag));
-    int kept = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), scaled, cx.Splat(ct, column, 0));
-    int is_col_j = CoordinateIs(cx, OpKind::kEqual, shape, cols, j);
-    return std::vector<int>{c[0], cx.Select(is_col_j, cx.BroadcastTo(kept, shape), c[1])};
-  }));
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<int> done, CountedLoop(cx, shape[rows], {a, l}, [&](int j, const std::vector<int>& c) {
+        int lj = PickAlong(cx, c[1], j, rows);  // row j of L: zero from column j on
+        int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column);
+        int col = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[0], j, cols), products);
+        int diag = cx.BroadcastTo(cx.Unary(OpKind::kSquareRoot, PickAlong(cx, col, j, rows)), column);
+        int scaled =
+            cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), diag, cx.Binary(OpKind::kDivide, col, diag));
+        int kept = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), scaled,
+                             cx.Splat(ct, column, 0));
+        int is_col_j = CoordinateIs(cx, OpKind::kEqual, shape, cols, j);
+        return std::vector<int>{c[0], cx.Select(is_col_j, cx.BroadcastTo(kept, shape), c[1])};
+      }));
   // A failed factorisation is NaN throughout, per matrix, as on XLA's CPU backend.
   int factor = done[1];
   int failed = AnyNaNPerMatrix(cx, factor);
@@ -152,8 +157,8 @@ int Reflect(LowerContext& cx, int x, int v, int tau) {
   Shape xs = cx.ShapeOf(x), row = xs;
   row[row.size() - 2] = 1;
   DType t = cx.DTypeOf(x);
-  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row);   // [..., 1, n]
-  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs);                 // [..., m, n]
+  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row);  // [..., 1, n]
+  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs);                // [..., m, n]
   return cx.Binary(OpKind::kSubtract, x, cx.Binary(OpKind::kMultiply, cx.BroadcastTo(tau, xs), outer));
 }
 
@@ -181,35 +186,40 @@ Status Qr(LowerContext& cx) {
   scalar[rows] = scalar[cols] = 1;
   tau_row.insert(tau_row.end() - 1, 1);  // [..., 1, k]
   int w = cx.Cast(a, ct);
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, k, {w, cx.Splat(ct, shape, 0), cx.Splat(ct, tau_row, 0)},
-      [&](int j, const std::vector<int>& c) {
-    // x: column j from row j down.
-    int col = PickAlong(cx, c[0], j, cols);
-    int x = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), col, cx.Splat(ct, column, 0));
-    int alpha = PickAlong(cx, x, j, rows);                                                   // [..., 1, 1]
-    int tail = cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), x, cx.Splat(ct, column, 0));
-    int tail_sq = SumOver(cx, cx.Binary(OpKind::kMultiply, tail, tail), {static_cast<int64_t>(rows)});
-    int norm = cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Binary(OpKind::kMultiply, alpha, alpha), tail_sq));
-    int negative = cx.Compare(OpKind::kLessThan, alpha, cx.Splat(ct, scalar, 0));
-    int beta = cx.Select(negative, norm, cx.Unary(OpKind::kNegative, norm));
-    int reduced = cx.Compare(OpKind::kEqual, tail_sq, cx.Splat(ct, scalar, 0));
-    int tau = cx.Select(reduced, cx.Splat(ct, scalar, 0),
-                        cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kSubtract, beta, alpha), beta));
-    int scale = cx.Select(reduced, cx.Splat(ct, scalar, 1), cx.Binary(OpKind::kSubtract, alpha, beta));
-    int v_tail = cx.Binary(OpKind::kDivide, tail, cx.BroadcastTo(scale, column));
-    int v = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), cx.Splat(ct, column, 1), v_tail);
-    int reflected = Reflect(cx, c[0], v, tau);
-    // Column j becomes exactly (.., beta, 0, ..): no rounding residue below the diagonal.
-    int new_col = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j),
-                            cx.BroadcastTo(cx.Select(reduced, alpha, beta), column), x);
-    new_col = cx.Select(CoordinateIs(cx, OpKind::kLessThan, column, rows, j), col,
-                        cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), cx.Splat(ct, column, 0), new_col));
-    int is_col_j = CoordinateIs(cx, OpKind::kEqual, shape, cols, j);
-    int next_w = cx.Select(is_col_j, cx.BroadcastTo(new_col, shape), reflected);
-    int next_v = cx.Select(is_col_j, cx.BroadcastTo(v_tail, shape), c[1]);
-    int next_tau = cx.Select(CoordinateIs(cx, OpKind::kEqual, tau_row, tau_row.size() - 1, j), cx.BroadcastTo(tau, tau_row), c[2]);
-    return std::vector<int>{next_w, next_v, next_tau};
-  }));
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<int> done,
+      CountedLoop(cx, k, {w, cx.Splat(ct, shape, 0), cx.Splat(ct, tau_row, 0)}, [&](int j, const std::vector<int>& c) {
+        // x: column j from row j down.
+        int col = PickAlong(cx, c[0], j, cols);
+        int x =
+            cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), col, cx.Splat(ct, column, 0));
+        int alpha = PickAlong(cx, x, j, rows);  // [..., 1, 1]
+        int tail = cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), x, cx.Splat(ct, column, 0));
+        int tail_sq = SumOver(cx, cx.Binary(OpKind::kMultiply, tail, tail), {static_cast<int64_t>(rows)});
+        int norm =
+            cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Binary(OpKind::kMultiply, alpha, alpha), tail_sq));
+        int negative = cx.Compare(OpKind::kLessThan, alpha, cx.Splat(ct, scalar, 0));
+        int beta = cx.Select(negative, norm, cx.Unary(OpKind::kNegative, norm));
+        int reduced = cx.Compare(OpKind::kEqual, tail_sq, cx.Splat(ct, scalar, 0));
+        int tau = cx.Select(reduced, cx.Splat(ct, scalar, 0),
+                            cx.Binary(OpKind::kDivide, cx.Binary(OpKind::kSubtract, beta, alpha), beta));
+        int scale = cx.Select(reduced, cx.Splat(ct, scalar, 1), cx.Binary(OpKind::kSubtract, alpha, beta));
+        int v_tail = cx.Binary(OpKind::kDivide, tail, cx.BroadcastTo(scale, column));
+        int v = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), cx.Splat(ct, column, 1), v_tail);
+        int reflected = Reflect(cx, c[0], v, tau);
+        // Column j becomes exactly (.., beta, 0, ..): no rounding residue below the diagonal.
+        int new_col = cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j),
+                                cx.BroadcastTo(cx.Select(reduced, alpha, beta), column), x);
+        new_col = cx.Select(
+            CoordinateIs(cx, OpKind::kLessThan, column, rows, j), col,
+            cx.Select(CoordinateIs(cx, OpKind::kGreaterThan, column, rows, j), cx.Splat(ct, column, 0), new_col));
+        int is_col_j = CoordinateIs(cx, OpKind::kEqual, shape, cols, j);
+        int next_w = cx.Select(is_col_j, cx.BroadcastTo(new_col, shape), reflected);
+        int next_v = cx.Select(is_col_j, cx.BroadcastTo(v_tail, shape), c[1]);
+        int next_tau = cx.Select(CoordinateIs(cx, OpKind::kEqual, tau_row, tau_row.size() - 1, j),
+                                 cx.BroadcastTo(tau, tau_row), c[2]);
+        return std::vector<int>{next_w, next_v, next_tau};
+      }));
   // R on and above the diagonal, the vectors below it.
   int above = cx.Compare(OpKind::kLessThanOrEqualTo, cx.Iota(shape, rows), cx.Iota(shape, cols));
   int factored = cx.Select(above, done[0], done[1]);
@@ -242,13 +252,13 @@ Status HouseholderProduct(LowerContext& cx) {
   scalar[rows] = scalar[cols] = 1;
   tau_row.insert(tau_row.end() - 1, 1);
   int tau_rows = cx.Reshape(cx.Cast(taus, ct), tau_row);
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, CountedLoop(cx, k, {cx.Cast(a, ct), tau_rows, eye},
-      [&](int i, const std::vector<int>& c) {
-    int j = cx.Binary(OpKind::kSubtract, cx.Scalar(DType::kI32, static_cast<double>(k - 1)), i);  // right to left
-    int v = HouseholderVector(cx, c[0], j, column);
-    int tau = cx.Reshape(PickAlong(cx, c[1], j, tau_row.size() - 1), scalar);
-    return std::vector<int>{c[0], c[1], Reflect(cx, c[2], v, tau)};
-  }));
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<int> done, CountedLoop(cx, k, {cx.Cast(a, ct), tau_rows, eye}, [&](int i, const std::vector<int>& c) {
+        int j = cx.Binary(OpKind::kSubtract, cx.Scalar(DType::kI32, static_cast<double>(k - 1)), i);  // right to left
+        int v = HouseholderVector(cx, c[0], j, column);
+        int tau = cx.Reshape(PickAlong(cx, c[1], j, tau_row.size() - 1), scalar);
+        return std::vector<int>{c[0], c[1], Reflect(cx, c[2], v, tau)};
+      }));
   cx.Bind(0, cx.Cast(done[2], t));
   return Status::Ok();
 }

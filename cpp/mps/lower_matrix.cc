@@ -55,13 +55,16 @@ StatusOr<std::vector<int>> WhileLoop(LowerContext& cx, const std::vector<int>& c
   std::vector<TensorType> types;
   for (int v : carries) types.push_back(cx.Type(v));
   std::vector<int> captures;
-  JMP_ASSIGN_OR_RETURN(Graph before, cx.BuildSubgraph(types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> {
-    return std::vector<int>{cond(p)};
-  }, &captures));
+  JMP_ASSIGN_OR_RETURN(
+      Graph before,
+      cx.BuildSubgraph(
+          types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> { return std::vector<int>{cond(p)}; },
+          &captures));
   if (!captures.empty()) return cx.Unsupported("loop condition captured outer values");
-  JMP_ASSIGN_OR_RETURN(Graph after, cx.BuildSubgraph(types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> {
-    return step(p);
-  }, &captures));
+  JMP_ASSIGN_OR_RETURN(
+      Graph after,
+      cx.BuildSubgraph(
+          types, [&](const std::vector<int>& p) -> StatusOr<std::vector<int>> { return step(p); }, &captures));
   if (!captures.empty()) return cx.Unsupported("loop body captured outer values");
   Op w = cx.NewOp(OpKind::kWhile, carries);
   w.subgraphs.push_back(std::move(before));
@@ -73,13 +76,18 @@ StatusOr<std::vector<int>> CountedLoop(LowerContext& cx, int64_t n, const std::v
                                        const CountedBody& body) {
   std::vector<int> init = {cx.Scalar(DType::kI32, 0)};
   init.insert(init.end(), carries.begin(), carries.end());
-  JMP_ASSIGN_OR_RETURN(std::vector<int> done, WhileLoop(cx, init,
-      [&](const std::vector<int>& c) { return cx.Compare(OpKind::kLessThan, c[0], cx.Scalar(DType::kI32, static_cast<double>(n))); },
-      [&](const std::vector<int>& c) -> StatusOr<std::vector<int>> {
-        JMP_ASSIGN_OR_RETURN(std::vector<int> next, body(c[0], std::vector<int>(c.begin() + 1, c.end())));
-        next.insert(next.begin(), cx.Binary(OpKind::kAdd, c[0], cx.Scalar(DType::kI32, 1)));
-        return next;
-      }));
+  JMP_ASSIGN_OR_RETURN(std::vector<int> done,
+                       WhileLoop(
+                           cx, init,
+                           [&](const std::vector<int>& c) {
+                             return cx.Compare(OpKind::kLessThan, c[0], cx.Scalar(DType::kI32, static_cast<double>(n)));
+                           },
+                           [&](const std::vector<int>& c) -> StatusOr<std::vector<int>> {
+                             JMP_ASSIGN_OR_RETURN(std::vector<int> next,
+                                                  body(c[0], std::vector<int>(c.begin() + 1, c.end())));
+                             next.insert(next.begin(), cx.Binary(OpKind::kAdd, c[0], cx.Scalar(DType::kI32, 1)));
+                             return next;
+                           }));
   return std::vector<int>(done.begin() + 1, done.end());
 }
 

@@ -14,8 +14,10 @@ StatusOr<WindowAttrs> ReadWindowAttrs(LowerContext& cx, size_t rank) {
   WindowAttrs w;
   auto get = [&](const char* name, std::vector<int64_t>* out, int64_t fill) -> Status {
     const shlo::Attr* a = cx.op().Find(name);
-    if (a && a->kind == shlo::Attr::Kind::kInts && !a->ints.empty()) *out = a->ints;
-    else out->assign(rank, fill);
+    if (a && a->kind == shlo::Attr::Kind::kInts && !a->ints.empty())
+      *out = a->ints;
+    else
+      out->assign(rank, fill);
     return Status::Ok();
   };
   JMP_RETURN_IF_ERROR(get("window_dimensions", &w.dims, 1));
@@ -32,8 +34,8 @@ StatusOr<WindowAttrs> ReadWindowAttrs(LowerContext& cx, size_t rank) {
     w.pad_low.push_back(padding[2 * d]);
     w.pad_high.push_back(padding[2 * d + 1]);
   }
-  if (!Reasonable(w.dims) || !Reasonable(w.strides) || !Reasonable(w.base_dilations) || !Reasonable(w.window_dilations) ||
-      !Reasonable(padding))
+  if (!Reasonable(w.dims) || !Reasonable(w.strides) || !Reasonable(w.base_dilations) ||
+      !Reasonable(w.window_dilations) || !Reasonable(padding))
     return cx.Unsupported("reduce_window attributes out of range");
   return w;
 }
@@ -58,7 +60,8 @@ namespace {
 // One window pass along dim d: out[i] = combine over j < k of x[i*stride + j*dilation], n outputs.
 // Small windows take one strided slice per tap; larger ones build doubled partial windows first
 // (P_2m[i] = P_m[i] + P_m[i + m*dilation]), so a window of k costs O(log k) ops, not O(k).
-int WindowPass(LowerContext& cx, int x, size_t d, int64_t k, int64_t dilation, int64_t stride, int64_t n, OpKind combine) {
+int WindowPass(LowerContext& cx, int x, size_t d, int64_t k, int64_t dilation, int64_t stride, int64_t n,
+               OpKind combine) {
   const Shape shape = cx.ShapeOf(x);
   auto tap = [&](int v, int64_t offset) {
     Shape starts(shape.size(), 0), ends = cx.ShapeOf(v), strides(shape.size(), 1);
@@ -141,11 +144,16 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   DType t = cx.DTypeOf(x);
   OpKind combine;
   bool boolean = t == DType::kBool;
-  if (monoid == "stablehlo.add") combine = boolean ? OpKind::kLogicalOr : OpKind::kAdd;
-  else if (monoid == "stablehlo.multiply") combine = boolean ? OpKind::kLogicalAnd : OpKind::kMultiply;
-  else if (monoid == "stablehlo.maximum") combine = boolean ? OpKind::kLogicalOr : OpKind::kMaximum;
-  else if (monoid == "stablehlo.minimum") combine = boolean ? OpKind::kLogicalAnd : OpKind::kMinimum;
-  else return cx.Unsupported("reduce_window body not recognised (" + monoid + ")");
+  if (monoid == "stablehlo.add")
+    combine = boolean ? OpKind::kLogicalOr : OpKind::kAdd;
+  else if (monoid == "stablehlo.multiply")
+    combine = boolean ? OpKind::kLogicalAnd : OpKind::kMultiply;
+  else if (monoid == "stablehlo.maximum")
+    combine = boolean ? OpKind::kLogicalOr : OpKind::kMaximum;
+  else if (monoid == "stablehlo.minimum")
+    combine = boolean ? OpKind::kLogicalAnd : OpKind::kMinimum;
+  else
+    return cx.Unsupported("reduce_window body not recognised (" + monoid + ")");
   const Shape out = cx.OutType(0).shape;
   if (out.size() != rank) return cx.Unsupported("reduce_window result rank");
   for (size_t d = 0; d < rank; ++d)
@@ -155,8 +163,10 @@ StatusOr<bool> TryLowerPooling(LowerContext& cx) {
   // XLA skips padded positions and combines the init value once per window, which StableHLO's
   // "pad with init" only matches when init is the identity. Then one pass per windowed dim: the
   // monoids are associative and commutative, so the window separates.
-  double identity_value = monoid == "stablehlo.add" ? 0 : monoid == "stablehlo.multiply" ? 1
-                          : monoid == "stablehlo.maximum" ? LowestValue(t) : HighestValue(t);
+  double identity_value = monoid == "stablehlo.add"        ? 0
+                          : monoid == "stablehlo.multiply" ? 1
+                          : monoid == "stablehlo.maximum"  ? LowestValue(t)
+                                                           : HighestValue(t);
   // Max pooling, and float32 sum pooling as average pooling times the window size, go to MPSGraph's
   // pooling calls when the window fits them and the init value is the monoid's identity.
   double init_splat;
@@ -231,8 +241,10 @@ StatusOr<int> PlaceByResidues(LowerContext& cx, const std::vector<int>& contribu
     }
     JMP_ASSIGN_OR_RETURN(int placed, PadGeneral(cx, contributions[i], zero, lo, hi, interior));
     auto it = sums.find(key);
-    if (it == sums.end()) sums[key] = placed;
-    else it->second = cx.Binary(OpKind::kAdd, it->second, placed);
+    if (it == sums.end())
+      sums[key] = placed;
+    else
+      it->second = cx.Binary(OpKind::kAdd, it->second, placed);
   }
   // Interleave, last dim first: residues r along dim d become [.., L_d, s_d, ..] -> [.., L_d * s_d, ..].
   // `level` maps the residue prefix (dims before d) to the tensor interleaved over dims >= d.
@@ -301,7 +313,8 @@ Status SelectAndScatter(LowerContext& cx) {
   DType t = cx.DTypeOf(x);
   if (!IsFloat(t) && !IsInteger(t)) return cx.Unsupported("select_and_scatter of this type");
   // The artifact's window must be well formed and match the source's shape before any indexing.
-  if (sshape.size() != rank || cx.DTypeOf(source) != t) return cx.Unsupported("select_and_scatter source does not match the operand");
+  if (sshape.size() != rank || cx.DTypeOf(source) != t)
+    return cx.Unsupported("select_and_scatter source does not match the operand");
   for (size_t d = 0; d < rank; ++d) {
     if (w.dims[d] < 1 || w.strides[d] < 1 || w.base_dilations[d] != 1 || w.window_dilations[d] != 1)
       return cx.Unsupported("select_and_scatter window dimensions and strides must be positive");
@@ -326,7 +339,8 @@ Status SelectAndScatter(LowerContext& cx) {
   Shape pshape = cx.ShapeOf(padded);
   int64_t positions = 1;
   for (size_t d = 0; d < rank && positions <= 4096; ++d) positions *= w.dims[d];
-  if (positions < 1 || positions > 4096) return cx.Unsupported("select_and_scatter with an empty window or one of more than 4096 elements");
+  if (positions < 1 || positions > 4096)
+    return cx.Unsupported("select_and_scatter with an empty window or one of more than 4096 elements");
   auto offset_of = [&](int64_t i) {
     std::vector<int64_t> off(rank);
     for (size_t d = rank; d-- > 0;) {
@@ -356,8 +370,9 @@ Status SelectAndScatter(LowerContext& cx) {
   int zero = cx.Scalar(t, 0);
   std::vector<int> contributions;
   for (int64_t i = 0; i < positions; ++i)
-    contributions.push_back(cx.Select(
-        cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))), source, cx.Splat(t, sshape, 0)));
+    contributions.push_back(
+        cx.Select(cx.Compare(OpKind::kEqual, pick, cx.Splat(DType::kI32, sshape, static_cast<double>(i))), source,
+                  cx.Splat(t, sshape, 0)));
   int64_t residues = 1;
   for (size_t d = 0; d < rank && residues <= 64; ++d) residues *= w.strides[d];  // stops before overflowing
   int acc = -1;
@@ -385,7 +400,8 @@ Status SelectAndScatter(LowerContext& cx) {
   }
   acc = cx.Slice(acc, starts, ends);
   double init_value;
-  if (!(cx.KnownSplat(init, &init_value) && init_value == 0)) acc = cx.Binary(OpKind::kAdd, acc, cx.BroadcastTo(init, shape));
+  if (!(cx.KnownSplat(init, &init_value) && init_value == 0))
+    acc = cx.Binary(OpKind::kAdd, acc, cx.BroadcastTo(init, shape));
   cx.Bind(0, acc);
   return Status::Ok();
 }

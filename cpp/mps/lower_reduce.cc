@@ -20,11 +20,14 @@ bool MonoidFor(const std::string& name, DType t, Monoid* m) {
   if (name == "stablehlo.add") {
     *m = b ? Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0} : Monoid{OpKind::kReductionSum, OpKind::kAdd, 0};
   } else if (name == "stablehlo.multiply") {
-    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1} : Monoid{OpKind::kReductionProduct, OpKind::kMultiply, 1};
+    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1}
+           : Monoid{OpKind::kReductionProduct, OpKind::kMultiply, 1};
   } else if (name == "stablehlo.maximum") {
-    *m = b ? Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0} : Monoid{OpKind::kReductionMaximum, OpKind::kMaximum, LowestValue(t)};
+    *m = b ? Monoid{OpKind::kReductionOr, OpKind::kLogicalOr, 0}
+           : Monoid{OpKind::kReductionMaximum, OpKind::kMaximum, LowestValue(t)};
   } else if (name == "stablehlo.minimum") {
-    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1} : Monoid{OpKind::kReductionMinimum, OpKind::kMinimum, HighestValue(t)};
+    *m = b ? Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1}
+           : Monoid{OpKind::kReductionMinimum, OpKind::kMinimum, HighestValue(t)};
   } else if (name == "stablehlo.and" && b) {
     *m = Monoid{OpKind::kReductionAnd, OpKind::kLogicalAnd, 1};
   } else if (name == "stablehlo.or" && b) {
@@ -111,7 +114,8 @@ Status Reduce(LowerContext& cx) {
     JMP_ASSIGN_OR_RETURN(inits[i], cx.In(n + i));
   }
   for (int64_t a : axes)
-    if (a < 0 || a >= static_cast<int64_t>(cx.ShapeOf(inputs[0]).size())) return cx.Unsupported("reduce dimension out of range");
+    if (a < 0 || a >= static_cast<int64_t>(cx.ShapeOf(inputs[0]).size()))
+      return cx.Unsupported("reduce dimension out of range");
 
   // Each result combined on its own by one elementwise op.
   bool independent = ret.operands.size() == n;
@@ -124,7 +128,8 @@ Status Reduce(LowerContext& cx) {
                   MonoidFor(p->name, cx.DTypeOf(inputs[i]), &monoids[i]);
   }
   if (independent) {
-    for (size_t i = 0; i < n; ++i) cx.Bind(i, ReduceWith(cx, inputs[i], inits[i], monoids[i], axes, cx.OutType(i).shape));
+    for (size_t i = 0; i < n; ++i)
+      cx.Bind(i, ReduceWith(cx, inputs[i], inits[i], monoids[i], axes, cx.OutType(i).shape));
     return Status::Ok();
   }
 

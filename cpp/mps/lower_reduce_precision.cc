@@ -14,10 +14,14 @@ Status ReducePrecision(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int64_t mantissa_bits, cx.IntAttr("mantissa_bits"));
   DType t = cx.DTypeOf(x);
   int width, exp_width, mant_width;
-  if (t == DType::kF32) width = 32, exp_width = 8, mant_width = 23;
-  else if (t == DType::kF16) width = 16, exp_width = 5, mant_width = 10;
-  else if (t == DType::kBF16) width = 16, exp_width = 8, mant_width = 7;
-  else return cx.Unsupported("reduce_precision needs a float16, bfloat16 or float32 operand");
+  if (t == DType::kF32)
+    width = 32, exp_width = 8, mant_width = 23;
+  else if (t == DType::kF16)
+    width = 16, exp_width = 5, mant_width = 10;
+  else if (t == DType::kBF16)
+    width = 16, exp_width = 8, mant_width = 7;
+  else
+    return cx.Unsupported("reduce_precision needs a float16, bfloat16 or float32 operand");
   if (exponent_bits < 1 || mantissa_bits < 0) return cx.Unsupported("reduce_precision with no exponent bits");
   if (mantissa_bits >= mant_width && exponent_bits >= exp_width) {  // x's own precision (jax.checkpoint)
     cx.Bind(0, x);
@@ -31,7 +35,8 @@ Status ReducePrecision(LowerContext& cx) {
     int drop = mant_width - static_cast<int>(mantissa_bits);
     uint64_t last_kept = uint64_t{1} << drop;
     // bias = (half an ulp of the kept bits) - 1 + the last kept bit: ties go to even.
-    int last_bit = cx.Binary(OpKind::kBitwiseAnd, cx.Binary(OpKind::kBitwiseRightShift, bits, k(static_cast<uint64_t>(drop))), k(1));
+    int last_bit = cx.Binary(OpKind::kBitwiseAnd,
+                             cx.Binary(OpKind::kBitwiseRightShift, bits, k(static_cast<uint64_t>(drop))), k(1));
     int bias = cx.Binary(OpKind::kAdd, last_bit, k((last_kept >> 1) - 1));
     uint64_t all = width == 32 ? 0xffffffffull : 0xffffull;
     bits = cx.Binary(OpKind::kBitwiseAnd, cx.Binary(OpKind::kAdd, bits, bias), k(all & ~(last_kept - 1)));
@@ -47,8 +52,8 @@ Status ReducePrecision(LowerContext& cx) {
     int sign = cx.Binary(OpKind::kBitwiseAnd, bits, k(sign_mask));
     int overflows = cx.Compare(OpKind::kGreaterThan, exponent, k(max_exponent));
     int underflows = cx.Compare(OpKind::kLessThanOrEqualTo, exponent, k(min_exponent));
-    bits = cx.Select(overflows, cx.Binary(OpKind::kBitwiseOr, sign, k(exponent_mask)),
-                     cx.Select(underflows, sign, bits));
+    bits =
+        cx.Select(overflows, cx.Binary(OpKind::kBitwiseOr, sign, k(exponent_mask)), cx.Select(underflows, sign, bits));
   }
   cx.Bind(0, cx.Select(Predicate(cx, OpKind::kIsNaN, x), x, cx.Reinterpret(bits, t)));
   return Status::Ok();

@@ -28,7 +28,7 @@ double DecodeScalar(DType dtype, const uint8_t* p) {
     case DType::kBF16: return BFloat16ToFloat(load(uint16_t{}));
     case DType::kF32: return load(float{});
     case DType::kF64: return load(double{});
-    case DType::kC64: return load(float{});   // real part; only identity checks use this
+    case DType::kC64: return load(float{});  // real part; only identity checks use this
     case DType::kC128: return load(double{});
   }
   return 0;
@@ -82,7 +82,8 @@ Status BroadcastInDim(LowerContext& cx) {
   x = cx.Transpose(x, order);
   Shape expanded(out.size(), 1);
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(out.size())) return cx.Unsupported("broadcast dimension out of range");
+    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(out.size()))
+      return cx.Unsupported("broadcast dimension out of range");
     expanded[static_cast<size_t>(dims[i])] = in[i];
   }
   x = cx.Reshape(x, expanded);
@@ -165,7 +166,8 @@ int PadEdges(LowerContext& cx, int x, const Shape& low, const Shape& high, int v
 StatusOr<int> PadGeneral(LowerContext& cx, int x, int value, const std::vector<int64_t>& low,
                          const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
   size_t rank = cx.ShapeOf(x).size();
-  if (low.size() != rank || high.size() != rank || interior.size() != rank) return cx.Unsupported("padding rank mismatch");
+  if (low.size() != rank || high.size() != rank || interior.size() != rank)
+    return cx.Unsupported("padding rank mismatch");
   if (!Reasonable(low) || !Reasonable(high) || !Reasonable(interior)) return cx.Unsupported("padding out of range");
   // Interior padding, one dim at a time: [.., n, ..] -> [.., n, 1, ..] -> pad to [.., n, 1+k, ..]
   // -> [.., n*(1+k), ..] -> drop the trailing k.

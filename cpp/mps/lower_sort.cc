@@ -96,7 +96,8 @@ class ComparatorMatcher {
         std::memcpy(&f, p, 4);
         return f;
       }
-      case DType::kF16: case DType::kBF16: {
+      case DType::kF16:
+      case DType::kBF16: {
         if (size < 2) return std::nullopt;
         uint16_t h;
         std::memcpy(&h, p, 2);
@@ -169,9 +170,12 @@ class ComparatorMatcher {
     key->compare_type = CompareType(*p);
     if (equal) return dir->s == "EQ";
     bool flipped = a.side == 1;
-    if (dir->s == "LT") key->descending = flipped;
-    else if (dir->s == "GT") key->descending = !flipped;
-    else return false;
+    if (dir->s == "LT")
+      key->descending = flipped;
+    else if (dir->s == "GT")
+      key->descending = !flipped;
+    else
+      return false;
     return true;
   }
 
@@ -220,7 +224,8 @@ int WidenKey(LowerContext& cx, int k) {
   DType t = cx.DTypeOf(k);
   if (t == DType::kU32) {
     const Shape shape = cx.ShapeOf(k);
-    return cx.Reinterpret(cx.Binary(OpKind::kBitwiseXor, k, cx.SplatBits(DType::kU32, shape, 0x80000000u)), DType::kI32);
+    return cx.Reinterpret(cx.Binary(OpKind::kBitwiseXor, k, cx.SplatBits(DType::kU32, shape, 0x80000000u)),
+                          DType::kI32);
   }
   if (BitWidth(t) < 32) return cx.Cast(k, DType::kI32);
   return k;
@@ -230,7 +235,8 @@ int WidenKey(LowerContext& cx, int k) {
 int NarrowKey(LowerContext& cx, int w, DType t) {
   if (t == DType::kU32) {
     const Shape shape = cx.ShapeOf(w);
-    return cx.Binary(OpKind::kBitwiseXor, cx.Reinterpret(w, DType::kU32), cx.SplatBits(DType::kU32, shape, 0x80000000u));
+    return cx.Binary(OpKind::kBitwiseXor, cx.Reinterpret(w, DType::kU32),
+                     cx.SplatBits(DType::kU32, shape, 0x80000000u));
   }
   return cx.Cast(w, t);
 }
@@ -290,8 +296,7 @@ Status Sort(LowerContext& cx) {
     JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
     inputs.push_back(v);
   }
-  if (inputs.empty() || body.ops.empty() || body.args.size() != 2 * inputs.size() ||
-      op.results.size() != inputs.size())
+  if (inputs.empty() || body.ops.empty() || body.args.size() != 2 * inputs.size() || op.results.size() != inputs.size())
     return cx.Unsupported("malformed sort");
   const Shape shape = cx.ShapeOf(inputs[0]);
   for (int v : inputs)

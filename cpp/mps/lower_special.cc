@@ -38,7 +38,8 @@ Status TopK(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   const Shape shape = cx.ShapeOf(x);
   DType t = cx.DTypeOf(x);
-  if (shape.empty() || k > shape.back() || t == DType::kBool || IsComplex(t)) return cx.Unsupported("top_k of this operand");
+  if (shape.empty() || k > shape.back() || t == DType::kBool || IsComplex(t))
+    return cx.Unsupported("top_k of this operand");
   int keys = IsFloat(t) ? TotalOrderKey(cx, x) : x;
   Shape out = shape;
   out.back() = k;

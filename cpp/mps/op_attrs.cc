@@ -95,16 +95,19 @@ Status CheckAttrs(const Op& op) {
       if (v->size() != n) return false;
     return true;
   };
-  if (is({K::kSort, K::kArgSort, K::kCumulativeSum, K::kCumulativeProduct, K::kCumulativeMaximum,
-          K::kCumulativeMinimum, K::kGatherAlongAxis, K::kScatterAlongAxis}) && op.axes.size() != 1)
+  if (is({K::kSort, K::kArgSort, K::kCumulativeSum, K::kCumulativeProduct, K::kCumulativeMaximum, K::kCumulativeMinimum,
+          K::kGatherAlongAxis, K::kScatterAlongAxis}) &&
+      op.axes.size() != 1)
     return Internal("needs one axis");
   if (is({K::kFFT, K::kRealToHermiteanFFT, K::kHermiteanToRealFFT}) && op.axes.empty()) return Internal("needs axes");
   if (is({K::kTopK}) && op.int_attr < 0) return Internal("negative k");
   if (is({K::kConv2D}) && (!sizes({&op.strides, &op.axes, &op.starts, &op.ends}, 2) || op.int_attr < 0))
     return Internal("needs two strides, dilations and paddings, and groups >= 0");
-  if (is({K::kMaxPool4D, K::kAvgPool4D, K::kMaxPool4DGradient}) && !sizes({&op.axes, &op.strides, &op.starts, &op.ends}, 4))
+  if (is({K::kMaxPool4D, K::kAvgPool4D, K::kMaxPool4DGradient}) &&
+      !sizes({&op.axes, &op.strides, &op.starts, &op.ends}, 4))
     return Internal("needs four windows, strides and paddings");
-  if (is({K::kScatterND, K::kScatterAlongAxis}) && (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
+  if (is({K::kScatterND, K::kScatterAlongAxis}) &&
+      (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
     return Internal("unknown scatter mode " + std::to_string(op.int_attr));
   return Status::Ok();
 }

@@ -29,21 +29,22 @@ Status CheckOp(const Graph& g, const Op& op) {
     return true;
   };
   switch (op.kind) {
-    case OpKind::kConstant:
-      return op.data.size() == out.ByteSize() ? Status::Ok() : Internal("constant size mismatch");
+    case OpKind::kConstant: return op.data.size() == out.ByteSize() ? Status::Ok() : Internal("constant size mismatch");
     case OpKind::kCoordinateAlongAxis:
       return AxesValid(op.axes, out.shape.size()) && !op.axes.empty() ? Status::Ok() : Internal("bad axis");
     case OpKind::kReshape:
       return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reshape size mismatch");
     case OpKind::kReinterpretCast:
-      return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reinterpret size mismatch");
+      return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok()
+                                                                  : Internal("reinterpret size mismatch");
     case OpKind::kCast:
       return need_inputs(1) && in(0).NumElements() == out.NumElements() ? Status::Ok() : Internal("cast size mismatch");
     case OpKind::kTranspose: {
       if (!need_inputs(1) || op.axes.size() != in(0).shape.size() || !AxesValid(op.axes, in(0).shape.size()))
         return Internal("bad permutation");
       for (size_t i = 0; i < op.axes.size(); ++i)
-        if (out.shape.at(i) != in(0).shape[static_cast<size_t>(op.axes[i])]) return Internal("transpose shape mismatch");
+        if (out.shape.at(i) != in(0).shape[static_cast<size_t>(op.axes[i])])
+          return Internal("transpose shape mismatch");
       return Status::Ok();
     }
     case OpKind::kBroadcast: {
@@ -60,7 +61,8 @@ Status CheckOp(const Graph& g, const Op& op) {
       for (size_t i = 0; i < r; ++i) {
         if (op.strides[i] <= 0 || op.starts[i] < 0 || op.ends[i] > in(0).shape[i] || op.starts[i] > op.ends[i])
           return Internal("slice out of bounds");
-        if (out.shape[i] != (op.ends[i] - op.starts[i] + op.strides[i] - 1) / op.strides[i]) return Internal("slice shape");
+        if (out.shape[i] != (op.ends[i] - op.starts[i] + op.strides[i] - 1) / op.strides[i])
+          return Internal("slice shape");
       }
       return Status::Ok();
     }
@@ -85,11 +87,17 @@ Status CheckOp(const Graph& g, const Op& op) {
       return total == out.shape[axis] ? Status::Ok() : Internal("concat size mismatch");
     }
     case OpKind::kReverse:
-      return need_inputs(1) && in(0).shape == out.shape && AxesValid(op.axes, out.shape.size()) ? Status::Ok()
-                                                                                                 : Internal("bad reverse");
-    case OpKind::kReductionSum: case OpKind::kReductionProduct: case OpKind::kReductionMaximum:
-    case OpKind::kReductionMinimum: case OpKind::kReductionAnd: case OpKind::kReductionOr:
-    case OpKind::kReductionArgMaximum: case OpKind::kReductionArgMinimum: {
+      return need_inputs(1) && in(0).shape == out.shape && AxesValid(op.axes, out.shape.size())
+                 ? Status::Ok()
+                 : Internal("bad reverse");
+    case OpKind::kReductionSum:
+    case OpKind::kReductionProduct:
+    case OpKind::kReductionMaximum:
+    case OpKind::kReductionMinimum:
+    case OpKind::kReductionAnd:
+    case OpKind::kReductionOr:
+    case OpKind::kReductionArgMaximum:
+    case OpKind::kReductionArgMinimum: {
       if (!need_inputs(1) || !AxesValid(op.axes, in(0).shape.size()) || out.shape.size() != in(0).shape.size())
         return Internal("bad reduction");
       for (size_t d = 0; d < out.shape.size(); ++d) {
@@ -99,23 +107,38 @@ Status CheckOp(const Graph& g, const Op& op) {
       }
       return Status::Ok();
     }
-    case OpKind::kSelect: case OpKind::kClamp:
-      return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
+    case OpKind::kSelect:
+    case OpKind::kClamp: return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
 #define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
 #define JMP_MPS_BINARY(name, macos, primary, secondary) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
-                                                                                     : Internal("operand shapes differ");
-    case OpKind::kMatMul: case OpKind::kFFT: case OpKind::kRealToHermiteanFFT: case OpKind::kHermiteanToRealFFT:
-    case OpKind::kSort: case OpKind::kArgSort: case OpKind::kTopK: case OpKind::kCumulativeSum:
-    case OpKind::kCumulativeProduct: case OpKind::kCumulativeMaximum: case OpKind::kCumulativeMinimum:
-    case OpKind::kGatherAlongAxis: case OpKind::kGatherND: case OpKind::kScatterND: case OpKind::kScatterAlongAxis:
-    case OpKind::kConv2D: case OpKind::kMaxPool4D: case OpKind::kAvgPool4D: case OpKind::kMaxPool4DGradient:
+                                                                                    : Internal("operand shapes differ");
+    case OpKind::kMatMul:
+    case OpKind::kFFT:
+    case OpKind::kRealToHermiteanFFT:
+    case OpKind::kHermiteanToRealFFT:
+    case OpKind::kSort:
+    case OpKind::kArgSort:
+    case OpKind::kTopK:
+    case OpKind::kCumulativeSum:
+    case OpKind::kCumulativeProduct:
+    case OpKind::kCumulativeMaximum:
+    case OpKind::kCumulativeMinimum:
+    case OpKind::kGatherAlongAxis:
+    case OpKind::kGatherND:
+    case OpKind::kScatterND:
+    case OpKind::kScatterAlongAxis:
+    case OpKind::kConv2D:
+    case OpKind::kMaxPool4D:
+    case OpKind::kAvgPool4D:
+    case OpKind::kMaxPool4DGradient:
       // Their kernels check their own shapes and indices; CheckAttrs their attributes' encoding.
       return op.inputs.empty() ? Internal("op without inputs") : Status::Ok();
-    case OpKind::kWhile: case OpKind::kIf:
+    case OpKind::kWhile:
+    case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));
       return op.subgraphs.size() == 2 ? Status::Ok() : Internal("control flow without two subgraphs");
   }

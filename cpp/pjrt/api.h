@@ -8,9 +8,9 @@
 #include "support/status.h"
 
 // A failed check of the caller's arguments. The message is built only on failure.
-#define JMP_REQUIRE(cond, message)                                  \
-  do {                                                              \
-    if (!(cond)) return ::jmp::InvalidArgument(message);            \
+#define JMP_REQUIRE(cond, message)                       \
+  do {                                                   \
+    if (!(cond)) return ::jmp::InvalidArgument(message); \
   } while (0)
 
 namespace jmp::pjrt {

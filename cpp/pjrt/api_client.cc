@@ -10,8 +10,7 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
   auto state = std::make_unique<ClientState>();
   state->executor = std::move(executor);
-  state->device_kind =
-      state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
+  state->device_kind = state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
   state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor)";
   auto* client = new PJRT_Client;
   client->state = std::move(state);

@@ -13,9 +13,9 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   const PJRT_Program* p = args->program;
   std::string_view format(p->format ? p->format : "", p->format ? p->format_size : 0);
   JMP_REQUIRE(p->code || !p->code_size, "PJRT_Client_Compile: program code is null");
-  JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
-                       CompileProgram(*args->client->state->executor, format,
-                                      reinterpret_cast<const uint8_t*>(p->code), p->code_size));
+  JMP_ASSIGN_OR_RETURN(
+      std::shared_ptr<CompiledProgram> program,
+      CompileProgram(*args->client->state->executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size));
   auto* loaded = new PJRT_LoadedExecutable;
   loaded->program = std::move(program);
   loaded->client = args->client;
@@ -181,9 +181,9 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
   const std::shared_ptr<CompiledProgram>& program = loaded->program;
   const size_t n = args->num_args, m = program->graph.outputs.size();
   JMP_RETURN_IF_ERROR(CheckArgumentCount(*program, n));
-  JMP_REQUIRE(m == 0 || (args->output_lists && args->output_lists[0]),
-              "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " + std::to_string(m) +
-                  " outputs");
+  JMP_REQUIRE(
+      m == 0 || (args->output_lists && args->output_lists[0]),
+      "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " + std::to_string(m) + " outputs");
 
   const PJRT_ExecuteOptions* options = args->options;
   const int64_t* non_donatable = nullptr;
@@ -203,8 +203,8 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
   PJRT_Client* client = loaded->client;
   std::vector<std::shared_ptr<BufferState>> outputs;
   std::shared_ptr<EventState> done;
-  JMP_RETURN_IF_ERROR(Execute(client->state->execution_context(), program, arguments, non_donatable,
-                              num_non_donatable, outputs, done));
+  JMP_RETURN_IF_ERROR(
+      Execute(client->state->execution_context(), program, arguments, non_donatable, num_non_donatable, outputs, done));
   for (size_t j = 0; j < m; ++j) args->output_lists[0][j] = NewHandle(std::move(outputs[j]), client);
   if (args->device_complete_events) args->device_complete_events[0] = new PJRT_Event{std::move(done)};
   return Status::Ok();

@@ -85,8 +85,7 @@ std::shared_ptr<BufferState> MakeBuffer(MemoryCounters& counters, DType dtype, s
   int64_t now = counters.bytes_in_use += static_cast<int64_t>(state->bytes);
   if (allocated) counters.num_allocs++;
   int64_t peak = counters.peak_bytes.load();
-  while (now > peak && !counters.peak_bytes.compare_exchange_weak(peak, now)) {
-  }
+  while (now > peak && !counters.peak_bytes.compare_exchange_weak(peak, now)) {}
   return state;
 }
 

@@ -30,11 +30,11 @@ struct BufferState {
   std::vector<int64_t> dims;
   std::vector<int64_t> minor_to_major;
   size_t bytes = 0;
-  std::shared_ptr<exec::DeviceMemory> memory;   // null once deleted or donated; counted in bytes_in_use while set
+  std::shared_ptr<exec::DeviceMemory> memory;  // null once deleted or donated; counted in bytes_in_use while set
   std::shared_ptr<EventState> ready = std::make_shared<EventState>();
   std::shared_ptr<ReadGate> reads = std::make_shared<ReadGate>();
   std::mutex mu;
-  bool deleted = false;                         // by PJRT_Buffer_Delete or by donation to an execution
+  bool deleted = false;  // by PJRT_Buffer_Delete or by donation to an execution
   int external_refs = 0;
   // Marks the buffer deleted and lets go of its memory (queued work keeps its own reference). Needs mu.
   void DeleteLocked();

@@ -13,8 +13,8 @@ struct Run {
   std::shared_ptr<CompiledProgram> program;
   std::vector<std::shared_ptr<exec::DeviceMemory>> inputs;
   std::vector<std::shared_ptr<exec::DeviceMemory>> outputs;
-  std::vector<std::shared_ptr<EventState>> waits;           // the arguments' ready events
-  std::vector<std::shared_ptr<ReadGate>> overwritten;       // donated inputs the run writes over
+  std::vector<std::shared_ptr<EventState>> waits;      // the arguments' ready events
+  std::vector<std::shared_ptr<ReadGate>> overwritten;  // donated inputs the run writes over
   std::vector<std::shared_ptr<BufferState>> results;
   std::shared_ptr<EventState> done;
 

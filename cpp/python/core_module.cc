@@ -43,8 +43,8 @@ std::string LowerArtifact(py::bytes data) {
 py::list OpKinds() {
   py::list kinds;
   for (jmp::mps::OpKind kind : jmp::mps::kAllOpKinds) {
-    kinds.append(py::make_tuple(std::string(jmp::mps::OpKindName(kind)),
-                                std::string(jmp::mps::OpKindSelector(kind)), jmp::mps::OpKindMacOS(kind)));
+    kinds.append(py::make_tuple(std::string(jmp::mps::OpKindName(kind)), std::string(jmp::mps::OpKindSelector(kind)),
+                                jmp::mps::OpKindMacOS(kind)));
   }
   return kinds;
 }

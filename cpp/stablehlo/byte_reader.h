@@ -27,7 +27,8 @@ class ByteReader {
   size_t offset() const { return static_cast<size_t>(pos_ - origin_); }
 
   Status Error(const std::string& message) const {
-    return InvalidArgument("malformed artifact: " + message + " (in " + what_ + " at byte " + std::to_string(offset()) + ")");
+    return InvalidArgument("malformed artifact: " + message + " (in " + what_ + " at byte " + std::to_string(offset()) +
+                           ")");
   }
 
   Status Byte(uint8_t* out) {
@@ -37,7 +38,8 @@ class ByteReader {
   }
 
   Status Bytes(size_t n, Span* out) {
-    if (n > remaining()) return Error("length " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");
+    if (n > remaining())
+      return Error("length " + std::to_string(n) + " exceeds the " + std::to_string(remaining()) + " bytes left");
     *out = Span{pos_, n};
     pos_ += n;
     return Status::Ok();

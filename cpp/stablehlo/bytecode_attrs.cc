@@ -12,9 +12,19 @@ constexpr int kMaxNesting = 200;
 
 // Builtin attribute codes (MLIR's BuiltinDialectBytecode): only what ops and locations use.
 enum BuiltinAttrCode {
-  kBArray = 0, kBDictionary = 1, kBString = 2, kBStringWithType = 3, kBFlatSymbolRef = 4, kBUnit = 7,
-  kBCallSiteLoc = 10, kBFileLineColLoc = 11, kBFusedLoc = 12, kBFusedLocWithMetadata = 13, kBNameLoc = 14,
-  kBUnknownLoc = 15, kBFileLineColRange = 22,
+  kBArray = 0,
+  kBDictionary = 1,
+  kBString = 2,
+  kBStringWithType = 3,
+  kBFlatSymbolRef = 4,
+  kBUnit = 7,
+  kBCallSiteLoc = 10,
+  kBFileLineColLoc = 11,
+  kBFusedLoc = 12,
+  kBFusedLocWithMetadata = 13,
+  kBNameLoc = 14,
+  kBUnknownLoc = 15,
+  kBFileLineColRange = 22,
 };
 
 // Marks a builtin dictionary entry not decoded yet (see DecodeBuiltinAttr).
@@ -99,7 +109,8 @@ StatusOr<const Attr*> AttrTypeTable::AttrAt(uint64_t index, int depth) {
     return InvalidArgument("malformed artifact: attribute index " + std::to_string(index) + " out of range");
   if (attrs_[index]) return attrs_[index].get();
   if (attr_busy_[index] || depth > kMaxNesting)
-    return InvalidArgument("malformed artifact: attribute " + std::to_string(index) + " refers to itself or nests too deeply");
+    return InvalidArgument("malformed artifact: attribute " + std::to_string(index) +
+                           " refers to itself or nests too deeply");
   const Entry& e = attr_entries_[index];
   ByteReader r(e.data, data_, "attribute " + std::to_string(index));
   auto attr = std::make_unique<Attr>();
@@ -130,7 +141,8 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
     return InvalidArgument("malformed artifact: type index " + std::to_string(index) + " out of range");
   if (types_[index]) return types_[index].get();
   if (type_busy_[index] || depth > kMaxNesting)
-    return InvalidArgument("malformed artifact: type " + std::to_string(index) + " refers to itself or nests too deeply");
+    return InvalidArgument("malformed artifact: type " + std::to_string(index) +
+                           " refers to itself or nests too deeply");
   const Entry& e = type_entries_[index];
   ByteReader r(e.data, data_, "type " + std::to_string(index));
   auto type = std::make_unique<Type>();
@@ -141,7 +153,8 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
   } else {
     type->kind = Type::Kind::kOther;
     type->other = e.custom ? "type of dialect " + names_.DialectName(e.dialect)
-                           : std::string(reinterpret_cast<const char*>(e.data.data), strnlen(reinterpret_cast<const char*>(e.data.data), e.data.size));
+                           : std::string(reinterpret_cast<const char*>(e.data.data),
+                                         strnlen(reinterpret_cast<const char*>(e.data.data), e.data.size));
   }
   type_busy_[index] = 0;
   JMP_RETURN_IF_ERROR(status);
@@ -189,9 +202,7 @@ Status AttrTypeTable::DecodeBuiltinAttr(ByteReader& r, Attr* out, int depth) {
       }
       return Status::Ok();
     }
-    case kBUnit:
-      out->kind = Attr::Kind::kUnit;
-      return Status::Ok();
+    case kBUnit: out->kind = Attr::Kind::kUnit; return Status::Ok();
     case kBArray: {
       uint64_t n;
       JMP_RETURN_IF_ERROR(r.Count(&n));
@@ -237,9 +248,7 @@ std::string AttrTypeTable::Location(uint64_t index, int depth) {
   uint64_t a = 0, b = 0;
   switch (code) {
     case kBFileLineColLoc:
-    case kBFileLineColRange:
-      result = file_line_col();
-      break;
+    case kBFileLineColRange: result = file_line_col(); break;
     case kBNameLoc:  // name, child
       if (r.VarInt(&a).ok() && r.VarInt(&b).ok()) result = Location(b, depth + 1);
       break;
@@ -257,8 +266,7 @@ std::string AttrTypeTable::Location(uint64_t index, int depth) {
           if (r.VarInt(&a).ok()) result = Location(a, depth + 1);
       break;
     }
-    default:
-      break;
+    default: break;
   }
   locations_[index] = result;
   return result;

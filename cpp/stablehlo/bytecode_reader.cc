@@ -10,8 +10,8 @@ namespace jmp::shlo {
 // Value numbering of one isolated-from-above scope (MLIR's ValueScope): regions push a range of
 // slots; operands index the whole vector.
 struct ValueScope {
-  std::vector<int> values;        // slot -> our value id, -1 until touched
-  std::vector<size_t> next_ids;   // per open region: the next slot to define
+  std::vector<int> values;       // slot -> our value id, -1 until touched
+  std::vector<size_t> next_ids;  // per open region: the next slot to define
 };
 
 namespace {
@@ -26,8 +26,18 @@ constexpr uint64_t kNewestBytecodeVersion = 6;
 
 constexpr int kMaxNesting = 200;
 
-enum SectionId : uint8_t { kString = 0, kDialect = 1, kAttrType = 2, kAttrTypeOffset = 3, kIR = 4,
-                           kResource = 5, kResourceOffset = 6, kDialectVersions = 7, kProperties = 8, kNumSections = 9 };
+enum SectionId : uint8_t {
+  kString = 0,
+  kDialect = 1,
+  kAttrType = 2,
+  kAttrTypeOffset = 3,
+  kIR = 4,
+  kResource = 5,
+  kResourceOffset = 6,
+  kDialectVersions = 7,
+  kProperties = 8,
+  kNumSections = 9
+};
 
 int NewValue(Func* func, const Type& type) {
   func->value_types.push_back(type);
@@ -165,7 +175,8 @@ Status BytecodeReader::DefineValues(ByteReader& r, ValueScope& scope, size_t n, 
                                     std::vector<int>* ids, Func* func) {
   if (scope.next_ids.empty()) return r.Error("values defined outside any region");
   size_t& next = scope.next_ids.back();
-  if (n > scope.values.size() || next > scope.values.size() - n) return r.Error("value index outside its region's range");
+  if (n > scope.values.size() || next > scope.values.size() - n)
+    return r.Error("value index outside its region's range");
   for (size_t i = 0; i < n; ++i, ++next) {
     int& slot = scope.values[next];
     if (slot < 0) {
@@ -181,7 +192,8 @@ Status BytecodeReader::DefineValues(ByteReader& r, ValueScope& scope, size_t n, 
 StatusOr<int> BytecodeReader::Operand(ByteReader& r, ValueScope& scope, Func* func) {
   uint64_t index;
   JMP_RETURN_IF_ERROR(r.VarInt(&index));
-  if (index >= scope.values.size()) return r.Error("operand refers to value " + std::to_string(index) + " out of range");
+  if (index >= scope.values.size())
+    return r.Error("operand refers to value " + std::to_string(index) + " out of range");
   int& slot = scope.values[index];
   if (slot < 0) slot = NewValue(func, Type{});  // forward reference
   return slot;

@@ -25,15 +25,15 @@ struct OpPlace {
 
 // One op as the bytecode holds it, up to its regions; its results are already defined in place.func.
 struct EncodedOp {
-  std::string_view dialect;      // "vhlo", "builtin", "sdy"
-  std::string_view name;         // "add_v1"
-  std::string full_name;         // "vhlo.add_v1"
-  bool registered = true;        // false for an op its dialect did not know when writing
-  size_t offset = 0;             // of its first byte in the artifact
+  std::string_view dialect;  // "vhlo", "builtin", "sdy"
+  std::string_view name;     // "add_v1"
+  std::string full_name;     // "vhlo.add_v1"
+  bool registered = true;    // false for an op its dialect did not know when writing
+  size_t offset = 0;         // of its first byte in the artifact
   OpPlace place;
-  AttrMap attrs;                 // the dictionary entries the sink kept, then the properties it named
-  std::string location;          // "file.py:12:3", or ""
-  std::vector<int> operands;     // value ids in place.func
+  AttrMap attrs;              // the dictionary entries the sink kept, then the properties it named
+  std::string location;       // "file.py:12:3", or ""
+  std::vector<int> operands;  // value ids in place.func
   std::vector<int> results;
 };
 
@@ -51,9 +51,14 @@ class RegionReader {
 
  private:
   friend class BytecodeReader;
-  RegionReader(BytecodeReader& reader, ByteReader& r, ValueScope& scope, std::string op_name, int depth,
-               uint64_t count, bool isolated)
-      : reader_(reader), r_(r), scope_(scope), op_name_(std::move(op_name)), depth_(depth), count_(count),
+  RegionReader(BytecodeReader& reader, ByteReader& r, ValueScope& scope, std::string op_name, int depth, uint64_t count,
+               bool isolated)
+      : reader_(reader),
+        r_(r),
+        scope_(scope),
+        op_name_(std::move(op_name)),
+        depth_(depth),
+        count_(count),
         isolated_(isolated) {}
 
   BytecodeReader& reader_;
@@ -108,8 +113,8 @@ class BytecodeReader {
   Status ReadBlockOps(ByteReader& r, ValueScope& scope, uint64_t num_ops, const OpPlace& place, int depth);
   Status ReadRegion(ByteReader& r, ValueScope& scope, Region* region, Func* func, int depth, bool func_body);
   Status ReadBlockHeader(ByteReader& r, ValueScope& scope, uint64_t* num_ops, Block* block, Func* func);
-  Status DefineValues(ByteReader& r, ValueScope& scope, size_t n, const std::vector<Type>& types,
-                      std::vector<int>* ids, Func* func);
+  Status DefineValues(ByteReader& r, ValueScope& scope, size_t n, const std::vector<Type>& types, std::vector<int>* ids,
+                      Func* func);
   StatusOr<int> Operand(ByteReader& r, ValueScope& scope, Func* func);
   Status SkipUseListOrders(ByteReader& r, uint64_t range_size);
   Status ReadOp(ByteReader& r, ValueScope& scope, const OpPlace& place, int depth);
@@ -118,14 +123,14 @@ class BytecodeReader {
   size_t size_;
   uint64_t version_ = 0;
   std::string_view producer_;
-  Span section_table_;          // what follows the header
+  Span section_table_;  // what follows the header
   Span ir_;
   BytecodeNames names_;
   AttrTypeTable attrs_;
   std::vector<OpName> op_names_;
   Span props_;
   std::vector<size_t> props_offsets_;
-  OpSink* sink_ = nullptr;      // during ReadIR
+  OpSink* sink_ = nullptr;  // during ReadIR
 };
 
 }  // namespace jmp::shlo

@@ -15,10 +15,10 @@ namespace jmp::shlo {
 struct Type {
   enum class Kind : uint8_t { kTensor, kTuple, kToken, kOther };
   Kind kind = Kind::kTensor;
-  DType dtype = DType::kF32;     // kTensor
-  std::vector<int64_t> shape;    // kTensor: static dims (a dynamic dim is rejected by the reader)
-  std::vector<Type> elements;    // kTuple
-  std::string other;             // kOther: its VHLO name, for error messages
+  DType dtype = DType::kF32;   // kTensor
+  std::vector<int64_t> shape;  // kTensor: static dims (a dynamic dim is rejected by the reader)
+  std::vector<Type> elements;  // kTuple
+  std::string other;           // kOther: its VHLO name, for error messages
 
   int64_t NumElements() const;
   std::string ToString() const;  // "tensor<2x3xf32>", "tuple<...>", "!stablehlo.token"
@@ -32,19 +32,31 @@ using AttrMap = std::map<std::string, Attr>;
 // integers, dense array); dense element constants (`value` of stablehlo.constant) stay kTensor.
 struct Attr {
   enum class Kind : uint8_t {
-    kUnit, kBool, kInt, kFloat, kString, kSymbol, kEnum, kType, kInts, kTensor, kArray, kDict,
+    kUnit,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kSymbol,
+    kEnum,
+    kType,
+    kInts,
+    kTensor,
+    kArray,
+    kDict,
   };
   Kind kind = Kind::kUnit;
-  bool b = false;                // kBool
-  int64_t i = 0;                 // kInt; kEnum: the enum's numeric value
-  double f = 0;                  // kFloat
-  std::string s;                 // kString; kSymbol: the name without '@'; kEnum: StableHLO spelling ("LT", "TOTALORDER", "RFFT")
-  std::vector<int64_t> ints;     // kInts
-  Type type;                     // kType; kTensor: the tensor's type; kInt/kFloat: the element type
-  std::vector<uint8_t> data;     // kTensor: little-endian elements, i1 one byte per element (0/1), every element present (splats expanded)
-  std::vector<Attr> array;       // kArray
-  AttrMap dict;                  // kDict; also the fields of structured attributes such as
-                                 // dot_dimension_numbers { lhs_batching_dimensions: kInts, ... }
+  bool b = false;  // kBool
+  int64_t i = 0;   // kInt; kEnum: the enum's numeric value
+  double f = 0;    // kFloat
+  std::string s;   // kString; kSymbol: the name without '@'; kEnum: StableHLO spelling ("LT", "TOTALORDER", "RFFT")
+  std::vector<int64_t> ints;  // kInts
+  Type type;                  // kType; kTensor: the tensor's type; kInt/kFloat: the element type
+  std::vector<uint8_t>
+      data;  // kTensor: little-endian elements, i1 one byte per element (0/1), every element present (splats expanded)
+  std::vector<Attr> array;  // kArray
+  AttrMap dict;             // kDict; also the fields of structured attributes such as
+                            // dot_dimension_numbers { lhs_batching_dimensions: kInts, ... }
 
   std::string ToString() const;
 };
@@ -52,18 +64,18 @@ struct Attr {
 struct Region;
 
 struct Op {
-  std::string name;              // "stablehlo.add", "stablehlo.return", "func.return", "func.call"
-  std::vector<int> operands;     // value ids
-  std::vector<int> results;      // value ids
-  AttrMap attrs;                 // inherent and kept discardable attributes, by name
+  std::string name;           // "stablehlo.add", "stablehlo.return", "func.return", "func.call"
+  std::vector<int> operands;  // value ids
+  std::vector<int> results;   // value ids
+  AttrMap attrs;              // inherent and kept discardable attributes, by name
   std::vector<Region> regions;
-  std::string location;          // "file.py:12:3" when the artifact says so, else ""
+  std::string location;  // "file.py:12:3" when the artifact says so, else ""
 
   const Attr* Find(const std::string& attr_name) const;
 };
 
 struct Block {
-  std::vector<int> args;         // value ids
+  std::vector<int> args;  // value ids
   std::vector<Op> ops;
 };
 
@@ -87,8 +99,8 @@ struct Func {
 };
 
 struct Module {
-  std::string producer;          // "StableHLO_v1.9.0"
-  int version[3] = {0, 0, 0};    // from the producer string
+  std::string producer;        // "StableHLO_v1.9.0"
+  int version[3] = {0, 0, 0};  // from the producer string
   std::vector<Func> funcs;
 
   const Func* FindFunc(const std::string& name) const;  // "main" is the entry point

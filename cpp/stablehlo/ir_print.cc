@@ -88,11 +88,12 @@ StatusOr<Donation> DonationOf(const Func& main) {
         return InvalidArgument(arg + ": tf.aliasing_output is not an integer but " + it->second.ToString());
       int64_t out = it->second.i;
       if (out < 0 || static_cast<size_t>(out) >= main.result_types.size())
-        return InvalidArgument(arg + ": tf.aliasing_output = " + std::to_string(out) + " names no result (@" + main.name +
-                               " has " + std::to_string(main.result_types.size()) + ")");
+        return InvalidArgument(arg + ": tf.aliasing_output = " + std::to_string(out) + " names no result (@" +
+                               main.name + " has " + std::to_string(main.result_types.size()) + ")");
       const Type& at = main.arg_types[i];
       const Type& rt = main.result_types[static_cast<size_t>(out)];
-      if (at.kind != Type::Kind::kTensor || rt.kind != Type::Kind::kTensor || at.dtype != rt.dtype || at.shape != rt.shape)
+      if (at.kind != Type::Kind::kTensor || rt.kind != Type::Kind::kTensor || at.dtype != rt.dtype ||
+          at.shape != rt.shape)
         return InvalidArgument(arg + " of type " + at.ToString() + " is aliased to result " + std::to_string(out) +
                                " of type " + rt.ToString());
       if (aliased_by[static_cast<size_t>(out)] >= 0)
@@ -157,7 +158,8 @@ void PrintRegion(std::ostream& os, const Func& f, const Region& region, int inde
     const Block& block = region.blocks[b];
     os << pad << "^bb" << b << '(';
     for (size_t i = 0; i < block.args.size(); ++i)
-      os << (i ? ", " : "") << '%' << block.args[i] << ": " << f.value_types[static_cast<size_t>(block.args[i])].ToString();
+      os << (i ? ", " : "") << '%' << block.args[i] << ": "
+         << f.value_types[static_cast<size_t>(block.args[i])].ToString();
     os << "):\n";
     for (const Op& op : block.ops) PrintOp(os, f, op, indent + 2);
   }

@@ -15,15 +15,48 @@ constexpr size_t kMaxConstantBytes = size_t{1} << 31;
 
 // VHLO attribute and type codes (StableHLO's VhloBytecode.cpp).
 enum VhloAttrCode {
-  kArrayV1 = 1, kBooleanV1 = 2, kComparisonDirectionV1 = 3, kComparisonTypeV1 = 4, kCustomCallApiVersionV1 = 5,
-  kDictionaryV1 = 6, kFftTypeV1 = 7, kFloatV1 = 8, kIntegerV1 = 9, kOutputOperandAliasV1 = 10, kPrecisionV1 = 11,
-  kRngAlgorithmV1 = 12, kRngDistributionV1 = 13, kStringV1 = 14, kTensorV1 = 15, kTransposeV1 = 16, kTypeV1 = 17,
-  kTypeExtensionsV1 = 18, kResultAccuracyModeV1 = 19, kResultAccuracyV1 = 20,
+  kArrayV1 = 1,
+  kBooleanV1 = 2,
+  kComparisonDirectionV1 = 3,
+  kComparisonTypeV1 = 4,
+  kCustomCallApiVersionV1 = 5,
+  kDictionaryV1 = 6,
+  kFftTypeV1 = 7,
+  kFloatV1 = 8,
+  kIntegerV1 = 9,
+  kOutputOperandAliasV1 = 10,
+  kPrecisionV1 = 11,
+  kRngAlgorithmV1 = 12,
+  kRngDistributionV1 = 13,
+  kStringV1 = 14,
+  kTensorV1 = 15,
+  kTransposeV1 = 16,
+  kTypeV1 = 17,
+  kTypeExtensionsV1 = 18,
+  kResultAccuracyModeV1 = 19,
+  kResultAccuracyV1 = 20,
 };
 enum VhloTypeCode {
-  kBooleanT = 0, kComplexT = 1, kBF16T = 2, kF16T = 3, kF32T = 4, kF64T = 5, kFunctionT = 8, kIndexT = 9,
-  kSI8T = 11, kSI16T = 12, kSI32T = 13, kSI64T = 14, kUI8T = 16, kUI16T = 17, kUI32T = 18, kUI64T = 19,
-  kRankedTensorT = 20, kRankedTensorWithEncodingT = 21, kTokenT = 22, kTupleT = 23,
+  kBooleanT = 0,
+  kComplexT = 1,
+  kBF16T = 2,
+  kF16T = 3,
+  kF32T = 4,
+  kF64T = 5,
+  kFunctionT = 8,
+  kIndexT = 9,
+  kSI8T = 11,
+  kSI16T = 12,
+  kSI32T = 13,
+  kSI64T = 14,
+  kUI8T = 16,
+  kUI16T = 17,
+  kUI32T = 18,
+  kUI64T = 19,
+  kRankedTensorT = 20,
+  kRankedTensorWithEncodingT = 21,
+  kTokenT = 22,
+  kTupleT = 23,
 };
 
 const char* const kComparisonDirections[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
@@ -77,7 +110,8 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
     case kUI64T: return scalar(DType::kU64);
     case kComplexT: {
       JMP_ASSIGN_OR_RETURN(const Type* element, table.ReadTypeRef(r, depth));
-      if (element->kind != Type::Kind::kTensor || !element->shape.empty()) return r.Error("complex of a non-scalar type");
+      if (element->kind != Type::Kind::kTensor || !element->shape.empty())
+        return r.Error("complex of a non-scalar type");
       if (element->dtype == DType::kF32) return scalar(DType::kC64);
       if (element->dtype == DType::kF64) return scalar(DType::kC128);
       out->kind = Type::Kind::kOther;
@@ -109,9 +143,7 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
       if (out->NumElements() < 0) return r.Error("tensor size overflows");
       return Status::Ok();
     }
-    case kTokenT:
-      out->kind = Type::Kind::kToken;
-      return Status::Ok();
+    case kTokenT: out->kind = Type::Kind::kToken; return Status::Ok();
     case kTupleT: {
       uint64_t n;
       JMP_RETURN_IF_ERROR(r.Count(&n));
@@ -218,9 +250,12 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
         uint32_t f32 = t->dtype == DType::kBF16 ? b << 16 : 0;
         if (t->dtype == DType::kF16) {  // widen IEEE half
           uint32_t sign = (b & 0x8000u) << 16, exp = (b >> 10) & 0x1f, mant = b & 0x3ff;
-          if (exp == 0x1f) f32 = sign | 0x7f800000u | (mant << 13);
-          else if (exp == 0) f32 = 0, out->f = (sign ? -1.0 : 1.0) * std::ldexp(static_cast<double>(mant), -24);
-          else f32 = sign | ((exp + 112) << 23) | (mant << 13);
+          if (exp == 0x1f)
+            f32 = sign | 0x7f800000u | (mant << 13);
+          else if (exp == 0)
+            f32 = 0, out->f = (sign ? -1.0 : 1.0) * std::ldexp(static_cast<double>(mant), -24);
+          else
+            f32 = sign | ((exp + 112) << 23) | (mant << 13);
           if (exp == 0) return Status::Ok();
         }
         float f;

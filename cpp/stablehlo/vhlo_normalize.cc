@@ -27,10 +27,11 @@ Status ReadProducer(std::string_view producer, Module* module) {
       return false;
     };
     if (older(v, kOldestVersion) || newer(v, kNewestVersion))
-      return InvalidArgument("StableHLO version " + module->producer.substr(11) + " is outside what this plugin reads (" +
-                             std::to_string(kOldestVersion[0]) + "." + std::to_string(kOldestVersion[1]) + "." +
-                             std::to_string(kOldestVersion[2]) + " to " + std::to_string(kNewestVersion[0]) + "." +
-                             std::to_string(kNewestVersion[1]) + "." + std::to_string(kNewestVersion[2]) + ")");
+      return InvalidArgument("StableHLO version " + module->producer.substr(11) +
+                             " is outside what this plugin reads (" + std::to_string(kOldestVersion[0]) + "." +
+                             std::to_string(kOldestVersion[1]) + "." + std::to_string(kOldestVersion[2]) + " to " +
+                             std::to_string(kNewestVersion[0]) + "." + std::to_string(kNewestVersion[1]) + "." +
+                             std::to_string(kNewestVersion[2]) + ")");
   } else {
     return InvalidArgument("not a StableHLO portable artifact: producer is '" + module->producer + "'");
   }
@@ -74,8 +75,9 @@ Status VhloNormalizer::FinishFunc(const AttrMap& attrs, Func* func, const std::s
     // An empty array reads as an empty integer list.
     if (list.kind == Attr::Kind::kInts && list.ints.empty()) return Status::Ok();
     if (list.kind != Attr::Kind::kArray || list.array.size() != count)
-      return InvalidArgument("malformed artifact: " + std::string(key) + " of @" + func->name + " is not one dictionary per " +
-                             (out == &func->arg_attrs ? "argument" : "result") + " (" + where + ")");
+      return InvalidArgument("malformed artifact: " + std::string(key) + " of @" + func->name +
+                             " is not one dictionary per " + (out == &func->arg_attrs ? "argument" : "result") + " (" +
+                             where + ")");
     for (size_t i = 0; i < count; ++i) {
       const Attr& dict = list.array[i];
       if (dict.kind != Attr::Kind::kDict)
@@ -123,9 +125,12 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
     const VhloOpInfo* info = FindVhloOp(e.name);
     if (!info) return Unimplemented("unsupported op '" + full + "' (a VHLO op newer than this reader)");
     std::string base(info->base_name);
-    if (base == "return") op.name = e.place.func_body ? "func.return" : "stablehlo.return";
-    else if (base == "call") op.name = "func.call";
-    else op.name = "stablehlo." + base;
+    if (base == "return")
+      op.name = e.place.func_body ? "func.return" : "stablehlo.return";
+    else if (base == "call")
+      op.name = "func.call";
+    else
+      op.name = "stablehlo." + base;
   } else {
     op.name = full;
   }
@@ -138,10 +143,18 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
       size_t width = ByteSize(value.type.dtype);
       for (size_t i = 0; i + width <= value.data.size(); i += width) {
         int64_t v = 0;
-        if (width == 8) std::memcpy(&v, &value.data[i], 8);
-        else if (width == 4) { int32_t x; std::memcpy(&x, &value.data[i], 4); v = x; }
-        else if (width == 2) { int16_t x; std::memcpy(&x, &value.data[i], 2); v = x; }
-        else v = value.data[i];
+        if (width == 8)
+          std::memcpy(&v, &value.data[i], 8);
+        else if (width == 4) {
+          int32_t x;
+          std::memcpy(&x, &value.data[i], 4);
+          v = x;
+        } else if (width == 2) {
+          int16_t x;
+          std::memcpy(&x, &value.data[i], 2);
+          v = x;
+        } else
+          v = value.data[i];
         ints.ints.push_back(v);
       }
       value = ints;

@@ -8,9 +8,9 @@
 namespace jmp::shlo {
 
 struct VhloOpInfo {
-  std::string_view vhlo_name;               // "dot_general_v2"
-  std::string_view base_name;               // "dot_general"
-  std::vector<std::string_view> attr_names; // sorted
+  std::string_view vhlo_name;                // "dot_general_v2"
+  std::string_view base_name;                // "dot_general"
+  std::vector<std::string_view> attr_names;  // sorted
 };
 
 const VhloOpInfo* FindVhloOp(std::string_view vhlo_name);

@@ -10,22 +10,42 @@ namespace jmp {
 // kF64 and kC128 exist so the reader can name them in errors; MPSGraph has neither.
 enum class DType : uint8_t {
   kBool,
-  kI8, kI16, kI32, kI64,
-  kU8, kU16, kU32, kU64,
-  kF16, kBF16, kF32, kF64,
-  kC64, kC128,
+  kI8,
+  kI16,
+  kI32,
+  kI64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kC64,
+  kC128,
 };
 
-inline constexpr DType kAllDTypes[] = {
-    DType::kBool, DType::kI8,  DType::kI16,  DType::kI32, DType::kI64, DType::kU8,  DType::kU16, DType::kU32,
-    DType::kU64,  DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128};
+inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
+                                       DType::kU8,   DType::kU16, DType::kU32, DType::kU64, DType::kF16,
+                                       DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128};
 
 constexpr size_t ByteSize(DType t) {
   switch (t) {
-    case DType::kBool: case DType::kI8: case DType::kU8: return 1;
-    case DType::kI16: case DType::kU16: case DType::kF16: case DType::kBF16: return 2;
-    case DType::kI32: case DType::kU32: case DType::kF32: return 4;
-    case DType::kI64: case DType::kU64: case DType::kF64: case DType::kC64: return 8;
+    case DType::kBool:
+    case DType::kI8:
+    case DType::kU8: return 1;
+    case DType::kI16:
+    case DType::kU16:
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kI32:
+    case DType::kU32:
+    case DType::kF32: return 4;
+    case DType::kI64:
+    case DType::kU64:
+    case DType::kF64:
+    case DType::kC64: return 8;
     case DType::kC128: return 16;
   }
   return 0;

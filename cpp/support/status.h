@@ -70,9 +70,9 @@ class [[nodiscard]] StatusOr {
 #define JMP_CONCAT_INNER(a, b) a##b
 #define JMP_CONCAT(a, b) JMP_CONCAT_INNER(a, b)
 
-#define JMP_RETURN_IF_ERROR(expr)          \
-  do {                                     \
-    ::jmp::Status jmp_status_ = (expr);    \
+#define JMP_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::jmp::Status jmp_status_ = (expr);        \
     if (!jmp_status_.ok()) return jmp_status_; \
   } while (0)
 
@@ -81,5 +81,4 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();             \
   lhs = std::move(tmp).value()
 
-#define JMP_ASSIGN_OR_RETURN(lhs, expr) \
-  JMP_ASSIGN_OR_RETURN_IMPL(JMP_CONCAT(jmp_statusor_, __LINE__), lhs, expr)
+#define JMP_ASSIGN_OR_RETURN(lhs, expr) JMP_ASSIGN_OR_RETURN_IMPL(JMP_CONCAT(jmp_statusor_, __LINE__), lhs, expr)

@@ -32,13 +32,13 @@ JMP_TEST(Conversions, EveryBFloat16SurvivesARoundTripThroughFloat) {
 }
 
 JMP_TEST(Conversions, FloatToHalfRoundsToNearestEvenAndOverflowsToInfinity) {
-  EXPECT_SAME(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f)), 1.0f);              // tie: down to even
+  EXPECT_SAME(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f)), 1.0f);                // tie: down to even
   EXPECT_SAME(HalfToFloat(FloatToHalf(1.0f + 3 * 0x1p-11f)), 1.0f + 0x1p-9f);  // tie: up to even
   EXPECT_SAME(HalfToFloat(FloatToHalf(1.0f + 0x1p-11f + 0x1p-20f)), 1.0f + 0x1p-10f);
   EXPECT_SAME(HalfToFloat(FloatToHalf(65520.0f)), std::numeric_limits<float>::infinity());
   EXPECT_SAME(HalfToFloat(FloatToHalf(65519.0f)), 65504.0f);
-  EXPECT_SAME(HalfToFloat(FloatToHalf(0x1p-25f)), 0.0f);                      // half the smallest subnormal: even
-  EXPECT_SAME(HalfToFloat(FloatToHalf(0x1p-24f)), 0x1p-24f);                  // the smallest subnormal
+  EXPECT_SAME(HalfToFloat(FloatToHalf(0x1p-25f)), 0.0f);      // half the smallest subnormal: even
+  EXPECT_SAME(HalfToFloat(FloatToHalf(0x1p-24f)), 0x1p-24f);  // the smallest subnormal
   EXPECT_SAME(HalfToFloat(FloatToHalf(-0.0f)), -0.0f);
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::numeric_limits<float>::quiet_NaN()))));
 }

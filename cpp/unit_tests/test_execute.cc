@@ -48,9 +48,7 @@ JMP_TEST(ExecutePlan, InputsNotDonatedKeepTheirMemory) {
   EXPECT_SAME(Plan({0}, {false}, {4}, {4}), (Reuse{-1}));
 }
 
-JMP_TEST(ExecutePlan, AnAliasOfAnotherSizeGetsFreshMemory) {
-  EXPECT_SAME(Plan({0}, {true}, {8}, {16}), (Reuse{-1}));
-}
+JMP_TEST(ExecutePlan, AnAliasOfAnotherSizeGetsFreshMemory) { EXPECT_SAME(Plan({0}, {true}, {8}, {16}), (Reuse{-1})); }
 
 JMP_TEST(ExecutePlan, DonorsTakeTheFirstUnclaimedOutputOfTheirSize) {
   // Input 0 is aliased to output 1; input 1, a donor, skips output 0 (another size) and the claimed

@@ -12,7 +12,7 @@ JMP_TEST(Harness, FailedExpectationsAreReported) {
   {
     Context& jmp_test_ = inner;  // the macros below report into `inner`
     EXPECT_SAME(1, 2);
-    EXPECT_SAME(0.0f, -0.0f);                                       // bitwise: the sign of zero counts
+    EXPECT_SAME(0.0f, -0.0f);  // bitwise: the sign of zero counts
     EXPECT_SAME((std::vector<int>{1, 2}), (std::vector<int>{1}));
     EXPECT_TRUE(false);
     EXPECT_ERROR(Status::Ok(), "anything");

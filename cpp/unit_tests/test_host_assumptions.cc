@@ -23,8 +23,8 @@ JMP_TEST(HostAssumptions, SignGivesZeroForNaNAndKeepsSignedZeros) {
 }
 
 JMP_TEST(HostAssumptions, RoundBreaksTiesAwayFromZero) {
-  auto r = Unary<float>(OpKind::kRound, DType::kF32, DType::kF32,
-                        std::vector<float>{0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 2.4f});
+  auto r =
+      Unary<float>(OpKind::kRound, DType::kF32, DType::kF32, std::vector<float>{0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 2.4f});
   ASSERT_OK(r);
   EXPECT_SAME(r.value(), (std::vector<float>{1.0f, 2.0f, 3.0f, -1.0f, -3.0f, 2.0f}));
 }
@@ -103,7 +103,8 @@ JMP_TEST(HostAssumptions, NarrowingFloatCastsRoundToNearestEven) {
   std::vector<float> back;
   for (uint16_t bits : h.value()) back.push_back(HalfToFloat(bits));
   EXPECT_SAME(back, (std::vector<float>{1.0f, 1.0f + 0x1p-9f, std::numeric_limits<float>::infinity()}));
-  auto bf = Unary<uint16_t>(OpKind::kCast, DType::kF32, DType::kBF16, std::vector<float>{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f});
+  auto bf =
+      Unary<uint16_t>(OpKind::kCast, DType::kF32, DType::kBF16, std::vector<float>{1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f});
   ASSERT_OK(bf);
   EXPECT_SAME(BFloat16ToFloat(bf.value()[0]), 1.0f);
   EXPECT_SAME(BFloat16ToFloat(bf.value()[1]), 1.0f + 0x1p-6f);

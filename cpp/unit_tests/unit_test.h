@@ -79,42 +79,42 @@ bool Same(const T& a, const T& b) {
 
 }  // namespace jmp::unit
 
-#define JMP_TEST(suite, name)                                                                     \
-  static void suite##_##name(::jmp::unit::Context& jmp_test_);                                    \
-  static ::jmp::unit::Register suite##_##name##_register(#suite "." #name, &suite##_##name);      \
+#define JMP_TEST(suite, name)                                                                \
+  static void suite##_##name(::jmp::unit::Context& jmp_test_);                               \
+  static ::jmp::unit::Register suite##_##name##_register(#suite "." #name, &suite##_##name); \
   static void suite##_##name(::jmp::unit::Context& jmp_test_)
 
-#define EXPECT_TRUE(cond) \
-  do {                    \
+#define EXPECT_TRUE(cond)                                               \
+  do {                                                                  \
     if (!(cond)) jmp_test_.Fail(__FILE__, __LINE__, "expected " #cond); \
   } while (0)
 
 // Bitwise for floats: the tests state exact results (signs of zero, NaN) on purpose.
-#define EXPECT_SAME(actual, expected)                                                                \
-  do {                                                                                               \
-    const auto& jmp_a_ = (actual);                                                                   \
-    const auto& jmp_e_ = (expected);                                                                 \
-    if (!::jmp::unit::Same(jmp_a_, jmp_e_))                                                          \
-      jmp_test_.Fail(__FILE__, __LINE__,                                                             \
+#define EXPECT_SAME(actual, expected)                                                                         \
+  do {                                                                                                        \
+    const auto& jmp_a_ = (actual);                                                                            \
+    const auto& jmp_e_ = (expected);                                                                          \
+    if (!::jmp::unit::Same(jmp_a_, jmp_e_))                                                                   \
+      jmp_test_.Fail(__FILE__, __LINE__,                                                                      \
                      #actual " is " + ::jmp::unit::Show(jmp_a_) + ", expected " + ::jmp::unit::Show(jmp_e_)); \
   } while (0)
 
 // Stops the test when a Status/StatusOr is an error.
-#define ASSERT_OK(expr)                                                                            \
-  do {                                                                                             \
-    ::jmp::Status jmp_s_ = ::jmp::unit::StatusOf(expr);                                            \
-    if (!jmp_s_.ok()) {                                                                            \
-      jmp_test_.Fail(__FILE__, __LINE__, #expr " failed: " + jmp_s_.message());                    \
-      return;                                                                                      \
-    }                                                                                              \
+#define ASSERT_OK(expr)                                                         \
+  do {                                                                          \
+    ::jmp::Status jmp_s_ = ::jmp::unit::StatusOf(expr);                         \
+    if (!jmp_s_.ok()) {                                                         \
+      jmp_test_.Fail(__FILE__, __LINE__, #expr " failed: " + jmp_s_.message()); \
+      return;                                                                   \
+    }                                                                           \
   } while (0)
 
 // The Status is an error whose message contains `part`.
-#define EXPECT_ERROR(expr, part)                                                                   \
-  do {                                                                                             \
-    ::jmp::Status jmp_s_ = (expr);                                                                 \
-    if (jmp_s_.ok())                                                                               \
-      jmp_test_.Fail(__FILE__, __LINE__, #expr " succeeded, expected an error with \"" part "\""); \
-    else if (jmp_s_.message().find(part) == std::string::npos)                                     \
+#define EXPECT_ERROR(expr, part)                                                                     \
+  do {                                                                                               \
+    ::jmp::Status jmp_s_ = (expr);                                                                   \
+    if (jmp_s_.ok())                                                                                 \
+      jmp_test_.Fail(__FILE__, __LINE__, #expr " succeeded, expected an error with \"" part "\"");   \
+    else if (jmp_s_.message().find(part) == std::string::npos)                                       \
       jmp_test_.Fail(__FILE__, __LINE__, #expr ": \"" + jmp_s_.message() + "\" lacks \"" part "\""); \
   } while (0)

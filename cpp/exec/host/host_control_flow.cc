@@ -28,8 +28,10 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   std::vector<Carry> kind(n, Carry::kSwapped);
   if (bg.inputs.size() == n && bg.outputs.size() == n)
     for (size_t i = 0; i < n; ++i) {
-      if (bg.outputs[i] == bg.inputs[i]) kind[i] = Carry::kPassthrough;
-      else if (body.in_place_carry_op[i] >= 0) kind[i] = Carry::kInPlace;
+      if (bg.outputs[i] == bg.inputs[i])
+        kind[i] = Carry::kPassthrough;
+      else if (body.in_place_carry_op[i] >= 0)
+        kind[i] = Carry::kInPlace;
     }
   std::vector<std::vector<uint8_t>> buffers[2];
   buffers[0].resize(n);

@@ -38,9 +38,11 @@ Status RunConv2D(const OpArgs& a) {
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return a.Unsupported("needs rank-4 NHWC and HWIO tensors");
   int64_t N = xs[0], H = xs[1], W = xs[2], C = xs[3], KH = ws[0], KW = ws[1], Cg = ws[2], O = ws[3];
   const mps::Conv2DAttrs at = mps::Conv2DAttrs::Of(a.op);
-  if (at.strides.size() != 2 || at.dilations.size() != 2 || at.pad_low.size() != 2) return a.Unsupported("needs 2-D strides, dilations and padding");
+  if (at.strides.size() != 2 || at.dilations.size() != 2 || at.pad_low.size() != 2)
+    return a.Unsupported("needs 2-D strides, dilations and padding");
   int64_t OH = os[1], OW = os[2], groups = at.groups;
-  if (C != Cg * groups || O % groups || os[0] != N || os[3] != O) return a.Unsupported("has channels that do not match its groups");
+  if (C != Cg * groups || O % groups || os[0] != N || os[3] != O)
+    return a.Unsupported("has channels that do not match its groups");
   int64_t Og = O / groups;
   int64_t sh = at.strides[0], sw = at.strides[1], dh = at.dilations[0], dw = at.dilations[1];
   int64_t ph = at.pad_low[0], pw = at.pad_low[1];
@@ -52,8 +54,14 @@ Status RunConv2D(const OpArgs& a) {
   float* y = reinterpret_cast<float*>(a.out[0]);
   switch (t) {
     case DType::kF32: break;
-    case DType::kF16: x_wide = ToFloat<f16>(a.in[0], a.InType(0).NumElements()); w_wide = ToFloat<f16>(a.in[1], a.InType(1).NumElements()); break;
-    case DType::kBF16: x_wide = ToFloat<bf16>(a.in[0], a.InType(0).NumElements()); w_wide = ToFloat<bf16>(a.in[1], a.InType(1).NumElements()); break;
+    case DType::kF16:
+      x_wide = ToFloat<f16>(a.in[0], a.InType(0).NumElements());
+      w_wide = ToFloat<f16>(a.in[1], a.InType(1).NumElements());
+      break;
+    case DType::kBF16:
+      x_wide = ToFloat<bf16>(a.in[0], a.InType(0).NumElements());
+      w_wide = ToFloat<bf16>(a.in[1], a.InType(1).NumElements());
+      break;
     default: return a.Unsupported("is defined for float types only");
   }
   int64_t rows = N * OH * OW, depth = KH * KW * Cg, total = rows * O;

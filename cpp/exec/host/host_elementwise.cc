@@ -74,14 +74,16 @@ bool FastUnary(const OpArgs& a, UnOp op) {
     MapF32(a, op == UnOp::kExponent ? ExpF32 : op == UnOp::kTanh ? TanhF32 : SigmoidF32);
     return true;
   } else if constexpr (std::is_same_v<typename Num<T>::C, float>) {
-    if (op == UnOp::kExponent) Map1<T>(a, fastmath::Exp, 16);
-    else if (op == UnOp::kTanh) Map1<T>(a, fastmath::Tanh, 16);
-    else Map1<T>(a, fastmath::Sigmoid, 16);
+    if (op == UnOp::kExponent)
+      Map1<T>(a, fastmath::Exp, 16);
+    else if (op == UnOp::kTanh)
+      Map1<T>(a, fastmath::Tanh, 16);
+    else
+      Map1<T>(a, fastmath::Sigmoid, 16);
     return true;
   }
   return false;
 }
-
 
 template <typename T>
 Status FloatUnary(const OpArgs& a, UnOp op) {
@@ -118,13 +120,18 @@ Status FloatUnary(const OpArgs& a, UnOp op) {
     case UnOp::kNegative: Map1<T>(a, [](C x) { return -x; }); return Status::Ok();
     case UnOp::kAbsolute: Map1<T>(a, [](C x) { return C(std::fabs(x)); }); return Status::Ok();
     // Sign: NaN gives 0 (MPSGraph's documented behaviour), ±0 kept.
-    case UnOp::kSign: Map1<T>(a, [](C x) { return x > 0 ? C(1) : x < 0 ? C(-1) : x == 0 ? x : C(0); }); return Status::Ok();
+    case UnOp::kSign:
+      Map1<T>(a, [](C x) { return x > 0 ? C(1) : x < 0 ? C(-1) : x == 0 ? x : C(0); });
+      return Status::Ok();
     case UnOp::kIsFinite: MapPredicate<T>(a, [](C x) { return std::isfinite(x); }); return Status::Ok();
     case UnOp::kIsNaN: MapPredicate<T>(a, [](C x) { return std::isnan(x); }); return Status::Ok();
     case UnOp::kIsInfinite: MapPredicate<T>(a, [](C x) { return std::isinf(x); }); return Status::Ok();
-    case UnOp::kNot: case UnOp::kBitwiseNot: case UnOp::kPopulationCount: case UnOp::kRealPart:
-    case UnOp::kImaginaryPart: case UnOp::kConjugate:
-      return a.Unsupported("is not defined for floats");
+    case UnOp::kNot:
+    case UnOp::kBitwiseNot:
+    case UnOp::kPopulationCount:
+    case UnOp::kRealPart:
+    case UnOp::kImaginaryPart:
+    case UnOp::kConjugate: return a.Unsupported("is not defined for floats");
   }
   return Internal("unknown unary op");
 }
@@ -133,7 +140,9 @@ template <typename T>
 Status IntUnary(const OpArgs& a, UnOp op) {
   switch (op) {
     case UnOp::kIdentity: return RunCopyLike(a);
-    case UnOp::kNegative: Map1<T>(a, [](T x) { return static_cast<T>(U<T>(0) - static_cast<U<T>>(x)); }); return Status::Ok();
+    case UnOp::kNegative:
+      Map1<T>(a, [](T x) { return static_cast<T>(U<T>(0) - static_cast<U<T>>(x)); });
+      return Status::Ok();
     case UnOp::kAbsolute:
       Map1<T>(a, [](T x) { return x < 0 ? static_cast<T>(U<T>(0) - static_cast<U<T>>(x)) : x; });
       return Status::Ok();
@@ -142,14 +151,39 @@ Status IntUnary(const OpArgs& a, UnOp op) {
     case UnOp::kPopulationCount:
       Map1<T>(a, [](T x) { return static_cast<T>(__builtin_popcountll(static_cast<uint64_t>(static_cast<U<T>>(x)))); });
       return Status::Ok();
-    case UnOp::kExponent: case UnOp::kExponentBase2: case UnOp::kLogarithm: case UnOp::kLogarithm2:
-    case UnOp::kSquareRoot: case UnOp::kReverseSquareRoot: case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos:
-    case UnOp::kTan: case UnOp::kTanh: case UnOp::kAsin: case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh:
-    case UnOp::kCosh: case UnOp::kAsinh: case UnOp::kAcosh: case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid:
-    case UnOp::kFloor: case UnOp::kCeil: case UnOp::kRint: case UnOp::kRound: case UnOp::kTruncate:
-    case UnOp::kIsFinite: case UnOp::kIsNaN: case UnOp::kIsInfinite: case UnOp::kNot: case UnOp::kRealPart:
-    case UnOp::kImaginaryPart: case UnOp::kConjugate:
-      return a.Unsupported("is not defined for integers");
+    case UnOp::kExponent:
+    case UnOp::kExponentBase2:
+    case UnOp::kLogarithm:
+    case UnOp::kLogarithm2:
+    case UnOp::kSquareRoot:
+    case UnOp::kReverseSquareRoot:
+    case UnOp::kReciprocal:
+    case UnOp::kSin:
+    case UnOp::kCos:
+    case UnOp::kTan:
+    case UnOp::kTanh:
+    case UnOp::kAsin:
+    case UnOp::kAcos:
+    case UnOp::kAtan:
+    case UnOp::kSinh:
+    case UnOp::kCosh:
+    case UnOp::kAsinh:
+    case UnOp::kAcosh:
+    case UnOp::kAtanh:
+    case UnOp::kErf:
+    case UnOp::kSigmoid:
+    case UnOp::kFloor:
+    case UnOp::kCeil:
+    case UnOp::kRint:
+    case UnOp::kRound:
+    case UnOp::kTruncate:
+    case UnOp::kIsFinite:
+    case UnOp::kIsNaN:
+    case UnOp::kIsInfinite:
+    case UnOp::kNot:
+    case UnOp::kRealPart:
+    case UnOp::kImaginaryPart:
+    case UnOp::kConjugate: return a.Unsupported("is not defined for integers");
   }
   return Internal("unknown unary op");
 }
@@ -182,13 +216,37 @@ Status ComplexUnary(const OpArgs& a, UnOp op) {
       for (int64_t i = 0; i < n; ++i) y[i] = std::conj(z[i]);
       return Status::Ok();
     }
-    case UnOp::kAbsolute: case UnOp::kSign: case UnOp::kExponentBase2: case UnOp::kLogarithm2:
-    case UnOp::kReverseSquareRoot: case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos: case UnOp::kTan:
-    case UnOp::kTanh: case UnOp::kAsin: case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh: case UnOp::kCosh:
-    case UnOp::kAsinh: case UnOp::kAcosh: case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid: case UnOp::kFloor:
-    case UnOp::kCeil: case UnOp::kRint: case UnOp::kRound: case UnOp::kTruncate: case UnOp::kIsFinite:
-    case UnOp::kIsNaN: case UnOp::kIsInfinite: case UnOp::kNot: case UnOp::kBitwiseNot: case UnOp::kPopulationCount:
-      return a.Unsupported("is not defined for complex values");
+    case UnOp::kAbsolute:
+    case UnOp::kSign:
+    case UnOp::kExponentBase2:
+    case UnOp::kLogarithm2:
+    case UnOp::kReverseSquareRoot:
+    case UnOp::kReciprocal:
+    case UnOp::kSin:
+    case UnOp::kCos:
+    case UnOp::kTan:
+    case UnOp::kTanh:
+    case UnOp::kAsin:
+    case UnOp::kAcos:
+    case UnOp::kAtan:
+    case UnOp::kSinh:
+    case UnOp::kCosh:
+    case UnOp::kAsinh:
+    case UnOp::kAcosh:
+    case UnOp::kAtanh:
+    case UnOp::kErf:
+    case UnOp::kSigmoid:
+    case UnOp::kFloor:
+    case UnOp::kCeil:
+    case UnOp::kRint:
+    case UnOp::kRound:
+    case UnOp::kTruncate:
+    case UnOp::kIsFinite:
+    case UnOp::kIsNaN:
+    case UnOp::kIsInfinite:
+    case UnOp::kNot:
+    case UnOp::kBitwiseNot:
+    case UnOp::kPopulationCount: return a.Unsupported("is not defined for complex values");
   }
   return Internal("unknown unary op");
 }
@@ -197,15 +255,43 @@ Status BoolUnary(const OpArgs& a, UnOp op) {
   switch (op) {
     case UnOp::kIdentity: return RunCopyLike(a);
     case UnOp::kNot: Map1<boolean>(a, [](bool x) { return !x; }); return Status::Ok();
-    case UnOp::kNegative: case UnOp::kAbsolute: case UnOp::kSign: case UnOp::kExponent: case UnOp::kExponentBase2:
-    case UnOp::kLogarithm: case UnOp::kLogarithm2: case UnOp::kSquareRoot: case UnOp::kReverseSquareRoot:
-    case UnOp::kReciprocal: case UnOp::kSin: case UnOp::kCos: case UnOp::kTan: case UnOp::kTanh: case UnOp::kAsin:
-    case UnOp::kAcos: case UnOp::kAtan: case UnOp::kSinh: case UnOp::kCosh: case UnOp::kAsinh: case UnOp::kAcosh:
-    case UnOp::kAtanh: case UnOp::kErf: case UnOp::kSigmoid: case UnOp::kFloor: case UnOp::kCeil: case UnOp::kRint:
-    case UnOp::kRound: case UnOp::kTruncate: case UnOp::kIsFinite: case UnOp::kIsNaN: case UnOp::kIsInfinite:
-    case UnOp::kBitwiseNot: case UnOp::kPopulationCount: case UnOp::kRealPart: case UnOp::kImaginaryPart:
-    case UnOp::kConjugate:
-      return a.Unsupported("is not defined for bool");
+    case UnOp::kNegative:
+    case UnOp::kAbsolute:
+    case UnOp::kSign:
+    case UnOp::kExponent:
+    case UnOp::kExponentBase2:
+    case UnOp::kLogarithm:
+    case UnOp::kLogarithm2:
+    case UnOp::kSquareRoot:
+    case UnOp::kReverseSquareRoot:
+    case UnOp::kReciprocal:
+    case UnOp::kSin:
+    case UnOp::kCos:
+    case UnOp::kTan:
+    case UnOp::kTanh:
+    case UnOp::kAsin:
+    case UnOp::kAcos:
+    case UnOp::kAtan:
+    case UnOp::kSinh:
+    case UnOp::kCosh:
+    case UnOp::kAsinh:
+    case UnOp::kAcosh:
+    case UnOp::kAtanh:
+    case UnOp::kErf:
+    case UnOp::kSigmoid:
+    case UnOp::kFloor:
+    case UnOp::kCeil:
+    case UnOp::kRint:
+    case UnOp::kRound:
+    case UnOp::kTruncate:
+    case UnOp::kIsFinite:
+    case UnOp::kIsNaN:
+    case UnOp::kIsInfinite:
+    case UnOp::kBitwiseNot:
+    case UnOp::kPopulationCount:
+    case UnOp::kRealPart:
+    case UnOp::kImaginaryPart:
+    case UnOp::kConjugate: return a.Unsupported("is not defined for bool");
   }
   return Internal("unknown unary op");
 }
@@ -240,20 +326,31 @@ void Arith(const OpArgs& a, F f) {
 template <typename T>
 bool Compare(const OpArgs& a, BinOp op) {
   using C = typename Num<T>::C;
-  if (op == BinOp::kEqual) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x == y); });
-  else if (op == BinOp::kNotEqual) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x != y); });
-  else if constexpr (kIsComplex<T>) return false;
-  else if (op == BinOp::kLessThan) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x < y); });
-  else if (op == BinOp::kLessThanOrEqualTo) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x <= y); });
-  else if (op == BinOp::kGreaterThan) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x > y); });
-  else if (op == BinOp::kGreaterThanOrEqualTo) Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x >= y); });
-  else return false;
+  if (op == BinOp::kEqual)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x == y); });
+  else if (op == BinOp::kNotEqual)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x != y); });
+  else if constexpr (kIsComplex<T>)
+    return false;
+  else if (op == BinOp::kLessThan)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x < y); });
+  else if (op == BinOp::kLessThanOrEqualTo)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x <= y); });
+  else if (op == BinOp::kGreaterThan)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x > y); });
+  else if (op == BinOp::kGreaterThanOrEqualTo)
+    Map2<T, uint8_t>(a, [](C x, C y) { return uint8_t(x >= y); });
+  else
+    return false;
   return true;
 }
 
-#define JMP_COMPARISONS                                                                                    \
-  BinOp::kEqual: case BinOp::kNotEqual: case BinOp::kLessThan: case BinOp::kLessThanOrEqualTo:             \
-  case BinOp::kGreaterThan: case BinOp::kGreaterThanOrEqualTo
+#define JMP_COMPARISONS                  \
+  BinOp::kEqual : case BinOp::kNotEqual: \
+  case BinOp::kLessThan:                 \
+  case BinOp::kLessThanOrEqualTo:        \
+  case BinOp::kGreaterThan:              \
+  case BinOp::kGreaterThanOrEqualTo
 
 // ComplexFromParts(re, im): float32 parts -> complex64.
 Status ComplexFromParts(const OpArgs& a) {
@@ -278,16 +375,25 @@ Status FloatBinary(const OpArgs& a, BinOp op) {
     case BinOp::kDivide: Arith<T>(a, [](C x, C y) { return x / y; }); return Status::Ok();
     case BinOp::kModulo: Arith<T>(a, [](C x, C y) { return C(std::fmod(x, y)); }); return Status::Ok();
     case BinOp::kMaximum:
-      Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x > y ? x : x < y ? y : (std::signbit(x) ? y : x); });
+      Arith<T>(a, [](C x, C y) {
+        return std::isnan(x) || std::isnan(y) ? C(NAN) : x > y ? x : x < y ? y : (std::signbit(x) ? y : x);
+      });
       return Status::Ok();
     case BinOp::kMinimum:
-      Arith<T>(a, [](C x, C y) { return std::isnan(x) || std::isnan(y) ? C(NAN) : x < y ? x : x > y ? y : (std::signbit(x) ? x : y); });
+      Arith<T>(a, [](C x, C y) {
+        return std::isnan(x) || std::isnan(y) ? C(NAN) : x < y ? x : x > y ? y : (std::signbit(x) ? x : y);
+      });
       return Status::Ok();
     case BinOp::kPower: Arith<T>(a, [](C x, C y) { return C(std::pow(x, y)); }); return Status::Ok();
     case BinOp::kAtan2: Arith<T>(a, [](C x, C y) { return C(std::atan2(x, y)); }); return Status::Ok();
-    case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor: case BinOp::kBitwiseAnd:
-    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
-      return a.Unsupported("is not defined for floats");
+    case BinOp::kLogicalAnd:
+    case BinOp::kLogicalOr:
+    case BinOp::kLogicalXor:
+    case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr:
+    case BinOp::kBitwiseXor:
+    case BinOp::kBitwiseLeftShift:
+    case BinOp::kBitwiseRightShift: return a.Unsupported("is not defined for floats");
   }
   return Internal("unknown binary op");
 }
@@ -298,8 +404,12 @@ Status IntBinary(const OpArgs& a, BinOp op) {
   constexpr int bits = static_cast<int>(sizeof(T) * 8);
   switch (op) {
     case JMP_COMPARISONS: Compare<T>(a, op); return Status::Ok();
-    case BinOp::kAdd: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) + static_cast<UT>(y)); }); return Status::Ok();
-    case BinOp::kSubtract: Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) - static_cast<UT>(y)); }); return Status::Ok();
+    case BinOp::kAdd:
+      Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) + static_cast<UT>(y)); });
+      return Status::Ok();
+    case BinOp::kSubtract:
+      Arith<T>(a, [](T x, T y) { return static_cast<T>(static_cast<UT>(x) - static_cast<UT>(y)); });
+      return Status::Ok();
     case BinOp::kMultiply:
       Arith<T>(a, [](T x, T y) {
         using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, UT>;
@@ -310,14 +420,16 @@ Status IntBinary(const OpArgs& a, BinOp op) {
     case BinOp::kDivide:
       Arith<T>(a, [](T x, T y) {
         if (y == 0) return T(0);
-        if constexpr (std::is_signed_v<T>) if (y == T(-1)) return static_cast<T>(UT(0) - static_cast<UT>(x));
+        if constexpr (std::is_signed_v<T>)
+          if (y == T(-1)) return static_cast<T>(UT(0) - static_cast<UT>(x));
         return static_cast<T>(x / y);
       });
       return Status::Ok();
     case BinOp::kModulo:
       Arith<T>(a, [](T x, T y) {
         if (y == 0) return T(0);
-        if constexpr (std::is_signed_v<T>) if (y == T(-1)) return T(0);
+        if constexpr (std::is_signed_v<T>)
+          if (y == T(-1)) return T(0);
         return static_cast<T>(x % y);
       });
       return Status::Ok();
@@ -344,9 +456,12 @@ Status IntBinary(const OpArgs& a, BinOp op) {
         }
       });
       return Status::Ok();
-    case BinOp::kPower: case BinOp::kAtan2: case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor:
-    case BinOp::kComplexFromParts:
-      return a.Unsupported("is not defined for integers");
+    case BinOp::kPower:
+    case BinOp::kAtan2:
+    case BinOp::kLogicalAnd:
+    case BinOp::kLogicalOr:
+    case BinOp::kLogicalXor:
+    case BinOp::kComplexFromParts: return a.Unsupported("is not defined for integers");
   }
   return Internal("unknown binary op");
 }
@@ -357,11 +472,21 @@ Status BoolBinary(const OpArgs& a, BinOp op) {
     case BinOp::kLogicalAnd: Arith<boolean>(a, [](bool x, bool y) { return x && y; }); return Status::Ok();
     case BinOp::kLogicalOr: Arith<boolean>(a, [](bool x, bool y) { return x || y; }); return Status::Ok();
     case BinOp::kLogicalXor: Arith<boolean>(a, [](bool x, bool y) { return x != y; }); return Status::Ok();
-    case BinOp::kAdd: case BinOp::kSubtract: case BinOp::kMultiply: case BinOp::kDivide: case BinOp::kModulo:
-    case BinOp::kMaximum: case BinOp::kMinimum: case BinOp::kPower: case BinOp::kAtan2: case BinOp::kBitwiseAnd:
-    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
-    case BinOp::kComplexFromParts:
-      return a.Unsupported("is not defined for bool");
+    case BinOp::kAdd:
+    case BinOp::kSubtract:
+    case BinOp::kMultiply:
+    case BinOp::kDivide:
+    case BinOp::kModulo:
+    case BinOp::kMaximum:
+    case BinOp::kMinimum:
+    case BinOp::kPower:
+    case BinOp::kAtan2:
+    case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr:
+    case BinOp::kBitwiseXor:
+    case BinOp::kBitwiseLeftShift:
+    case BinOp::kBitwiseRightShift:
+    case BinOp::kComplexFromParts: return a.Unsupported("is not defined for bool");
   }
   return Internal("unknown binary op");
 }
@@ -369,17 +494,30 @@ Status BoolBinary(const OpArgs& a, BinOp op) {
 template <typename T>
 Status ComplexBinary(const OpArgs& a, BinOp op) {
   switch (op) {
-    case BinOp::kEqual: case BinOp::kNotEqual: Compare<T>(a, op); return Status::Ok();
+    case BinOp::kEqual:
+    case BinOp::kNotEqual: Compare<T>(a, op); return Status::Ok();
     case BinOp::kAdd: Arith<T>(a, [](T x, T y) { return x + y; }); return Status::Ok();
     case BinOp::kSubtract: Arith<T>(a, [](T x, T y) { return x - y; }); return Status::Ok();
     case BinOp::kMultiply: Arith<T>(a, [](T x, T y) { return x * y; }); return Status::Ok();
     case BinOp::kDivide: Arith<T>(a, [](T x, T y) { return x / y; }); return Status::Ok();
-    case BinOp::kLessThan: case BinOp::kLessThanOrEqualTo: case BinOp::kGreaterThan: case BinOp::kGreaterThanOrEqualTo:
-    case BinOp::kModulo: case BinOp::kMaximum: case BinOp::kMinimum: case BinOp::kPower: case BinOp::kAtan2:
-    case BinOp::kLogicalAnd: case BinOp::kLogicalOr: case BinOp::kLogicalXor: case BinOp::kBitwiseAnd:
-    case BinOp::kBitwiseOr: case BinOp::kBitwiseXor: case BinOp::kBitwiseLeftShift: case BinOp::kBitwiseRightShift:
-    case BinOp::kComplexFromParts:
-      return a.Unsupported("is not defined for complex values");
+    case BinOp::kLessThan:
+    case BinOp::kLessThanOrEqualTo:
+    case BinOp::kGreaterThan:
+    case BinOp::kGreaterThanOrEqualTo:
+    case BinOp::kModulo:
+    case BinOp::kMaximum:
+    case BinOp::kMinimum:
+    case BinOp::kPower:
+    case BinOp::kAtan2:
+    case BinOp::kLogicalAnd:
+    case BinOp::kLogicalOr:
+    case BinOp::kLogicalXor:
+    case BinOp::kBitwiseAnd:
+    case BinOp::kBitwiseOr:
+    case BinOp::kBitwiseXor:
+    case BinOp::kBitwiseLeftShift:
+    case BinOp::kBitwiseRightShift:
+    case BinOp::kComplexFromParts: return a.Unsupported("is not defined for complex values");
   }
   return Internal("unknown binary op");
 }
@@ -392,8 +530,10 @@ To ConvertScalar(From v) {
   if constexpr (kIsBool<To>) {
     return To{static_cast<uint8_t>(Num<From>::Load(v) != typename Num<From>::C(0))};
   } else if constexpr (kIsComplex<To>) {
-    if constexpr (kIsComplex<From>) return To(v);
-    else return To(static_cast<typename To::value_type>(Num<From>::Load(v)), 0);
+    if constexpr (kIsComplex<From>)
+      return To(v);
+    else
+      return To(static_cast<typename To::value_type>(Num<From>::Load(v)), 0);
   } else if constexpr (kIsComplex<From>) {
     return Num<To>::Store(static_cast<typename Num<To>::C>(v.real()));
   } else if constexpr (kIsInt<To> && (kIsFloat<From>)) {
@@ -416,22 +556,31 @@ To ConvertScalar(From v) {
 Status RunUnary(const OpArgs& a, mps::UnaryOp op) {
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsFloat<T>) return FloatUnary<T>(a, op);
-    else if constexpr (kIsInt<T>) return IntUnary<T>(a, op);
-    else if constexpr (kIsComplex<T>) return ComplexUnary<T>(a, op);
-    else return BoolUnary(a, op);
+    if constexpr (kIsFloat<T>)
+      return FloatUnary<T>(a, op);
+    else if constexpr (kIsInt<T>)
+      return IntUnary<T>(a, op);
+    else if constexpr (kIsComplex<T>)
+      return ComplexUnary<T>(a, op);
+    else
+      return BoolUnary(a, op);
   });
 }
 
 Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
   DType t = a.InType(0).dtype;
-  if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape) return a.Unsupported("needs operands of one type");
+  if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape)
+    return a.Unsupported("needs operands of one type");
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsFloat<T>) return FloatBinary<T>(a, op);
-    else if constexpr (kIsInt<T>) return IntBinary<T>(a, op);
-    else if constexpr (kIsComplex<T>) return ComplexBinary<T>(a, op);
-    else return BoolBinary(a, op);
+    if constexpr (kIsFloat<T>)
+      return FloatBinary<T>(a, op);
+    else if constexpr (kIsInt<T>)
+      return IntBinary<T>(a, op);
+    else if constexpr (kIsComplex<T>)
+      return ComplexBinary<T>(a, op);
+    else
+      return BoolBinary(a, op);
   });
 }
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <map>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -44,9 +44,12 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
   switch (a.op.kind) {
     case K::kConstant: return RunConstant(a);
     case K::kCoordinateAlongAxis: return RunCoordinate(a);
-    case K::kReshape: case K::kReinterpretCast: return RunCopyLike(a);
-#define JMP_MPS_UNARY(Name, macos, selector) case K::k##Name: return RunUnary(a, mps::UnaryOp::k##Name);
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) case K::k##Name: return RunBinary(a, mps::BinaryOp::k##Name);
+    case K::kReshape:
+    case K::kReinterpretCast: return RunCopyLike(a);
+#define JMP_MPS_UNARY(Name, macos, selector) \
+  case K::k##Name: return RunUnary(a, mps::UnaryOp::k##Name);
+#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+  case K::k##Name: return RunBinary(a, mps::BinaryOp::k##Name);
 #include "mps/op_kinds.def"
     case K::kSelect: return RunSelect(a);
     case K::kClamp: return RunClamp(a);
@@ -64,11 +67,13 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kReductionMinimum: return RunReduction(a, Reduction::kMinimum);
     case K::kReductionAnd: return RunReduction(a, Reduction::kAnd);
     case K::kReductionOr: return RunReduction(a, Reduction::kOr);
-    case K::kReductionArgMaximum: case K::kReductionArgMinimum: return RunArgReduction(a);
+    case K::kReductionArgMaximum:
+    case K::kReductionArgMinimum: return RunArgReduction(a);
     case K::kFFT: return RunFFT(a, FFTKind::kComplex);
     case K::kRealToHermiteanFFT: return RunFFT(a, FFTKind::kRealToHermitean);
     case K::kHermiteanToRealFFT: return RunFFT(a, FFTKind::kHermiteanToReal);
-    case K::kSort: case K::kArgSort: return RunSort(a);
+    case K::kSort:
+    case K::kArgSort: return RunSort(a);
     case K::kTopK: return RunTopK(a);
     case K::kCumulativeSum: return RunCumulative(a, Reduction::kSum);
     case K::kCumulativeProduct: return RunCumulative(a, Reduction::kProduct);
@@ -79,7 +84,8 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kScatterND: return RunScatterND(a);
     case K::kScatterAlongAxis: return RunScatterAlongAxis(a);
     case K::kConv2D: return RunConv2D(a);
-    case K::kMaxPool4D: case K::kAvgPool4D: return RunPool4D(a);
+    case K::kMaxPool4D:
+    case K::kAvgPool4D: return RunPool4D(a);
     case K::kMaxPool4DGradient: return RunMaxPool4DGradient(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];

@@ -140,7 +140,8 @@ bool RowOffset(const OpArgs& a, const Shape& data, int64_t row, int64_t k, const
 }  // namespace
 
 Status RunGatherND(const OpArgs& a) {
-  if (mps::GatherNDAttrs::Of(a.op).batch_dims != 0) return a.Unsupported("with batch dimensions is not implemented on the host");
+  if (mps::GatherNDAttrs::Of(a.op).batch_dims != 0)
+    return a.Unsupported("with batch dimensions is not implemented on the host");
   const Shape& data = a.InType(0).shape;
   const Shape& ishape = a.InType(1).shape;
   int64_t k = ishape.empty() ? 0 : ishape.back();
@@ -171,10 +172,14 @@ bool Combine(T& dst, const T& src, mps::ScatterMode mode) {
   if constexpr (kIsBool<T>) {
     return false;
   } else if constexpr (kIsComplex<T>) {
-    if (mode == S::kAdd) dst = dst + src;
-    else if (mode == S::kSub) dst = dst - src;
-    else if (mode == S::kMul) dst = dst * src;
-    else return false;
+    if (mode == S::kAdd)
+      dst = dst + src;
+    else if (mode == S::kSub)
+      dst = dst - src;
+    else if (mode == S::kMul)
+      dst = dst * src;
+    else
+      return false;
   } else if constexpr (kIsInt<T>) {
     using UT = std::make_unsigned_t<T>;  // wrap-around, as the elementwise ops do
     UT x = static_cast<UT>(dst), v = static_cast<UT>(src);
@@ -182,7 +187,11 @@ bool Combine(T& dst, const T& src, mps::ScatterMode mode) {
       case S::kAdd: dst = static_cast<T>(static_cast<UT>(x + v)); break;
       case S::kSub: dst = static_cast<T>(static_cast<UT>(x - v)); break;
       case S::kMul: dst = static_cast<T>(static_cast<UT>(static_cast<uint64_t>(x) * v)); break;
-      case S::kDiv: dst = src == 0 ? T(0) : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x) : static_cast<T>(dst / src); break;
+      case S::kDiv:
+        dst = src == 0                                ? T(0)
+              : (std::is_signed_v<T> && src == T(-1)) ? static_cast<T>(UT(0) - x)
+                                                      : static_cast<T>(dst / src);
+        break;
       case S::kMin: dst = src < dst ? src : dst; break;
       case S::kMax: dst = src > dst ? src : dst; break;
       case S::kSet: dst = src; break;
@@ -246,7 +255,8 @@ Status RunScatterAlongAxis(const OpArgs& a) {
       a.op.axes.size() != 1 || a.op.axes[0] < 0 || a.op.axes[0] >= static_cast<int64_t>(data.size()))
     return a.Unsupported("needs updates and indices of one shape, the data's rank and type, and an axis");
   for (size_t d = 0; d < data.size(); ++d)
-    if (ushape[d] > data[d] && d != static_cast<size_t>(a.op.axes[0])) return a.Unsupported("has updates wider than the data");
+    if (ushape[d] > data[d] && d != static_cast<size_t>(a.op.axes[0]))
+      return a.Unsupported("has updates wider than the data");
   size_t axis = static_cast<size_t>(a.op.axes[0]);
   Shape ds = RowMajorStrides(data), us = RowMajorStrides(ushape);
   if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());

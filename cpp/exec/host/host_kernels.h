@@ -24,7 +24,7 @@ struct OpArgs {
   Status Unsupported(const char* what) const;
 };
 
-void ConfigureBlasThreads();           // once, when the host executor is created
+void ConfigureBlasThreads();  // once, when the host executor is created
 
 // The table's JMP_MPS_UNARY / JMP_MPS_BINARY rows, every one of them.
 Status RunUnary(const OpArgs& a, mps::UnaryOp op);
@@ -33,7 +33,7 @@ Status RunSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
 Status RunCast(const OpArgs& a);
 
-Status RunCopyLike(const OpArgs& a);     // Identity, Reshape, ReinterpretCast
+Status RunCopyLike(const OpArgs& a);  // Identity, Reshape, ReinterpretCast
 Status RunTranspose(const OpArgs& a);
 Status RunBroadcast(const OpArgs& a);
 Status RunSlice(const OpArgs& a);
@@ -55,12 +55,12 @@ enum class Reduction { kSum, kProduct, kMaximum, kMinimum, kAnd, kOr };
 Status RunReduction(const OpArgs& a, Reduction how);
 Status RunArgReduction(const OpArgs& a);
 Status RunCumulative(const OpArgs& a, Reduction how);
-Status RunSort(const OpArgs& a);         // Sort, ArgSort
+Status RunSort(const OpArgs& a);  // Sort, ArgSort
 Status RunTopK(const OpArgs& a);
 enum class FFTKind { kComplex, kRealToHermitean, kHermiteanToReal };  // FFT, RealToHermiteanFFT, HermiteanToRealFFT
 Status RunFFT(const OpArgs& a, FFTKind kind);
 Status RunConv2D(const OpArgs& a);
-Status RunPool4D(const OpArgs& a);          // MaxPool4D, AvgPool4D
+Status RunPool4D(const OpArgs& a);  // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);
 
 }  // namespace jmp::exec::host

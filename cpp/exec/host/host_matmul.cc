@@ -45,7 +45,8 @@ Status RunMatMul(const OpArgs& a) {
   const Shape& ls = a.InType(0).shape;
   const Shape& rs = a.InType(1).shape;
   const Shape& os = a.OutType().shape;
-  if (ls.size() < 2 || rs.size() != ls.size() || os.size() != ls.size()) return a.Unsupported("needs operands of one rank >= 2");
+  if (ls.size() < 2 || rs.size() != ls.size() || os.size() != ls.size())
+    return a.Unsupported("needs operands of one rank >= 2");
   size_t r = ls.size();
   int64_t m = ls[r - 2], k = ls[r - 1], n = rs[r - 1];
   if (rs[r - 2] != k) return a.Unsupported("has mismatched contraction sizes");
@@ -65,8 +66,9 @@ Status RunMatMul(const OpArgs& a) {
       const float* A = reinterpret_cast<const float*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
       const float* B = reinterpret_cast<const float*>(a.in[1]) + b * k * n;
       float* C = reinterpret_cast<float*>(a.out[0]) + b * m * n + r0 * n;
-      JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(r1 - r0),
-                static_cast<int>(n), static_cast<int>(k), 1.0f, A, lda, B, ldb, 0.0f, C, static_cast<int>(n));
+      JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), 1.0f, A, lda, B, ldb, 0.0f, C,
+                static_cast<int>(n));
     };
     // Split across the host threads: by matrices when there are several, else by rows of C.
     constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
@@ -85,8 +87,9 @@ Status RunMatMul(const OpArgs& a) {
       const c64* A = reinterpret_cast<const c64*>(a.in[0]) + b * m * k;
       const c64* B = reinterpret_cast<const c64*>(a.in[1]) + b * k * n;
       c64* C = reinterpret_cast<c64*>(a.out[0]) + b * m * n;
-      JMP_CGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                &one, A, static_cast<int>(k), B, static_cast<int>(n), &zero, C, static_cast<int>(n));
+      JMP_CGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), &one, A, static_cast<int>(k), B, static_cast<int>(n), &zero, C,
+                static_cast<int>(n));
     }
     return Status::Ok();
   }
@@ -94,15 +97,16 @@ Status RunMatMul(const OpArgs& a) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
       // Products accumulate in f32 (op_kinds.def: MatMul), then round once.
-      std::vector<float> A(static_cast<size_t>(batch * m * k)), B(static_cast<size_t>(batch * k * n)), C(static_cast<size_t>(batch * m * n));
+      std::vector<float> A(static_cast<size_t>(batch * m * k)), B(static_cast<size_t>(batch * k * n)),
+          C(static_cast<size_t>(batch * m * n));
       const T* ai = reinterpret_cast<const T*>(a.in[0]);
       const T* bi = reinterpret_cast<const T*>(a.in[1]);
       for (size_t i = 0; i < A.size(); ++i) A[i] = Num<T>::Load(ai[i]);
       for (size_t i = 0; i < B.size(); ++i) B[i] = Num<T>::Load(bi[i]);
       for (int64_t b = 0; b < batch; ++b)
-        JMP_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                  1.0f, A.data() + b * m * k, static_cast<int>(k), B.data() + b * k * n, static_cast<int>(n), 0.0f,
-                  C.data() + b * m * n, static_cast<int>(n));
+        JMP_SGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                  static_cast<int>(k), 1.0f, A.data() + b * m * k, static_cast<int>(k), B.data() + b * k * n,
+                  static_cast<int>(n), 0.0f, C.data() + b * m * n, static_cast<int>(n));
       T* ci = reinterpret_cast<T*>(a.out[0]);
       for (size_t i = 0; i < C.size(); ++i) ci[i] = Num<T>::Store(C[i]);
       return Status::Ok();
@@ -118,9 +122,11 @@ Status RunMatMul(const OpArgs& a) {
           for (int64_t p = 0; p < k; ++p) {
             uint64_t av = static_cast<uint64_t>(static_cast<int64_t>(A[b * m * k + i * k + p]));
             const T* brow = B + b * k * n + p * n;
-            for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
+            for (int64_t j = 0; j < n; ++j)
+              row[static_cast<size_t>(j)] += av * static_cast<uint64_t>(static_cast<int64_t>(brow[j]));
           }
-          for (int64_t j = 0; j < n; ++j) C[b * m * n + i * n + j] = static_cast<T>(static_cast<UT>(row[static_cast<size_t>(j)]));
+          for (int64_t j = 0; j < n; ++j)
+            C[b * m * n + i * n + j] = static_cast<T>(static_cast<UT>(row[static_cast<size_t>(j)]));
         }
       return Status::Ok();
     } else {

@@ -110,8 +110,9 @@ void FindInPlaceCarries(Plan& plan, const std::vector<int>& uses) {
     int data = op.inputs[0], out = op.outputs[0];
     int p = plan.input_index[static_cast<size_t>(data)];
     if (p < 0 || static_cast<size_t>(p) >= g.outputs.size() || g.outputs[static_cast<size_t>(p)] != out) continue;
-    if (uses[static_cast<size_t>(data)] != 1 || as_output[static_cast<size_t>(data)] != 0 || uses[static_cast<size_t>(out)] != 0 ||
-        as_output[static_cast<size_t>(out)] != 1 || g.type(data).ByteSize() != g.type(out).ByteSize())
+    if (uses[static_cast<size_t>(data)] != 1 || as_output[static_cast<size_t>(data)] != 0 ||
+        uses[static_cast<size_t>(out)] != 0 || as_output[static_cast<size_t>(out)] != 1 ||
+        g.type(data).ByteSize() != g.type(out).ByteSize())
       continue;
     plan.in_place_carry_op[static_cast<size_t>(p)] = static_cast<int>(i);
     plan.in_place_op_input[i] = p;
@@ -162,8 +163,8 @@ void AssignArenaSlots(Plan& plan) {
       size_t out = static_cast<size_t>(op.outputs[0]);
       bool sole_reader = last_use[data] == i && Root(plan, op.inputs[1]) != static_cast<int>(data) &&
                          Root(plan, op.inputs[2]) != static_cast<int>(data);
-      if (sole_reader && plan.arena_offset[data] >= 0 && !handed_on[data] && slot_size[data] >= g.values[out].ByteSize() &&
-          plan.arena_offset[out] < 0) {
+      if (sole_reader && plan.arena_offset[data] >= 0 && !handed_on[data] &&
+          slot_size[data] >= g.values[out].ByteSize() && plan.arena_offset[out] < 0) {
         plan.arena_offset[out] = plan.arena_offset[data];
         slot_size[out] = slot_size[data];
         handed_on[data] = 1;
@@ -187,7 +188,8 @@ void AssignArenaSlots(Plan& plan) {
       release_after[last_use[sv]].push_back(v);
     }
     for (int v : release_after[i])
-      if (!handed_on[static_cast<size_t>(v)]) free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
+      if (!handed_on[static_cast<size_t>(v)])
+        free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
   }
   plan.arena_bytes = top;
 }
@@ -199,7 +201,8 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   plan->graph = &g;
   plan->arena_offset.assign(g.values.size(), -1);
   plan->input_index.assign(g.values.size(), -1);
-  for (size_t i = 0; i < g.inputs.size(); ++i) plan->input_index[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    plan->input_index[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
   plan->arenas = {NewArenaPool(), DeleteArenaPool};
   for (const mps::Op& op : g.ops) {
     plan->subplan_first.push_back(plan->subplans.size());

@@ -18,16 +18,16 @@ class ArenaPool;
 // Where each value of a graph lives during a run.
 struct Plan {
   const mps::Graph* graph = nullptr;
-  std::vector<int64_t> arena_offset;   // per value: offset in the arena, or -1
-  std::vector<int> input_index;        // per value: index into the run's inputs, or -1
+  std::vector<int64_t> arena_offset;  // per value: offset in the arena, or -1
+  std::vector<int> input_index;       // per value: index into the run's inputs, or -1
   // Values computed once at compile time (constants and everything derived only from them).
   std::vector<int64_t> folded_offset;  // per value: offset in `folded`, or -1
   std::vector<uint8_t> folded_op;      // per op: 1 when its outputs are folded
   // Reshapes and reinterpretations are views: their output reads the input's bytes, no copy.
-  std::vector<int> alias_of;           // per value: the value whose storage it shares, or -1
-  std::vector<uint8_t> view_op;        // per op: 1 when it is such a view (skipped at run time)
+  std::vector<int> alias_of;                      // per value: the value whose storage it shares, or -1
+  std::vector<uint8_t> view_op;                   // per op: 1 when it is such a view (skipped at run time)
   std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
-  std::vector<uint8_t> skipped_op;     // per op: 1 for a Transpose every reader of which reads its source
+  std::vector<uint8_t> skipped_op;                // per op: 1 for a Transpose every reader of which reads its source
   // Per input p: the ScatterND/ScatterAlongAxis that is p's only reader and makes output p, or -1. In a
   // while body that scatter may write straight into p's buffer (RunWhile). Per op: the inverse.
   std::vector<int> in_place_carry_op;

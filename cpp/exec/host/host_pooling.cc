@@ -201,8 +201,10 @@ void PoolGradient(const OpArgs& a, const Window& w) {
   bool batches_disjoint = w.k[0] == 1 && w.s[0] == 1 && w.lo[0] == 0;
   bool lanes = LastDimIsLanes(w);
   auto run = [&](int64_t b0, int64_t b1) { lanes ? batch_range_lanes(b0, b1) : batch_range(b0, b1); };
-  if (batches_disjoint) ParallelFor(w.out[0], 1, run);
-  else run(0, w.out[0]);
+  if (batches_disjoint)
+    ParallelFor(w.out[0], 1, run);
+  else
+    run(0, w.out[0]);
   if constexpr (!std::is_same_v<T, float>)
     for (int64_t i = 0; i < in_total; ++i) y[i] = N::Store(acc[i]);
 }

@@ -127,7 +127,8 @@ bool FastReduceF32(const OpArgs& a, Reduction how) {
         if (sum) {
           for (int64_t j = c0; j < c1; ++j) acc[static_cast<size_t>(j - c0)] += row[j];
         } else {
-          for (int64_t j = c0; j < c1; ++j) acc[static_cast<size_t>(j - c0)] = combine(acc[static_cast<size_t>(j - c0)], row[j]);
+          for (int64_t j = c0; j < c1; ++j)
+            acc[static_cast<size_t>(j - c0)] = combine(acc[static_cast<size_t>(j - c0)], row[j]);
         }
       }
       for (int64_t j = c0; j < c1; ++j) y[j] = static_cast<float>(acc[static_cast<size_t>(j - c0)]);
@@ -160,31 +161,61 @@ Status Reduce(const OpArgs& a, Reduction how) {
     } else if constexpr (kIsFloat<T>) {
       double acc = 0;
       switch (how) {
-        case R::kSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc += N::Load(row[i]); break;
-        case R::kProduct: acc = 1; for (int64_t i = 0; i < len; ++i) acc *= N::Load(row[i]); break;
+        case R::kSum:
+          acc = 0;
+          for (int64_t i = 0; i < len; ++i) acc += N::Load(row[i]);
+          break;
+        case R::kProduct:
+          acc = 1;
+          for (int64_t i = 0; i < len; ++i) acc *= N::Load(row[i]);
+          break;
         case R::kMaximum:
           acc = -INFINITY;
-          for (int64_t i = 0; i < len; ++i) { double v = N::Load(row[i]); if (std::isnan(v) || v > acc) acc = v; if (std::isnan(acc)) break; }
+          for (int64_t i = 0; i < len; ++i) {
+            double v = N::Load(row[i]);
+            if (std::isnan(v) || v > acc) acc = v;
+            if (std::isnan(acc)) break;
+          }
           break;
         case R::kMinimum:
           acc = INFINITY;
-          for (int64_t i = 0; i < len; ++i) { double v = N::Load(row[i]); if (std::isnan(v) || v < acc) acc = v; if (std::isnan(acc)) break; }
+          for (int64_t i = 0; i < len; ++i) {
+            double v = N::Load(row[i]);
+            if (std::isnan(v) || v < acc) acc = v;
+            if (std::isnan(acc)) break;
+          }
           break;
-        case R::kAnd: case R::kOr: return a.Unsupported("is not defined for floats");
+        case R::kAnd:
+        case R::kOr: return a.Unsupported("is not defined for floats");
       }
       y[r] = N::Store(static_cast<typename N::C>(acc));
     } else {
       using UT = std::make_unsigned_t<T>;
       UT acc = 0;
       switch (how) {
-        case R::kSum: acc = 0; for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(acc + static_cast<UT>(row[i])); break;
+        case R::kSum:
+          acc = 0;
+          for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(acc + static_cast<UT>(row[i]));
+          break;
         case R::kProduct:
           acc = 1;
-          for (int64_t i = 0; i < len; ++i) acc = static_cast<UT>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(static_cast<UT>(row[i])));
+          for (int64_t i = 0; i < len; ++i)
+            acc = static_cast<UT>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(static_cast<UT>(row[i])));
           break;
-        case R::kMaximum: { T m = std::numeric_limits<T>::lowest(); for (int64_t i = 0; i < len; ++i) m = std::max(m, row[i]); acc = static_cast<UT>(m); break; }
-        case R::kMinimum: { T m = std::numeric_limits<T>::max(); for (int64_t i = 0; i < len; ++i) m = std::min(m, row[i]); acc = static_cast<UT>(m); break; }
-        case R::kAnd: case R::kOr: return a.Unsupported("is not defined for integers");
+        case R::kMaximum: {
+          T m = std::numeric_limits<T>::lowest();
+          for (int64_t i = 0; i < len; ++i) m = std::max(m, row[i]);
+          acc = static_cast<UT>(m);
+          break;
+        }
+        case R::kMinimum: {
+          T m = std::numeric_limits<T>::max();
+          for (int64_t i = 0; i < len; ++i) m = std::min(m, row[i]);
+          acc = static_cast<UT>(m);
+          break;
+        }
+        case R::kAnd:
+        case R::kOr: return a.Unsupported("is not defined for integers");
       }
       y[r] = static_cast<T>(acc);
     }
@@ -208,9 +239,16 @@ Status ArgReduce(const OpArgs& a) {
       auto v = N::Load(row[i]);
       if constexpr (kIsFloat<T>) {
         if (std::isnan(bv)) break;
-        if (std::isnan(v)) { best = i; bv = v; break; }
+        if (std::isnan(v)) {
+          best = i;
+          bv = v;
+          break;
+        }
       }
-      if (max ? v > bv : v < bv) { best = i; bv = v; }
+      if (max ? v > bv : v < bv) {
+        best = i;
+        bv = v;
+      }
     }
     y[r] = static_cast<int32_t>(best);
   }
@@ -231,8 +269,10 @@ Status RunArgReduction(const OpArgs& a) {
   if (a.InType(0).shape.at(static_cast<size_t>(a.op.axes.at(0))) == 0) return a.Unsupported("reduces an empty axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsComplex<T> || kIsBool<T>) return a.Unsupported("is not defined for this type");
-    else return ArgReduce<T>(a);
+    if constexpr (kIsComplex<T> || kIsBool<T>)
+      return a.Unsupported("is not defined for this type");
+    else
+      return ArgReduce<T>(a);
   });
 }
 

@@ -127,12 +127,15 @@ void StridedCopyT(uint8_t* dst, const Shape& dst_strides_in, const uint8_t* src,
     return;
   }
   int64_t per_outer = total / shape[0];
-  ParallelFor(shape[0], std::max<int64_t>(1, 32768 / std::max<int64_t>(per_outer, 1)), [&](int64_t first, int64_t last) {
-    StridedCopyRange(out, dst_strides, in, src_base, src_strides, shape, first, last);
-  });
+  ParallelFor(shape[0], std::max<int64_t>(1, 32768 / std::max<int64_t>(per_outer, 1)),
+              [&](int64_t first, int64_t last) {
+                StridedCopyRange(out, dst_strides, in, src_base, src_strides, shape, first, last);
+              });
 }
 
-struct C16 { uint64_t a, b; };
+struct C16 {
+  uint64_t a, b;
+};
 
 void StridedCopy(size_t width, uint8_t* dst, const Shape& dst_strides, const uint8_t* src, int64_t src_base,
                  const Shape& src_strides, const Shape& shape) {
@@ -231,9 +234,12 @@ Status RunPad(const OpArgs& a) {
   Dispatch(a.OutType().dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T fill;
-    if constexpr (kIsComplex<T>) fill = T(static_cast<typename T::value_type>(a.op.scalar), 0);
-    else if constexpr (kIsBool<T>) fill = T{static_cast<uint8_t>(a.op.scalar != 0)};
-    else fill = Num<T>::Store(static_cast<typename Num<T>::C>(a.op.scalar));
+    if constexpr (kIsComplex<T>)
+      fill = T(static_cast<typename T::value_type>(a.op.scalar), 0);
+    else if constexpr (kIsBool<T>)
+      fill = T{static_cast<uint8_t>(a.op.scalar != 0)};
+    else
+      fill = Num<T>::Store(static_cast<typename Num<T>::C>(a.op.scalar));
     T* y = reinterpret_cast<T*>(a.out[0]);
     for (int64_t i = 0; i < n; ++i) y[i] = fill;
     return 0;

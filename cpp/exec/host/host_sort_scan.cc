@@ -66,8 +66,10 @@ Status RunCumulative(const OpArgs& a, Reduction how) {
         for (int64_t in = 0; in < inner; ++in) {
           C acc = C(0);
           switch (how) {
-            case R::kSum: case R::kOr: acc = C(0); break;
-            case R::kProduct: case R::kAnd: acc = C(1); break;
+            case R::kSum:
+            case R::kOr: acc = C(0); break;
+            case R::kProduct:
+            case R::kAnd: acc = C(1); break;
             case R::kMaximum: acc = kIsFloat<T> ? C(-INFINITY) : C(std::numeric_limits<typename N::C>::lowest()); break;
             case R::kMinimum: acc = kIsFloat<T> ? C(INFINITY) : C(std::numeric_limits<typename N::C>::max()); break;
           }
@@ -77,8 +79,10 @@ Status RunCumulative(const OpArgs& a, Reduction how) {
             C v = static_cast<C>(N::Load(x[at]));
             if (exclusive) y[at] = N::Store(static_cast<typename N::C>(acc));
             switch (how) {
-              case R::kSum: case R::kOr: acc = Wrap<C>(acc, v, true); break;  // kOr, kAnd: refused above
-              case R::kProduct: case R::kAnd: acc = Wrap<C>(acc, v, false); break;
+              case R::kSum:
+              case R::kOr: acc = Wrap<C>(acc, v, true); break;  // kOr, kAnd: refused above
+              case R::kProduct:
+              case R::kAnd: acc = Wrap<C>(acc, v, false); break;
               case R::kMaximum: acc = (v != v || v > acc) ? v : acc; break;
               case R::kMinimum: acc = (v != v || v < acc) ? v : acc; break;
             }
@@ -110,13 +114,14 @@ Status RunSort(const OpArgs& a) {
         for (int64_t in = 0; in < inner; ++in) {
           auto key = [&](int64_t i) { return N::Load(x[(o * n + i) * inner + in]); };
           std::iota(perm.begin(), perm.end(), 0);
-          std::stable_sort(perm.begin(), perm.end(), [&](int64_t p, int64_t q) {
-            return descending ? key(q) < key(p) : key(p) < key(q);
-          });
+          std::stable_sort(perm.begin(), perm.end(),
+                           [&](int64_t p, int64_t q) { return descending ? key(q) < key(p) : key(p) < key(q); });
           for (int64_t i = 0; i < n; ++i) {
             int64_t at = (o * n + i) * inner + in;
-            if (arg) reinterpret_cast<int32_t*>(a.out[0])[at] = static_cast<int32_t>(perm[static_cast<size_t>(i)]);
-            else reinterpret_cast<T*>(a.out[0])[at] = x[(o * n + perm[static_cast<size_t>(i)]) * inner + in];
+            if (arg)
+              reinterpret_cast<int32_t*>(a.out[0])[at] = static_cast<int32_t>(perm[static_cast<size_t>(i)]);
+            else
+              reinterpret_cast<T*>(a.out[0])[at] = x[(o * n + perm[static_cast<size_t>(i)]) * inner + in];
           }
         }
       return Status::Ok();
@@ -143,7 +148,8 @@ Status RunTopK(const OpArgs& a) {
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = x + r * n;
         std::iota(perm.begin(), perm.end(), 0);
-        std::stable_sort(perm.begin(), perm.end(), [&](int64_t p, int64_t q) { return N::Load(row[q]) < N::Load(row[p]); });
+        std::stable_sort(perm.begin(), perm.end(),
+                         [&](int64_t p, int64_t q) { return N::Load(row[q]) < N::Load(row[p]); });
         for (int64_t i = 0; i < k; ++i) {
           values[r * k + i] = row[perm[static_cast<size_t>(i)]];
           indices[r * k + i] = static_cast<int32_t>(perm[static_cast<size_t>(i)]);

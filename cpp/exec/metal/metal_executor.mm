@@ -131,30 +131,38 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     }
     // The uniform rows: one generated call each, checked by the compiler against the SDK's MPSGraph.
 #define JMP_MPS_UNARY(Name, macos, selector) \
-    case K::k##Name: return Tensors{[G selector:in.at(0) name:nil]};
+  case K::k##Name: return Tensors{[G selector:in.at(0) name:nil]};
 #define JMP_MPS_BINARY(Name, macos, primary, secondary) \
-    case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
+  case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
 #include "mps/op_kinds.def"
-    case K::kMatMul: return Tensors{[G matrixMultiplicationWithPrimaryTensor:in.at(0) secondaryTensor:in.at(1) name:nil]};
+    case K::kMatMul:
+      return Tensors{[G matrixMultiplicationWithPrimaryTensor:in.at(0) secondaryTensor:in.at(1) name:nil]};
     case K::kSelect:
       return Tensors{[G selectWithPredicateTensor:in[0] truePredicateTensor:in[1] falsePredicateTensor:in[2] name:nil]};
-    case K::kClamp:
-      return Tensors{[G clampWithTensor:in[0] minValueTensor:in[1] maxValueTensor:in[2] name:nil]};
+    case K::kClamp: return Tensors{[G clampWithTensor:in[0] minValueTensor:in[1] maxValueTensor:in[2] name:nil]};
     case K::kCast: return Tensors{[G castTensor:in[0] toType:dt name:nil]};
     case K::kReinterpretCast: return Tensors{[G reinterpretCastTensor:in[0] toType:dt name:nil]};
     case K::kReshape: return Tensors{[G reshapeTensor:in[0] withShape:ShapeOf(out) name:nil]};
     case K::kTranspose: return Tensors{[G transposeTensor:in[0] permutation:Numbers(op.axes) name:nil]};
     case K::kBroadcast: return Tensors{[G broadcastTensor:in[0] toShape:ShapeOf(out) name:nil]};
     case K::kSlice:
-      return Tensors{[G sliceTensor:in[0] starts:Numbers(op.starts) ends:Numbers(op.ends) strides:Numbers(op.strides) name:nil]};
+      return Tensors{[G sliceTensor:in[0]
+                             starts:Numbers(op.starts)
+                               ends:Numbers(op.ends)
+                            strides:Numbers(op.strides)
+                               name:nil]};
     case K::kConcat: {
       NSMutableArray<MPSGraphTensor*>* list = [NSMutableArray array];
       for (MPSGraphTensor* t : in) [list addObject:t];
       return Tensors{[G concatTensors:list dimension:static_cast<NSInteger>(op.axes.at(0)) name:nil]};
     }
     case K::kPad:
-      return Tensors{[G padTensor:in[0] withPaddingMode:MPSGraphPaddingModeConstant leftPadding:Numbers(op.starts)
-                     rightPadding:Numbers(op.ends) constantValue:op.scalar name:nil]};
+      return Tensors{[G padTensor:in[0]
+                  withPaddingMode:MPSGraphPaddingModeConstant
+                      leftPadding:Numbers(op.starts)
+                     rightPadding:Numbers(op.ends)
+                    constantValue:op.scalar
+                             name:nil]};
     case K::kReverse: return Tensors{[G reverseTensor:in[0] axes:Numbers(op.axes) name:nil]};
     case K::kReductionSum: return Tensors{[G reductionSumWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
     case K::kReductionProduct: return Tensors{[G reductionProductWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
@@ -201,23 +209,35 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     }
     case K::kCumulativeSum: {
       const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
-      return Tensors{[G cumulativeSumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
-                                        reverse:a.reverse name:nil]};
+      return Tensors{[G cumulativeSumWithTensor:in[0]
+                                           axis:static_cast<NSInteger>(a.axis)
+                                      exclusive:a.exclusive
+                                        reverse:a.reverse
+                                           name:nil]};
     }
     case K::kCumulativeProduct: {
       const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
-      return Tensors{[G cumulativeProductWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
-                                            reverse:a.reverse name:nil]};
+      return Tensors{[G cumulativeProductWithTensor:in[0]
+                                               axis:static_cast<NSInteger>(a.axis)
+                                          exclusive:a.exclusive
+                                            reverse:a.reverse
+                                               name:nil]};
     }
     case K::kCumulativeMaximum: {
       const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
-      return Tensors{[G cumulativeMaximumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
-                                            reverse:a.reverse name:nil]};
+      return Tensors{[G cumulativeMaximumWithTensor:in[0]
+                                               axis:static_cast<NSInteger>(a.axis)
+                                          exclusive:a.exclusive
+                                            reverse:a.reverse
+                                               name:nil]};
     }
     case K::kCumulativeMinimum: {
       const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
-      return Tensors{[G cumulativeMinimumWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) exclusive:a.exclusive
-                                            reverse:a.reverse name:nil]};
+      return Tensors{[G cumulativeMinimumWithTensor:in[0]
+                                               axis:static_cast<NSInteger>(a.axis)
+                                          exclusive:a.exclusive
+                                            reverse:a.reverse
+                                               name:nil]};
     }
     case K::kGatherAlongAxis: {
       NSInteger axis = static_cast<NSInteger>(mps::AxisAttrs::Of(op).axis);
@@ -228,24 +248,36 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
       return Tensors{[G gatherNDWithUpdatesTensor:in[0] indicesTensor:in[1] batchDimensions:batch name:nil]};
     }
     case K::kScatterND:
-      return Tensors{[G scatterNDWithDataTensor:in[0] updatesTensor:in[1] indicesTensor:in[2] batchDimensions:0
-                                           mode:ToMPS(mps::ScatterAttrs::Of(op).mode) name:nil]};
+      return Tensors{[G scatterNDWithDataTensor:in[0]
+                                  updatesTensor:in[1]
+                                  indicesTensor:in[2]
+                                batchDimensions:0
+                                           mode:ToMPS(mps::ScatterAttrs::Of(op).mode)
+                                           name:nil]};
     case K::kScatterAlongAxis: {
       const mps::ScatterAttrs a = mps::ScatterAttrs::Of(op);
-      return Tensors{[G scatterAlongAxis:static_cast<NSInteger>(a.axis) withDataTensor:in[0] updatesTensor:in[1]
-                           indicesTensor:in[2] mode:ToMPS(a.mode) name:nil]};
+      return Tensors{[G scatterAlongAxis:static_cast<NSInteger>(a.axis)
+                          withDataTensor:in[0]
+                           updatesTensor:in[1]
+                           indicesTensor:in[2]
+                                    mode:ToMPS(a.mode)
+                                    name:nil]};
     }
     case K::kConv2D: {
       const mps::Conv2DAttrs a = mps::Conv2DAttrs::Of(op);
-      MPSGraphConvolution2DOpDescriptor* d = [MPSGraphConvolution2DOpDescriptor
-          descriptorWithStrideInX:static_cast<NSUInteger>(a.strides.at(1)) strideInY:static_cast<NSUInteger>(a.strides.at(0))
-                  dilationRateInX:static_cast<NSUInteger>(a.dilations.at(1)) dilationRateInY:static_cast<NSUInteger>(a.dilations.at(0))
-                           groups:static_cast<NSUInteger>(a.groups)
-                      paddingLeft:static_cast<NSUInteger>(a.pad_low.at(1)) paddingRight:static_cast<NSUInteger>(a.pad_high.at(1))
-                       paddingTop:static_cast<NSUInteger>(a.pad_low.at(0)) paddingBottom:static_cast<NSUInteger>(a.pad_high.at(0))
-                     paddingStyle:MPSGraphPaddingStyleExplicit
-                       dataLayout:MPSGraphTensorNamedDataLayoutNHWC
-                    weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
+      MPSGraphConvolution2DOpDescriptor* d =
+          [MPSGraphConvolution2DOpDescriptor descriptorWithStrideInX:static_cast<NSUInteger>(a.strides.at(1))
+                                                           strideInY:static_cast<NSUInteger>(a.strides.at(0))
+                                                     dilationRateInX:static_cast<NSUInteger>(a.dilations.at(1))
+                                                     dilationRateInY:static_cast<NSUInteger>(a.dilations.at(0))
+                                                              groups:static_cast<NSUInteger>(a.groups)
+                                                         paddingLeft:static_cast<NSUInteger>(a.pad_low.at(1))
+                                                        paddingRight:static_cast<NSUInteger>(a.pad_high.at(1))
+                                                          paddingTop:static_cast<NSUInteger>(a.pad_low.at(0))
+                                                       paddingBottom:static_cast<NSUInteger>(a.pad_high.at(0))
+                                                        paddingStyle:MPSGraphPaddingStyleExplicit
+                                                          dataLayout:MPSGraphTensorNamedDataLayoutNHWC
+                                                       weightsLayout:MPSGraphTensorNamedDataLayoutHWIO];
       return Tensors{[G convolution2DWithSourceTensor:in[0] weightsTensor:in[1] descriptor:d name:nil]};
     }
     case K::kMaxPool4D: return Tensors{[G maxPooling4DWithSourceTensor:in[0] descriptor:Pooling(op) name:nil]};
@@ -255,7 +287,10 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
       return Tensors{[G avgPooling4DWithSourceTensor:in[0] descriptor:d name:nil]};
     }
     case K::kMaxPool4DGradient:
-      return Tensors{[G maxPooling4DGradientWithGradientTensor:in[0] sourceTensor:in[1] descriptor:Pooling(op) name:nil]};
+      return Tensors{[G maxPooling4DGradientWithGradientTensor:in[0]
+                                                  sourceTensor:in[1]
+                                                    descriptor:Pooling(op)
+                                                          name:nil]};
     case K::kWhile: {
       NSMutableArray<MPSGraphTensor*>* init = [NSMutableArray array];
       for (MPSGraphTensor* t : in) [init addObject:t];
@@ -350,7 +385,11 @@ class MetalExecutable : public Executable {
     feeds_ = params;
     targets_ = targets;
     MPSGraphDevice* gd = [MPSGraphDevice deviceWithMTLDevice:device];
-    executable_ = [graph compileWithDevice:gd feeds:feeds targetTensors:targets targetOperations:nil compilationDescriptor:nil];
+    executable_ = [graph compileWithDevice:gd
+                                     feeds:feeds
+                             targetTensors:targets
+                          targetOperations:nil
+                     compilationDescriptor:nil];
     if (!executable_) return Internal("MPSGraph failed to compile the executable");
     return Status::Ok();
   }
@@ -361,14 +400,16 @@ class MetalExecutable : public Executable {
       for (size_t i = 0; i < inputs.size(); ++i) {
         auto* m = static_cast<MetalMemory*>(inputs[i]);
         const mps::TensorType& t = graph_.type(graph_.inputs[i]);
-        [in addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer() shape:ShapeOf(t)
+        [in addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer()
+                                                              shape:ShapeOf(t)
                                                            dataType:*ToMPS(t.dtype, nullptr)]];
       }
       NSMutableArray<MPSGraphTensorData*>* out = [NSMutableArray array];
       for (size_t i = 0; i < outputs.size(); ++i) {
         auto* m = static_cast<MetalMemory*>(outputs[i]);
         const mps::TensorType& t = graph_.type(graph_.outputs[i]);
-        [out addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer() shape:ShapeOf(t)
+        [out addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer()
+                                                               shape:ShapeOf(t)
                                                             dataType:*ToMPS(t.dtype, nullptr)]];
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -392,7 +433,8 @@ class MetalExecutor : public Executor {
   std::string name() const override { return "metal"; }
 
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override {
-    id<MTLBuffer> buffer = [device_ newBufferWithLength:std::max<size_t>(bytes, 1) options:MTLResourceStorageModeShared];
+    id<MTLBuffer> buffer = [device_ newBufferWithLength:std::max<size_t>(bytes, 1)
+                                                options:MTLResourceStorageModeShared];
     if (!buffer) return ResourceExhausted("Metal could not allocate " + std::to_string(bytes) + " bytes");
     return std::shared_ptr<DeviceMemory>(std::make_shared<MetalMemory>(buffer, bytes));
   }
