@@ -63,27 +63,30 @@ bool IsDenseRowMajor(const PJRT_Buffer_MemoryLayout& layout, size_t rank) {
   return true;
 }
 
-PJRT_NamedValue Int64Value(const char* name, int64_t value) {
+namespace {
+
+PJRT_NamedValue NamedValue(const char* name, PJRT_NamedValue_Type type, size_t value_size) {
   PJRT_NamedValue v;
   std::memset(&v, 0, sizeof(v));
   v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
   v.name = name;
   v.name_size = std::strlen(name);
-  v.type = PJRT_NamedValue_kInt64;
+  v.type = type;
+  v.value_size = value_size;
+  return v;
+}
+
+}  // namespace
+
+PJRT_NamedValue Int64Value(const char* name, int64_t value) {
+  PJRT_NamedValue v = NamedValue(name, PJRT_NamedValue_kInt64, 1);
   v.int64_value = value;
-  v.value_size = 1;
   return v;
 }
 
 PJRT_NamedValue Int64ListValue(const char* name, const int64_t* values, size_t count) {
-  PJRT_NamedValue v;
-  std::memset(&v, 0, sizeof(v));
-  v.struct_size = PJRT_NamedValue_STRUCT_SIZE;
-  v.name = name;
-  v.name_size = std::strlen(name);
-  v.type = PJRT_NamedValue_kInt64List;
+  PJRT_NamedValue v = NamedValue(name, PJRT_NamedValue_kInt64List, count);
   v.int64_array_value = values;
-  v.value_size = count;
   return v;
 }
 
