@@ -253,6 +253,10 @@ class _RangeFile(io.RawIOBase):
                 raise FetchError("the server does not answer range requests")
         self._size = int(total)
 
+    @property
+    def size(self):
+        return self._size
+
     def readable(self):
         return True
 
@@ -335,7 +339,7 @@ def _download(client, url, target):
     os.replace(target + ".part", target)
 
 
-def _pip_download(artifact, cache, log):
+def _pip_download(artifact, cache):
     """The last resort for a wheel: pip itself (keyring and every other setting of its own)."""
     m = re.match(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$",
                  artifact.filename)
@@ -397,7 +401,7 @@ def _fetch_remote(artifact, cache, settings, log, errors):
             try:
                 remote = _RangeFile(client, where)
                 _store(artifact, _open_archive(remote, artifact.filename), cache)
-                log(f"read {remote.fetched / 1e6:.1f} MB of {artifact.filename} ({remote._size / 1e6:.0f} MB) "
+                log(f"read {remote.fetched / 1e6:.1f} MB of {artifact.filename} ({remote.size / 1e6:.0f} MB) "
                     f"for {', '.join(m.name for m in artifact.members)}")
                 return
             except (FetchError, OSError, zipfile.BadZipFile) as e:
@@ -413,7 +417,7 @@ def _fetch_remote(artifact, cache, settings, log, errors):
             errors.append(f"download of {where}: {e}")
     if artifact.filename.endswith(".whl"):
         try:
-            _pip_download(artifact, cache, log)
+            _pip_download(artifact, cache)
         except (FetchError, OSError) as e:
             errors.append(str(e))
 
