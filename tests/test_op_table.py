@@ -12,12 +12,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE = ROOT / "cpp" / "mps" / "op_kinds.def"
 TABLE_TEXT = TABLE.read_text()
 # (name, version, selector, category) for every row, in table order; unary and binary rows spell their
-# selector as its parts, which the preprocessor joins the same way.
+# selector as its parts, which the preprocessor joins the same way; host-only rows have neither.
 ROWS = []
 for m in re.finditer(
-    r'^JMP_MPS_(OP|UNARY|BINARY)\((\w+),\s*(\d+),\s*(?:"([^"]+)"|(\w+))(?:,\s*(\w+))?\)', TABLE_TEXT, re.M
+    r'^JMP_(?:MPS_(OP|UNARY|BINARY)\((\w+),\s*(\d+),\s*(?:"([^"]+)"|(\w+))(?:,\s*(\w+))?\)|HOST_OP\((\w+)\))',
+    TABLE_TEXT,
+    re.M,
 ):
-    category, name, version, quoted, first, second = m.groups()
+    category, name, version, quoted, first, second, host_name = m.groups()
+    if host_name:
+        ROWS.append((host_name, "0", "", "HOST"))
+        continue
     if category == "OP":
         selector = quoted
     elif category == "UNARY":
@@ -38,15 +43,25 @@ def test_table_is_the_one_the_build_uses():
 
 
 def test_every_row_is_parsed():
-    rows = re.findall(r"^JMP_MPS_\w+\(", TABLE_TEXT, re.M)
+    rows = re.findall(r"^JMP_(?:MPS|HOST)_\w+\(", TABLE_TEXT, re.M)
     assert len(rows) == len(ROWS)
-    assert {c for *_, c in ROWS} == {"OP", "UNARY", "BINARY"}
+    assert {"OP", "UNARY", "BINARY"} <= {c for *_, c in ROWS} <= {"OP", "UNARY", "BINARY", "HOST"}
 
 
 @pytest.mark.parametrize("name", [r[0] for r in ROWS if r[3] == "OP"])
 def test_op_has_host_and_metal_cases(name):
     assert re.search(rf"\bK::k{name}\b|OpKind::k{name}\b", HOST), f"{name}: no host executor case"
     assert re.search(rf"\bK::k{name}\b|OpKind::k{name}\b", METAL), f"{name}: no Metal executor case"
+
+
+@pytest.mark.parametrize("name", [r[0] for r in ROWS if r[3] == "HOST"])
+def test_host_only_op_has_a_host_case(name):
+    assert re.search(rf"\bK::k{name}\b|OpKind::k{name}\b", HOST), f"{name}: no host executor case"
+
+
+def test_metal_executor_generates_host_only_cases_as_unreachable():
+    body = _macro_bodies(METAL, "JMP_HOST_OP")
+    assert len(body) == 1 and "case K::k##Name:" in body[0][1]
 
 
 def _macro_bodies(text, macro):
@@ -75,6 +90,9 @@ def test_uniform_row_has_host_kernel_cases(name, category):
 
 @pytest.mark.parametrize("name,version,selector,category", ROWS)
 def test_selector_is_the_one_the_metal_executor_calls(name, version, selector, category):
+    if category == "HOST":
+        assert version == "0" and selector == ""
+        return
     if category == "OP":
         first = selector.split(":")[0]
         assert first in METAL, f"{name}: the Metal executor never calls {selector}"
@@ -133,7 +151,9 @@ def test_int_attr_is_read_only_through_typed_views():
 @pytest.mark.skipif(not API_NOTES.exists(), reason="../shared/docs/mpsgraph-api.md is not beside this checkout")
 def test_versions_agree_with_api_notes():
     notes = API_NOTES.read_text()
-    for name, version, selector, _ in ROWS:
+    for name, version, selector, category in ROWS:
+        if category == "HOST":
+            continue
         m = re.search(re.escape(selector) + r"` \((\d+)\.(\d+)\)", notes)
         if m:
             documented = int(m.group(1)) * 100 + int(m.group(2))

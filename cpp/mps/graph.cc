@@ -31,6 +31,7 @@ void PrintInts(std::ostream& os, const char* label, const std::vector<int64_t>& 
 std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
 std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
 int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
+bool OpKindHostOnly(OpKind kind) { return Info(kind).macos == 0; }
 
 int64_t TensorType::NumElements() const {
   int64_t n = 1;

@@ -35,7 +35,8 @@ enum class BinaryOp : uint8_t {
 
 std::string_view OpKindName(OpKind kind);      // "Add"
 std::string_view OpKindSelector(OpKind kind);  // the MPSGraph selector
-int OpKindMacOS(OpKind kind);                  // 1100 = macOS 11.0
+int OpKindMacOS(OpKind kind);                  // 1100 = macOS 11.0; 0 for a JMP_HOST_OP row
+bool OpKindHostOnly(OpKind kind);              // a JMP_HOST_OP row: MPSGraph has no call for it
 
 struct TensorType {
   DType dtype = DType::kF32;
