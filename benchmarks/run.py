@@ -26,6 +26,7 @@ overrun --seconds runs fewer rounds, but at least MIN_ROUNDS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import gc
 import json
@@ -153,6 +154,11 @@ class Program:
 
 def measure_suite(name, args, progress):
     """Compile on both platforms (interleaved), then time interleaved rounds; returns the suite's results."""
+    with jax.enable_x64(True) if SUITES[name].x64 else contextlib.nullcontext():
+        return _measure_suite(name, args, progress)
+
+
+def _measure_suite(name, args, progress):
     result = {"platforms": {}}
     programs = {}
     for plat in PLATFORMS:

@@ -192,12 +192,43 @@ def host_callback_suite(quick):
     return stateless(f), 0, (np.ones((1024,), np.float32),)
 
 
+# ---- issue 14: a program with host segments between Metal ones
+
+
+def host_segment_suite(quick):
+    """An MLP training step (float32) whose gradient-norm clipping is computed in float64: under x64 the
+    float64 ops run on the host between two Metal segments of the same executable, over the same memory
+    (the copies column must read 0)."""
+    sizes = [256, 512, 10]
+    batch = 128
+
+    def init(key):
+        k1, k2 = jax.random.split(key)
+        return [jax.random.normal(k1, (sizes[0], sizes[1]), jnp.float32) * 0.06,
+                jax.random.normal(k2, (sizes[1], sizes[2]), jnp.float32) * 0.04]
+
+    def loss(params, x, y):
+        logits = jax.nn.relu(x @ params[0]) @ params[1]
+        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, sizes[-1]), axis=-1))
+
+    def step(params, x, y):
+        l, g = jax.value_and_grad(loss)(params, x, y)
+        norm = jnp.sqrt(sum(jnp.sum(d.astype(jnp.float64) ** 2) for d in g))
+        scale = jnp.minimum(1.0, 1.0 / norm).astype(jnp.float32)
+        return [p - 0.01 * scale * d for p, d in zip(params, g)], l
+
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(batch, sizes[0])).astype(np.float32), rng.integers(0, 10, batch).astype(np.int32))
+    return step, init(jax.random.key(0)), data
+
+
 @dataclass(frozen=True)
 class Suite:
     build: Callable
     batched: bool = False       # time a batch of calls as a whole (dispatch cost: one call is too short to time)
     fresh_rss: bool = False     # also measure peak RSS in a fresh process per platform
     iterations: int = 0         # loop iterations per step, to report the per-iteration time
+    x64: bool = False           # built, compiled and run with jax_enable_x64
 
 
 SUITES = {
@@ -212,4 +243,5 @@ SUITES = {
     "bernoulli": Suite(bernoulli_suite, fresh_rss=True),
     "fori-loop": Suite(fori_loop_suite, iterations=LOOP_ITERATIONS),
     "host-callback": Suite(host_callback_suite),
+    "host-segment": Suite(host_segment_suite, x64=True),
 }

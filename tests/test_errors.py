@@ -73,13 +73,6 @@ def test_unsupported_op_forms_name_the_op(case):
     still_alive()
 
 
-def test_float64_names_the_dtype():
-    with jax.enable_x64(True):
-        with pytest.raises(RuntimeError, match="float64 is not supported"):
-            run_metal(jnp.sin, np.arange(3, dtype=np.float64))
-    still_alive()
-
-
 def test_errors_leave_other_programs_and_buffers_intact():
     dev = device("metal")
     kept = jax.device_put(X, dev)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +45,19 @@ std::unique_ptr<Executor> CreateHostExecutor();
 #ifdef JMP_HAVE_METAL
 std::unique_ptr<Executor> CreateMetalExecutor();  // null when no Metal device is present
 #endif
-// metal on macOS (when a device exists), host elsewhere; JAX_METAL_EXECUTOR=host|metal overrides.
+// One executor made of two (segment_runner.cc): each executable is cut by mps/placement.h into segments
+// that `device` runs (what MPSGraph can) and segments that `host` runs (float64, LAPACK, callbacks),
+// in order over memory from `device`. On Linux `device` is a host executor standing in for Metal, so the
+// Mac's cuts are tested there.
+std::unique_ptr<Executor> CreateSegmentedExecutor(std::unique_ptr<Executor> device, std::unique_ptr<Executor> host);
+// Outputs the segment runner had to make apart and copy over a donated input (a later segment still
+// read the input); counted with the plugin's copies.
+int64_t StagedOutputCount();
+
+// JAX_METAL_EXECUTOR chooses:
+//   metal   Metal segments on the GPU and host segments on the CPU (the default on a Mac with Metal)
+//   placed  the Mac's placement, every segment on the host executor (the default elsewhere)
+//   host    the whole program as one host executable, no placement
 StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor();
 
 }  // namespace jmp::exec

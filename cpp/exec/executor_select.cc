@@ -8,17 +8,18 @@ namespace jmp::exec {
 StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor() {
   const char* env = std::getenv("JAX_METAL_EXECUTOR");
   std::string choice = env ? env : "";
-  if (!choice.empty() && choice != "host" && choice != "metal")
-    return InvalidArgument("JAX_METAL_EXECUTOR must be 'host' or 'metal', not '" + choice + "'");
+  if (!choice.empty() && choice != "host" && choice != "metal" && choice != "placed")
+    return InvalidArgument("JAX_METAL_EXECUTOR must be 'metal', 'placed' or 'host', not '" + choice + "'");
   if (choice == "host") return CreateHostExecutor();
 #ifdef JMP_HAVE_METAL
-  if (auto metal = CreateMetalExecutor()) return std::unique_ptr<Executor>(std::move(metal));
+  if (choice != "placed")
+    if (auto metal = CreateMetalExecutor()) return CreateSegmentedExecutor(std::move(metal), CreateHostExecutor());
   if (choice == "metal") return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this Mac has no Metal device");
 #else
   if (choice == "metal")
     return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this build has no Metal executor (not macOS)");
 #endif
-  return CreateHostExecutor();
+  return CreateSegmentedExecutor(CreateHostExecutor(), CreateHostExecutor());
 }
 
 }  // namespace jmp::exec

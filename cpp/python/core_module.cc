@@ -9,6 +9,7 @@
 
 #include "mps/graph.h"
 #include "mps/lower.h"
+#include "mps/placement.h"
 #include "stablehlo/ir.h"
 #include "unit_tests/unit_test.h"
 
@@ -37,7 +38,7 @@ std::string LowerArtifact(py::bytes data) {
   jmp::shlo::Module module = Read(data);
   auto graph = jmp::mps::LowerModule(module);
   if (!graph.ok()) Raise(graph.status());
-  return graph->ToString();
+  return jmp::mps::PlacementToString(*graph, jmp::mps::PlaceGraph(*graph));
 }
 
 py::list OpKinds() {
@@ -56,7 +57,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_artifact", &ParseArtifact, py::arg("data"),
         "Reads a VHLO portable artifact; returns our StableHLO IR as text. ValueError on bad input.");
   m.def("lower_artifact", &LowerArtifact, py::arg("data"),
-        "Reads and lowers a VHLO portable artifact; returns the MPS op graph as text.");
+        "Reads and lowers a VHLO portable artifact; returns the MPS op graph as text, segment by segment,\n"
+        "each op marked with the executor placement gives it (@metal or @host).");
   m.def("op_kinds", &OpKinds, "The MPS op table: (name, MPSGraph selector, macOS version) per op kind.");
   m.def("unit_tests", &jmp::unit::TestNames, "Names of the C++ unit tests (cpp/unit_tests).");
   m.def(
