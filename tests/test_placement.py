@@ -29,7 +29,7 @@ def placement(fn, *args):
     """[(executor, op line)] of the placed graph's top-level ops, and the segments' executors."""
     text = tools.mps_graph(fn, *args)
     ops = [(m.group(2), m.group(1)) for m in re.finditer(r"^  (%.*?)  @(metal|host)$", text, re.M)]
-    segments = re.findall(r"^segment \d+ on (metal|host)", text, re.M)
+    segments = re.findall(r"^  -- segment \d+ on (metal|host)", text, re.M)
     return ops, segments, text
 
 

@@ -204,29 +204,44 @@ Placement PlaceGraph(const Graph& g) {
 }
 
 std::string PlacementToString(const Graph& g, const Placement& p) {
-  std::ostringstream os;
+  // The graph as Graph::ToString prints it, ops in the order they run, each top-level op marked with its
+  // executor and each segment opened by a line saying what crosses into and out of it.
+  Graph view;
+  view.values = g.values;
+  view.inputs = g.inputs;
+  view.outputs = g.outputs;
+  std::vector<std::string> headers;
+  std::vector<size_t> first_op;
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
-    os << "segment " << s << " on " << WhereName(seg.where) << " reads (";
-    for (size_t i = 0; i < seg.inputs.size(); ++i) os << (i ? ", " : "") << '%' << seg.inputs[i];
-    os << ") writes (";
-    for (size_t i = 0; i < seg.outputs.size(); ++i) os << (i ? ", " : "") << '%' << seg.outputs[i];
-    os << "):\n";
-    Graph view;
-    view.values = g.values;
+    std::ostringstream h;
+    h << "  -- segment " << s << " on " << WhereName(seg.where) << ": reads (";
+    for (size_t i = 0; i < seg.inputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.inputs[i];
+    h << "), writes (";
+    for (size_t i = 0; i < seg.outputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.outputs[i];
+    h << ")";
+    headers.push_back(h.str());
+    first_op.push_back(view.ops.size());
     for (size_t i : seg.ops) view.ops.push_back(g.ops[i]);
-    std::string body = view.ToString();
-    // Drop the "graph() {" line and the closing "return ... }" lines: the header says what flows.
-    std::istringstream lines(body);
-    std::string line;
-    std::getline(lines, line);
-    while (std::getline(lines, line)) {
-      if (line.rfind("  return", 0) == 0 || line == "}") continue;
-      bool top_level = line.rfind("    ", 0) != 0;
-      os << line;
-      if (top_level) os << "  @" << WhereName(seg.where);
-      os << '\n';
-    }
+  }
+  std::vector<Where> where;
+  for (const Segment& seg : p.segments)
+    for (size_t k = 0; k < seg.ops.size(); ++k) where.push_back(seg.where);
+
+  std::istringstream lines(view.ToString());
+  std::ostringstream os;
+  std::string line;
+  size_t op = 0, segment = 0;
+  bool first = true;
+  while (std::getline(lines, line)) {
+    bool top_level_op = !first && line.rfind("  %", 0) == 0;
+    bool top_level_return = line.rfind("  return", 0) == 0;
+    if (top_level_op || (top_level_return && op == 0))
+      while (segment < headers.size() && first_op[segment] == op) os << headers[segment++] << '\n';
+    os << line;
+    if (top_level_op) os << "  @" << WhereName(where[op++]);
+    os << '\n';
+    first = false;
   }
   return os.str();
 }

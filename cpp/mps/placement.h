@@ -32,9 +32,9 @@ bool MetalRuns(const Graph& graph, const Op& op);
 struct Segment {
   Where where = Where::kMetal;
   Graph graph;
-  std::vector<int> inputs;    // outer value ids: graph.inputs[i] holds inputs[i]
-  std::vector<int> outputs;   // outer value ids: graph.outputs[k] holds outputs[k]
-  std::vector<size_t> ops;    // indices of the outer graph's ops it runs, in its order
+  std::vector<int> inputs;   // outer value ids: graph.inputs[i] holds inputs[i]
+  std::vector<int> outputs;  // outer value ids: graph.outputs[k] holds outputs[k]
+  std::vector<size_t> ops;   // indices of the outer graph's ops it runs, in its order
 };
 
 struct Placement {
