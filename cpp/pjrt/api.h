@@ -61,6 +61,8 @@ Status ExecutableOutputElementTypes(PJRT_Executable_OutputElementTypes_Args* arg
 Status ExecutableOutputDimensions(PJRT_Executable_OutputDimensions_Args* args);
 Status ExecutableGetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryStats_Args* args);
 Status ExecutableFingerprint(PJRT_Executable_Fingerprint_Args* args);
+Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args);
+Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args);
 Status LoadedExecutableDestroy(PJRT_LoadedExecutable_Destroy_Args* args);
 Status LoadedExecutableGetExecutable(PJRT_LoadedExecutable_GetExecutable_Args* args);
 Status LoadedExecutableAddressableDevices(PJRT_LoadedExecutable_AddressableDevices_Args* args);

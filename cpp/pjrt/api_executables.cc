@@ -119,6 +119,33 @@ Status ExecutableFingerprint(PJRT_Executable_Fingerprint_Args* args) {
   return Status::Ok();
 }
 
+Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args) {
+  JMP_REQUIRE(args->executable, "executable is null");
+  auto* serialized = new PJRT_SerializedExecutable{SerializeProgram(*args->executable->program)};
+  args->serialized_bytes = serialized->bytes.data();
+  args->serialized_bytes_size = serialized->bytes.size();
+  args->serialized_executable = serialized;
+  args->serialized_executable_deleter = [](PJRT_SerializedExecutable* s) { delete s; };
+  return Status::Ok();
+}
+
+// The compile options (one device, one replica) are the same for every program this plugin runs, so
+// overridden ones change nothing.
+Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Executable_DeserializeAndLoad: client is null");
+  JMP_REQUIRE(args->serialized_executable || !args->serialized_executable_size,
+              "PJRT_Executable_DeserializeAndLoad: serialized_executable is null");
+  JMP_ASSIGN_OR_RETURN(
+      std::shared_ptr<CompiledProgram> program,
+      DeserializeProgram(*args->client->state->executor, reinterpret_cast<const uint8_t*>(args->serialized_executable),
+                         args->serialized_executable_size));
+  auto* loaded = new PJRT_LoadedExecutable;
+  loaded->program = std::move(program);
+  loaded->client = args->client;
+  args->loaded_executable = loaded;
+  return Status::Ok();
+}
+
 // ---- loaded executables
 
 Status LoadedExecutableDestroy(PJRT_LoadedExecutable_Destroy_Args* args) {

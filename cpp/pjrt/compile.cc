@@ -1,6 +1,7 @@
 #include "pjrt/compile.h"
 
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "mps/lower.h"
@@ -37,6 +38,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
+  program->code.assign(code, code + code_size);
   for (int v : program->graph.outputs) {
     const mps::TensorType& t = program->graph.type(v);
     program->output_types.push_back(ToBufferType(t.dtype));
@@ -47,6 +49,33 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
     program->output_bytes.push_back(t.ByteSize());
   }
   return program;
+}
+
+namespace {
+
+// Bumped whenever what a serialized program means changes; a cache entry of another version is refused
+// (JAX then compiles afresh).
+constexpr char kSerialMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '1'};
+
+}  // namespace
+
+std::string SerializeProgram(const CompiledProgram& program) {
+  std::string out(kSerialMagic, sizeof(kSerialMagic));
+  uint64_t n = program.code.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  out.append(reinterpret_cast<const char*>(program.code.data()), program.code.size());
+  return out;
+}
+
+StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& executor, const uint8_t* bytes,
+                                                              size_t size) {
+  constexpr size_t kHeader = sizeof(kSerialMagic) + 8;
+  if (!bytes || size < kHeader || std::memcmp(bytes, kSerialMagic, sizeof(kSerialMagic)) != 0)
+    return InvalidArgument("not an executable serialized by this version of jax-metal-plugin");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[sizeof(kSerialMagic) + i]) << (8 * i);
+  if (n != size - kHeader) return InvalidArgument("serialized executable: truncated or padded");
+  return CompileProgram(executor, "mlir", bytes + kHeader, static_cast<size_t>(n));
 }
 
 ProgramSizes SizesOf(const CompiledProgram& program) {

@@ -32,12 +32,20 @@ struct CompiledProgram {
   // (tf.aliasing_output) or -1, and whether the input is donated at all (aliased or jax.buffer_donor).
   std::vector<int64_t> aliased_output;
   std::vector<bool> donated;
-  bool in_place = false;  // the executable runs with outputs sharing memory with inputs
+  bool in_place = false;      // the executable runs with outputs sharing memory with inputs
+  std::vector<uint8_t> code;  // the VHLO artifact it was compiled from (what serialization keeps)
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
 StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
                                                           const uint8_t* code, size_t code_size);
+
+// A compiled program as bytes for JAX's persistent compilation cache: a header naming this format and
+// plugin version, then the VHLO artifact. Loading compiles the artifact again: lowering and planning
+// take milliseconds, and the artifact is the one input every executor's compiled form comes from.
+std::string SerializeProgram(const CompiledProgram& program);
+StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& executor, const uint8_t* bytes,
+                                                              size_t size);
 
 // Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated
 // arguments. Temporaries are the executor's business and not known here.

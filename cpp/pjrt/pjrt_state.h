@@ -61,6 +61,9 @@ struct PJRT_Buffer {
 struct PJRT_Executable {
   std::shared_ptr<jmp::pjrt::CompiledProgram> program;
 };
+struct PJRT_SerializedExecutable {
+  std::string bytes;
+};
 struct PJRT_LoadedExecutable {
   std::shared_ptr<jmp::pjrt::CompiledProgram> program;
   PJRT_Client* client;

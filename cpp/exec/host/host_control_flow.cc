@@ -50,6 +50,7 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
     if (kind[i] == Carry::kSwapped) buffers[1][i].resize(bytes);
   }
   uint8_t pred = 0;
+  const std::vector<uint8_t*> pred_out{&pred};
   for (;;) {
     for (size_t i = 0; i < n; ++i) {
       if (kind[i] == Carry::kPassthrough) continue;
@@ -57,7 +58,7 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
       ins[i] = now;
       outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i].data();
     }
-    JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, {&pred}));
+    JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, pred_out));
     if (!pred) break;
     JMP_RETURN_IF_ERROR(ExecutePlan(body, ins, outs, /*outputs_alias_inputs=*/false, /*writable_carries=*/true));
     for (size_t i = 0; i < n; ++i)

@@ -99,6 +99,27 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
   return Internal("unknown op kind");
 }
 
+namespace {
+
+struct OperandLists {
+  std::vector<const uint8_t*> in;
+  std::vector<uint8_t*> out;
+};
+
+thread_local std::vector<std::unique_ptr<OperandLists>> t_operand_lists;
+thread_local size_t t_plan_depth = 0;
+
+struct ScratchLease {
+  OperandLists* lists;
+  ScratchLease() {
+    if (t_operand_lists.size() <= t_plan_depth) t_operand_lists.push_back(std::make_unique<OperandLists>());
+    lists = t_operand_lists[t_plan_depth++].get();
+  }
+  ~ScratchLease() { --t_plan_depth; }
+};
+
+}  // namespace
+
 Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
                    bool outputs_alias_inputs, bool writable_carries) {
   const mps::Graph& g = *plan.graph;
@@ -111,10 +132,17 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     ~Return() { plan.arenas->Give(std::move(arena)); }
   } give_back{plan, arena};
   const bool profile = ProfilingEnabled();
+  // Operand lists move into each op's OpArgs and back; their memory is the thread's, one pair per depth
+  // of nested plans, so a loop body running its plan every iteration allocates nothing.
+  ScratchLease scratch;
+  std::vector<const uint8_t*>& in_list = scratch.lists->in;
+  std::vector<uint8_t*>& out_list = scratch.lists->out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
-    OpArgs a{op, g, {}, {}};
     if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
+    in_list.clear();
+    out_list.clear();
+    OpArgs a{op, g, std::move(in_list), std::move(out_list)};
     for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
     for (size_t j = 0; j < 2; ++j)
       if (int src = plan.matmul_source[i][j]; src >= 0) {
@@ -124,31 +152,36 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
     if (writable_carries && plan.in_place_op_input[i] >= 0)
       a.out[0] = const_cast<uint8_t*>(inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
+    Status status;
     if (profile) {
       auto start = std::chrono::steady_clock::now();
-      JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
+      status = RunOp(a, plan, i);
       if (op.subgraphs.empty()) RecordOpTime(op, g, std::chrono::steady_clock::now() - start);
-      continue;
+    } else {
+      status = RunOp(a, plan, i);
     }
-    JMP_RETURN_IF_ERROR(RunOp(a, plan, i));
+    in_list = std::move(a.in);
+    out_list = std::move(a.out);
+    JMP_RETURN_IF_ERROR(status);
   }
   // Ops only read inputs; outputs are written here, last. An output may be an input's memory (a donated
   // buffer reused): a result read from an input (or a view of one) that another output overwrites is
   // staged first.
   const size_t n = g.outputs.size();
-  std::vector<const uint8_t*> src(n);
+  std::vector<const uint8_t*>& src = in_list;  // its allocation again
+  src.assign(n, nullptr);
   std::vector<std::vector<uint8_t>> staged;
   for (size_t i = 0; i < n; ++i) src[i] = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
   if (writable_carries)
     for (size_t i = 0; i < n && i < inputs.size(); ++i)
       if (plan.in_place_carry_op[i] >= 0) src[i] = inputs[i];
   for (size_t i = 0; outputs_alias_inputs && i < n; ++i) {
-    size_t bytes = g.type(g.outputs[i]).ByteSize();
+    size_t bytes = plan.output_bytes[i];
     int root = g.outputs[i];
     while (plan.alias_of[static_cast<size_t>(root)] >= 0) root = plan.alias_of[static_cast<size_t>(root)];
     if (!bytes || src[i] == outputs[i] || plan.input_index[static_cast<size_t>(root)] < 0) continue;
     for (size_t j = 0; j < n; ++j) {
-      size_t other = g.type(g.outputs[j]).ByteSize();
+      size_t other = plan.output_bytes[j];
       if (j == i || !other || src[i] >= outputs[j] + other || outputs[j] >= src[i] + bytes) continue;
       staged.emplace_back(src[i], src[i] + bytes);
       src[i] = staged.back().data();
@@ -156,7 +189,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    size_t bytes = g.type(g.outputs[i]).ByteSize();
+    size_t bytes = plan.output_bytes[i];
     if (bytes && outputs[i] != src[i]) std::memmove(outputs[i], src[i], bytes);
   }
   return Status::Ok();

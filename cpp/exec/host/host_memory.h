@@ -2,6 +2,7 @@
 // steps neither allocate nor fault in fresh pages. Used by the executor (buffers) and the planner (arenas).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -91,7 +92,11 @@ using Arena = std::unique_ptr<uint8_t[], void (*)(void*)>;
 
 class ArenaPool {
  public:
+  ~ArenaPool() { std::free(fast_.exchange(nullptr)); }
+  // A loop body's plan takes and gives its arena every iteration: one lock-free slot serves that case,
+  // the locked list the rest (several threads running one executable).
   Arena Take(size_t bytes) {
+    if (uint8_t* p = fast_.exchange(nullptr, std::memory_order_acquire)) return Arena(p, std::free);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
@@ -103,11 +108,18 @@ class ArenaPool {
     return Arena(bytes ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(bytes))) : nullptr, std::free);
   }
   void Give(Arena a) {
+    if (!a) return;
+    uint8_t* expected = nullptr;
+    if (fast_.compare_exchange_strong(expected, a.get(), std::memory_order_release)) {
+      a.release();
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (free_.size() < 4) free_.push_back(std::move(a));
   }
 
  private:
+  std::atomic<uint8_t*> fast_{nullptr};
   std::mutex mu_;
   std::vector<Arena> free_;
 };

@@ -135,7 +135,7 @@ struct InParallelFor {
 
 int HostThreads() { return GlobalPool()->threads(); }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int threads = HostThreads();

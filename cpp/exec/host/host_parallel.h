@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 namespace jmp::exec::host {
 
@@ -12,7 +13,17 @@ namespace jmp::exec::host {
 // last), on the pool's threads and the caller's. Ranges too small to be worth a thread run inline, as
 // do calls made from inside a ParallelFor's ranges and calls made while another thread's ParallelFor
 // holds the pool (no waiting for it).
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+// Small ranges (most ops inside loops) run inline without making a std::function.
+void ParallelForSplit(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+template <typename F>
+void ParallelFor(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (n < 2 * grain) {
+    f(int64_t{0}, n);
+    return;
+  }
+  ParallelForSplit(n, grain, std::function<void(int64_t, int64_t)>(std::forward<F>(f)));
+}
 
 // How many threads ParallelFor may use, the caller included.
 int HostThreads();

@@ -229,6 +229,7 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   FindInPlaceCarries(*plan, uses);
   FoldMatMulTransposes(*plan, producer, uses);
   AssignArenaSlots(*plan);
+  for (int v : g.outputs) plan->output_bytes.push_back(g.type(v).ByteSize());
   return plan;
 }
 

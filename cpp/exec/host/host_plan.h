@@ -34,6 +34,7 @@ struct Plan {
   std::vector<int> in_place_op_input;
   std::vector<uint8_t> folded;
   size_t arena_bytes = 0;
+  std::vector<size_t> output_bytes;             // per graph output
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
   std::vector<size_t> subplan_first;            // per op: index of its first subplan
   std::unique_ptr<ArenaPool, void (*)(ArenaPool*)> arenas{nullptr, nullptr};
