@@ -1,6 +1,6 @@
 """complex64 on metal against JAX's CPU backend: arithmetic, elementwise math (MPSGraph's complex ops
 and the real-arithmetic decompositions), special values, compare/select, dot, reductions, scans, sort,
-conversions, grads and vmap; complex128 is a clear error."""
+conversions, grads and vmap (complex128: tests/test_x64.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, check_reduction, random_array, run_on
+from jaxcompare import check, check_reduction, random_array
 
 RNG = np.random.default_rng(11)
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -148,11 +148,3 @@ def test_complex_ops_stay_complex_or_decompose():
     text = tools.mps_graph(jnp.tanh, z)
     assert "RealPart(" in text and "ComplexFromParts(" in text and "Tanh(" not in text
 
-
-def test_complex128_is_a_clear_error():
-    with jax.enable_x64(True):
-        z = np.ones(3, np.complex128)
-        with pytest.raises(Exception, match=r"complex<f64>|complex128"):
-            run_on("metal", lambda z: z * 2, z)
-        with pytest.raises(Exception, match="float64"):
-            run_on("metal", lambda x: x * 2, np.ones(3, np.float64))

@@ -42,9 +42,6 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
     if (t.kind != shlo::Type::Kind::kTensor)
       return Unimplemented("@main argument " + std::to_string(i) + " has type " + t.ToString() +
                            "; only tensors are supported");
-    if (t.dtype == DType::kF64 || t.dtype == DType::kC128)
-      return Unimplemented("@main argument " + std::to_string(i) + " is " + t.ToString() +
-                           ": float64 is not supported by MPSGraph (keep jax_enable_x64 off)");
     int v = graph.AddValue(t.dtype, t.shape);
     graph.inputs.push_back(v);
     scope.env[block.args[i]] = v;

@@ -305,9 +305,6 @@ Status LowerContext::LowerOp(const shlo::Op& op) {
   for (const auto* ids : {&op.operands, &op.results}) {
     for (int id : *ids) {
       const shlo::Type& t = ShloType(id);
-      if (t.kind == shlo::Type::Kind::kTensor && (t.dtype == DType::kF64 || t.dtype == DType::kC128))
-        return Unsupported(std::string(t.dtype == DType::kF64 ? "float64" : "complex128") +
-                           " is not supported by MPSGraph (use float32/complex64, or keep jax_enable_x64 off)");
       if (t.kind == shlo::Type::Kind::kTuple) return Unsupported("tuple values are not supported");
     }
   }
