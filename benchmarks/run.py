@@ -93,26 +93,33 @@ class Program:
 
     def __init__(self, name, platform, quick):
         self.suite = SUITES[name]
-        step_fn, state, data = self.suite.build(quick)
-        self.step_fn = step_fn
-        self.device = jax.devices(platform)[0]
-        self.state0, self.data = jax.device_put((state, data), self.device)
+        with self.flags():
+            step_fn, state, data = self.suite.build(quick)
+            self.step_fn = step_fn
+            self.device = jax.devices(platform)[0]
+            self.state0, self.data = jax.device_put((state, data), self.device)
         self.compiled = None
         self.compile_times = []
 
+    def flags(self):
+        """The JAX flags the suite runs under (jax_enable_x64 for float64 suites), as a context."""
+        return jax.enable_x64(True) if self.suite.x64 else contextlib.nullcontext()
+
     def compile(self):
-        lowered = jax.jit(lambda *args: self.step_fn(*args)).lower(self.state0, *self.data)
-        t0 = time.perf_counter()
-        self.compiled = lowered.compile()
-        self.compile_times.append(time.perf_counter() - t0)
+        with self.flags():
+            lowered = jax.jit(lambda *args: self.step_fn(*args)).lower(self.state0, *self.data)
+            t0 = time.perf_counter()
+            self.compiled = lowered.compile()
+            self.compile_times.append(time.perf_counter() - t0)
 
     def run(self, steps):
         """`steps` steps from the initial state; the last state and output, blocked on."""
-        state, out = self.state0, None
-        for _ in range(steps):
-            state, out = self.compiled(state, *self.data)
-        jax.block_until_ready((state, out))
-        return state, out
+        with self.flags():
+            state, out = self.state0, None
+            for _ in range(steps):
+                state, out = self.compiled(state, *self.data)
+            jax.block_until_ready((state, out))
+            return state, out
 
     def estimate_step(self, min_seconds=0.1):
         """Seconds per step, from as many steps as fit in min_seconds (at least 2)."""
@@ -127,6 +134,10 @@ class Program:
 
     def segment(self, steps, warm):
         """Median seconds per step over `steps` steps (one timed batch when the suite is batched)."""
+        with self.flags():
+            return self._segment(steps, warm)
+
+    def _segment(self, steps, warm):
         gc.collect()
         gc.disable()
         try:

@@ -222,13 +222,21 @@ def host_segment_suite(quick):
     return step, init(jax.random.key(0)), data
 
 
+def matmul_f64_suite(quick):
+    """One float64 1024x1024 matrix product under jax_enable_x64: MPSGraph has no float64, so on a Mac it
+    is a host step (BLAS dgemm), compared with XLA:CPU's."""
+    rng = np.random.default_rng(8)
+    a, b = (rng.normal(size=(1024, 1024)) for _ in range(2))
+    return stateless(lambda a, b: a @ b), 0, (a, b)
+
+
 @dataclass(frozen=True)
 class Suite:
     build: Callable
     batched: bool = False       # time a batch of calls as a whole (dispatch cost: one call is too short to time)
     fresh_rss: bool = False     # also measure peak RSS in a fresh process per platform
     iterations: int = 0         # loop iterations per step, to report the per-iteration time
-    x64: bool = False           # built, compiled and run with jax_enable_x64
+    x64: bool = False           # built, compiled and run with jax_enable_x64 on (float64 programs)
 
 
 SUITES = {
@@ -244,4 +252,5 @@ SUITES = {
     "fori-loop": Suite(fori_loop_suite, iterations=LOOP_ITERATIONS),
     "host-callback": Suite(host_callback_suite),
     "host-segment": Suite(host_segment_suite, x64=True),
+    "matmul-f64": Suite(matmul_f64_suite, x64=True),
 }

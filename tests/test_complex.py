@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, check_reduction, random_array, run_on
+from jaxcompare import check, check_reduction, random_array
 
 RNG = np.random.default_rng(11)
 TOL = {"rtol": 1e-4, "atol": 1e-5}

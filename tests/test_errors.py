@@ -73,6 +73,15 @@ def test_unsupported_op_forms_name_the_op(case):
     still_alive()
 
 
+def test_float64_error_names_the_dtype():
+    # float64 runs (tests/test_x64.py); what is still refused under x64 names its float64 types.
+    with jax.enable_x64(True):
+        np.testing.assert_array_equal(np.asarray(run_metal(jnp.negative, np.arange(3.0))), -np.arange(3.0))
+        with pytest.raises(RuntimeError, match=r"'stablehlo.reduce' on tensor<3xf64>"):
+            run_metal(lambda x: lax.reduce(x, 0.0, lambda a, b: a * b + 1.0, (0,)), np.arange(3, dtype=np.float64))
+    still_alive()
+
+
 def test_errors_leave_other_programs_and_buffers_intact():
     dev = device("metal")
     kept = jax.device_put(X, dev)

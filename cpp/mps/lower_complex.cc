@@ -1,4 +1,4 @@
-// real, imag and complex: complex64 built from and taken apart into float32 parts.
+// real, imag and complex: complex64 (complex128) built from and taken apart into float32 (float64) parts.
 #include "mps/lower_context.h"
 
 namespace jmp::mps {
@@ -9,12 +9,12 @@ template <OpKind K>
 Status Part(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   const shlo::Type& out = cx.OutType(0);
-  if (cx.DTypeOf(x) != DType::kC64) {
+  if (!IsComplex(cx.DTypeOf(x))) {
     // real/imag of a real value: itself, or zeros.
     cx.Bind(0, K == OpKind::kRealPart ? x : cx.Splat(out.dtype, out.shape, 0));
     return Status::Ok();
   }
-  cx.Bind(0, cx.Emit(K, {x}, DType::kF32, out.shape));
+  cx.Bind(0, cx.Emit(K, {x}, RealOf(cx.DTypeOf(x)), out.shape));
   return Status::Ok();
 }
 
@@ -22,8 +22,9 @@ Status ComplexOp(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int re, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int im, cx.In(1));
   const shlo::Type& out = cx.OutType(0);
-  if (out.dtype != DType::kC64) return cx.Unsupported("only complex64 is supported");
-  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, out.shape));
+  if (!IsComplex(out.dtype) || cx.DTypeOf(re) != RealOf(out.dtype) || cx.DTypeOf(im) != RealOf(out.dtype))
+    return cx.Unsupported("complex parts of another type");
+  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, out.dtype, out.shape));
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
-// Elementwise math on complex64 that MPSGraph has no complex op for (op_kinds.def lists exp, log and
-// sqrt, and the arithmetic): written with the real and imaginary parts as float32 tensors. JAX itself
+// Elementwise math on complex64 (complex128) that MPSGraph has no complex op for (op_kinds.def lists exp,
+// log and sqrt, and the arithmetic): written with the real and imaginary parts as float32 (float64) tensors. JAX itself
 // expands some of these before they reach us (sin, cos, log1p); other producers may not.
 #include "mps/lower_elementwise.h"
 
@@ -7,16 +7,17 @@ namespace jmp::mps {
 
 namespace {
 
-// The vocabulary: parts of a complex tensor as float32, and float32 arithmetic on one shape.
+// The vocabulary: parts of a complex tensor as real tensors, and real arithmetic on one shape.
 class Parts {
  public:
-  Parts(LowerContext& cx, Shape shape) : cx_(cx), shape_(std::move(shape)) {}
+  Parts(LowerContext& cx, DType complex, Shape shape)
+      : cx_(cx), complex_(complex), real_(RealOf(complex)), shape_(std::move(shape)) {}
 
-  int Re(int z) { return cx_.Emit(OpKind::kRealPart, {z}, DType::kF32, shape_); }
-  int Im(int z) { return cx_.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape_); }
-  int Complex(int re, int im) { return cx_.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape_); }
-  int F(double v) { return cx_.Splat(DType::kF32, shape_, v); }
-  int C(double v) { return cx_.Splat(DType::kC64, shape_, v); }
+  int Re(int z) { return cx_.Emit(OpKind::kRealPart, {z}, real_, shape_); }
+  int Im(int z) { return cx_.Emit(OpKind::kImaginaryPart, {z}, real_, shape_); }
+  int Complex(int re, int im) { return cx_.Emit(OpKind::kComplexFromParts, {re, im}, complex_, shape_); }
+  int F(double v) { return cx_.Splat(real_, shape_, v); }
+  int C(double v) { return cx_.Splat(complex_, shape_, v); }
   int U(OpKind k, int x) { return cx_.Unary(k, x); }
   int Add(int a, int b) { return cx_.Binary(OpKind::kAdd, a, b); }
   int Sub(int a, int b) { return cx_.Binary(OpKind::kSubtract, a, b); }
@@ -27,20 +28,24 @@ class Parts {
   int Select(int p, int a, int b) { return cx_.Select(p, a, b); }
   // copysign(1, x) for the real-valued limits: 1 for x >= +0, -1 for x <= -0.
   int SignOne(int x) {
-    int negative = cx_.Compare(OpKind::kLessThan, cx_.Reinterpret(x, DType::kI32), cx_.Splat(DType::kI32, shape_, 0));
+    DType bits = SignedOfWidth(BitWidth(real_));
+    int negative = cx_.Compare(OpKind::kLessThan, cx_.Reinterpret(x, bits), cx_.Splat(bits, shape_, 0));
     return Select(negative, F(-1), F(1));
   }
 
   LowerContext& cx() { return cx_; }
+  DType real() const { return real_; }
 
  private:
   LowerContext& cx_;
+  DType complex_, real_;
   Shape shape_;
 };
 
 // tanh(x + iy) by Kahan's formula (as in the C libraries' ctanh): with t = tan(y), s = sinh(x),
 // b = 1 + t^2, rho = sqrt(1 + s^2): (b rho s + i t) / (1 + b s^2). For |x| >= 11, s^2 would lose
-// everything: tanh is then sign(x) + i 4 sin(y) cos(y) e^{-2|x|}.
+// everything: tanh is then sign(x) + i 4 sin(y) cos(y) e^{-2|x|}. In float64 the cut is at 22 (as in C's
+// ctanh): below it 1 - tanh|x| ~ 2e^{-2|x|} is still above float64's epsilon.
 std::pair<int, int> Tanh(Parts& p, int x, int y) {
   int t = p.U(OpKind::kTan, y);
   int s = p.U(OpKind::kSinh, x);
@@ -51,7 +56,7 @@ std::pair<int, int> Tanh(Parts& p, int x, int y) {
   int re = p.Div(p.Mul(p.Mul(b, rho), s), denom);
   int im = p.Div(t, denom);
   int ax = p.U(OpKind::kAbsolute, x);
-  int big = p.Less(p.F(11), ax);
+  int big = p.Less(p.F(p.real() == DType::kF64 ? 22 : 11), ax);
   int e = p.U(OpKind::kExponent, p.Neg(ax));
   int big_im = p.Mul(p.Mul(p.Mul(p.F(4), p.U(OpKind::kSin, y)), p.U(OpKind::kCos, y)), p.Mul(e, e));
   return {p.Select(big, p.SignOne(x), re), p.Select(big, big_im, im)};
@@ -63,9 +68,9 @@ Status LowerComplexMath(LowerContext& cx) {
   const std::string& name = cx.op().name;
   if (cx.op().operands.size() != 1) return cx.Unsupported("complex math takes one operand");
   JMP_ASSIGN_OR_RETURN(int z, cx.In(0));
-  if (cx.DTypeOf(z) != DType::kC64) return cx.Unsupported("needs a complex64 operand");
+  if (!IsComplex(cx.DTypeOf(z))) return cx.Unsupported("needs a complex operand");
   const Shape shape = cx.ShapeOf(z);
-  Parts p(cx, shape);
+  Parts p(cx, cx.DTypeOf(z), shape);
   int result;
   if (name == "stablehlo.rsqrt") {
     result = cx.Binary(OpKind::kDivide, p.C(1), cx.Unary(OpKind::kSquareRoot, z));
@@ -93,7 +98,7 @@ Status LowerComplexMath(LowerContext& cx) {
     } else if (name == "stablehlo.exponential_minus_one") {
       // e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2), exact near 0; imaginary part e^x sin y.
       int half = p.U(OpKind::kSin, p.Mul(y, p.F(0.5)));
-      int re = p.Sub(p.Mul(Expm1F32(cx, x), p.U(OpKind::kCos, y)), p.Mul(p.F(2), p.Mul(half, half)));
+      int re = p.Sub(p.Mul(Expm1Real(cx, x), p.U(OpKind::kCos, y)), p.Mul(p.F(2), p.Mul(half, half)));
       // y = 0 keeps the imaginary part 0 where e^x overflows (inf * 0 would be NaN).
       int im = p.Mul(p.U(OpKind::kExponent, x), p.U(OpKind::kSin, y));
       result = p.Complex(re, p.Select(cx.Compare(OpKind::kEqual, y, p.F(0)), y, im));
@@ -101,7 +106,7 @@ Status LowerComplexMath(LowerContext& cx) {
       // log|1+z| = log1p(2x + x^2 + y^2) / 2 near 0 (no cancellation), log(hypot(1+x, y)) elsewhere
       // (no overflow); the angle is atan2(y, 1+x).
       int xp1 = p.Add(x, p.F(1));
-      int near = p.Mul(p.F(0.5), Log1pF32(cx, p.Add(p.Mul(x, p.Add(p.F(2), x)), p.Mul(y, y))));
+      int near = p.Mul(p.F(0.5), Log1pReal(cx, p.Add(p.Mul(x, p.Add(p.F(2), x)), p.Mul(y, y))));
       int far = p.U(OpKind::kLogarithm, ComplexAbs(cx, p.Complex(xp1, y)));
       int small = cx.Binary(OpKind::kLogicalAnd, p.Less(p.U(OpKind::kAbsolute, x), p.F(0.5)),
                             p.Less(p.U(OpKind::kAbsolute, y), p.F(0.5)));

@@ -57,7 +57,10 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
     cx.Fail(cx.Unsupported("inconsistent convolution"));
     return x;
   }
-  if (!IsFloat(cx.DTypeOf(x))) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
+  // Conv2D is float16/bfloat16/float32 (MPSGraph's); float64 and complex run as taps on MatMul, which
+  // the host computes through BLAS.
+  DType t = cx.DTypeOf(x);
+  if (!IsFloat(t) || t == DType::kF64) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
   Shape out = {xs[0], 0, 0, ws[3]};
   for (size_t i = 0; i < 2; ++i) {
     int64_t padded = xs[1 + i] + lo[i] + hi[i];
@@ -156,8 +159,7 @@ Status Convolution(LowerContext& cx) {
     for (int64_t r : reversal->ints)
       if (r) return cx.Unsupported("window reversal in convolution");
   DType t = cx.OutType(0).dtype;
-  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || IsInteger(t)))
-    return cx.Unsupported("convolution of this type");
+  if (t == DType::kBool) return cx.Unsupported("convolution of this type");
   x = cx.Cast(x, t);
   w = cx.Cast(w, t);
   // Input to [N, spatial..., C], kernel to [spatial..., I, O].

@@ -27,22 +27,27 @@ int ConvertValue(LowerContext& cx, int x, DType to) {
   const Shape shape = cx.ShapeOf(x);
   if (from == to) return x;
   if (to == DType::kBool) {
-    if (from == DType::kC64) {
-      int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape);
-      int im = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape);
-      int zero = cx.Splat(DType::kF32, shape, 0);
+    if (IsComplex(from)) {
+      int re = cx.Emit(OpKind::kRealPart, {x}, RealOf(from), shape);
+      int im = cx.Emit(OpKind::kImaginaryPart, {x}, RealOf(from), shape);
+      int zero = cx.Splat(RealOf(from), shape, 0);
       return cx.Binary(OpKind::kLogicalOr, cx.Compare(OpKind::kNotEqual, re, zero),
                        cx.Compare(OpKind::kNotEqual, im, zero));
     }
     return cx.Compare(OpKind::kNotEqual, x, cx.Splat(from, shape, 0));
   }
-  if (from == DType::kC64) {
-    int re = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape);
+  if (IsComplex(from) && IsComplex(to)) {  // complex64 <-> complex128: each part
+    int re = cx.Cast(cx.Emit(OpKind::kRealPart, {x}, RealOf(from), shape), RealOf(to));
+    int im = cx.Cast(cx.Emit(OpKind::kImaginaryPart, {x}, RealOf(from), shape), RealOf(to));
+    return cx.Emit(OpKind::kComplexFromParts, {re, im}, to, shape);
+  }
+  if (IsComplex(from)) {
+    int re = cx.Emit(OpKind::kRealPart, {x}, RealOf(from), shape);
     return ConvertValue(cx, re, to);
   }
-  if (to == DType::kC64) {
-    int re = ConvertValue(cx, x, DType::kF32);
-    return cx.Emit(OpKind::kComplexFromParts, {re, cx.Splat(DType::kF32, shape, 0)}, DType::kC64, shape);
+  if (IsComplex(to)) {
+    int re = ConvertValue(cx, x, RealOf(to));
+    return cx.Emit(OpKind::kComplexFromParts, {re, cx.Splat(RealOf(to), shape, 0)}, to, shape);
   }
   if (IsFloat(from) && IsInteger(to)) {
     // NaN -> 0 explicitly; the cast truncates toward zero and saturates (op_kinds.def: Cast).

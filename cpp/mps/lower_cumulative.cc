@@ -171,13 +171,13 @@ StatusOr<bool> TryLowerCumulative(LowerContext& cx) {
     scan = cx.Cast(scan, DType::kBool);
     return bind(WithInit(cx, body, scan, init, known_init && init_value == (any ? 0 : 1)));
   }
-  if (t == DType::kC64) {
+  if (IsComplex(t)) {
     if (kind == OpKind::kCumulativeSum) {
-      // Sums part by part (the cumulative ops are not listed for complex64); the init is added once
+      // Sums part by part (the cumulative ops are not listed for complex types); the init is added once
       // per window element it stands for.
-      int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, DType::kF32, shape), axis, reverse);
-      int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, shape), axis, reverse);
-      int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape);
+      int re = Cumulative(cx, kind, cx.Emit(OpKind::kRealPart, {x}, RealOf(t), shape), axis, reverse);
+      int im = Cumulative(cx, kind, cx.Emit(OpKind::kImaginaryPart, {x}, RealOf(t), shape), axis, reverse);
+      int scan = cx.Emit(OpKind::kComplexFromParts, {re, im}, t, shape);
       return bind(WithInit(cx, body, scan, init, IsZeroConstant(cx, init)));
     }
     if (kind != OpKind::kCumulativeProduct) return false;  // max/min of complex values are not defined

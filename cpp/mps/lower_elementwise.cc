@@ -10,7 +10,10 @@ namespace jmp::mps {
 
 namespace {
 
-bool IsRealFloat(DType t) { return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32; }
+bool IsRealFloat(DType t) { return IsFloat(t); }
+
+// The type float decompositions compute in: float32 for the narrow floats, else the type itself.
+DType WorkFloat(DType t) { return t == DType::kF64 ? DType::kF64 : DType::kF32; }
 
 Status Result(LowerContext& cx, int v) {
   cx.Bind(0, v);
@@ -19,7 +22,7 @@ Status Result(LowerContext& cx, int v) {
 
 template <OpKind K>
 Status FloatUnary(LowerContext& cx) {
-  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);  // lower_complex_math.cc
+  if (IsComplex(cx.InType(0).dtype)) return LowerComplexMath(cx);  // lower_complex_math.cc
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   return Result(cx, cx.Unary(K, x));
@@ -29,7 +32,7 @@ Status FloatUnary(LowerContext& cx) {
 template <OpKind K>
 Status FloatOrComplexUnary(LowerContext& cx) {
   DType t = cx.InType(0).dtype;
-  if (!IsRealFloat(t) && t != DType::kC64) return cx.Unsupported("needs a float or complex operand");
+  if (!IsRealFloat(t) && !IsComplex(t)) return cx.Unsupported("needs a float or complex operand");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   return Result(cx, cx.Unary(K, x));
 }
@@ -45,7 +48,7 @@ Status Negate(LowerContext& cx) {
 Status Abs(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   DType t = cx.DTypeOf(x);
-  if (t == DType::kC64) return Result(cx, ComplexAbs(cx, x));
+  if (IsComplex(t)) return Result(cx, ComplexAbs(cx, x));
   if (t == DType::kBool) return cx.Unsupported("abs of bool");
   if (IsUnsignedInt(t)) return Result(cx, x);
   return Result(cx, cx.Unary(OpKind::kAbsolute, x));
@@ -56,13 +59,13 @@ Status Sign(LowerContext& cx) {
   DType t = cx.DTypeOf(x);
   const Shape shape = cx.ShapeOf(x);
   if (t == DType::kBool) return cx.Unsupported("sign of bool");
-  if (t == DType::kC64) {
+  if (IsComplex(t)) {
     // x / |x|, and 0 for 0.
     int mag = ComplexAbs(cx, x);
-    int zero = cx.Compare(OpKind::kEqual, mag, cx.Splat(DType::kF32, shape, 0));
-    int safe = cx.Select(zero, cx.Splat(DType::kF32, shape, 1), mag);
-    int q = cx.Binary(OpKind::kDivide, x, cx.Cast(safe, DType::kC64));
-    return Result(cx, cx.Select(zero, cx.Splat(DType::kC64, shape, 0), q));
+    int zero = cx.Compare(OpKind::kEqual, mag, cx.Splat(RealOf(t), shape, 0));
+    int safe = cx.Select(zero, cx.Splat(RealOf(t), shape, 1), mag);
+    int q = cx.Binary(OpKind::kDivide, x, cx.Cast(safe, t));
+    return Result(cx, cx.Select(zero, cx.Splat(t, shape, 0), q));
   }
   if (IsUnsignedInt(t)) {
     return Result(cx, cx.Cast(cx.Compare(OpKind::kNotEqual, x, cx.Splat(t, shape, 0)), t));
@@ -73,29 +76,29 @@ Status Sign(LowerContext& cx) {
 }
 
 Status Expm1(LowerContext& cx) {
-  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);
+  if (IsComplex(cx.InType(0).dtype)) return LowerComplexMath(cx);
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
-  return Result(cx, cx.Cast(Expm1F32(cx, cx.Cast(x0, DType::kF32)), out));
+  return Result(cx, cx.Cast(Expm1Real(cx, cx.Cast(x0, WorkFloat(out))), out));
 }
 
 Status Log1p(LowerContext& cx) {
-  if (cx.InType(0).dtype == DType::kC64) return LowerComplexMath(cx);
+  if (IsComplex(cx.InType(0).dtype)) return LowerComplexMath(cx);
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
   DType out = cx.DTypeOf(x0);
-  return Result(cx, cx.Cast(Log1pF32(cx, cx.Cast(x0, DType::kF32)), out));
+  return Result(cx, cx.Cast(Log1pReal(cx, cx.Cast(x0, WorkFloat(out))), out));
 }
 
 Status Cbrt(LowerContext& cx) {
   if (!IsRealFloat(cx.InType(0).dtype)) return cx.Unsupported("needs a float operand");
   JMP_ASSIGN_OR_RETURN(int x0, cx.In(0));
-  // In float32: 1/3 rounded to bfloat16 (0.334) would be 6% off for |x| near 1e38.
+  // In float32 (float64 for float64): 1/3 rounded to bfloat16 (0.334) would be 6% off for |x| near 1e38.
   DType out = cx.DTypeOf(x0);
-  int x = cx.Cast(x0, DType::kF32);
+  DType t = WorkFloat(out);
+  int x = cx.Cast(x0, t);
   const Shape shape = cx.ShapeOf(x);
-  DType t = DType::kF32;
   int mag = cx.Binary(OpKind::kPower, cx.Unary(OpKind::kAbsolute, x), cx.Splat(t, shape, 1.0 / 3.0));
   // sign(x) * |x|^(1/3), keeping ±0 and NaN.
   int r = cx.Select(cx.Compare(OpKind::kLessThan, x, cx.Splat(t, shape, 0)), cx.Unary(OpKind::kNegative, mag),
@@ -160,7 +163,7 @@ Status Arithmetic(LowerContext& cx) {
                                                                 : OpKind::kLogicalAnd;
     return Result(cx, cx.Binary(logical, a, b));
   }
-  if (t == DType::kC64 && (K == OpKind::kMaximum || K == OpKind::kMinimum))
+  if (IsComplex(t) && (K == OpKind::kMaximum || K == OpKind::kMinimum))
     return cx.Unsupported("max/min of complex values");
   return Result(cx, cx.Binary(K, a, b));
 }
@@ -190,7 +193,7 @@ Status Remainder(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int y, cx.In(1));
   DType t = cx.DTypeOf(x);
-  if (t == DType::kBool || t == DType::kC64) return cx.Unsupported("remainder of this type");
+  if (t == DType::kBool || IsComplex(t)) return cx.Unsupported("remainder of this type");
   if (!IsInteger(t)) return Result(cx, cx.Binary(OpKind::kModulo, x, y));
   // StableHLO: x % 0 = x, and MIN % -1 = 0.
   const Shape shape = cx.ShapeOf(x);
@@ -207,7 +210,7 @@ Status Power(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int y, cx.In(1));
   DType t = cx.DTypeOf(x);
   if (IsRealFloat(t)) return Result(cx, cx.Binary(OpKind::kPower, x, y));
-  if (t == DType::kC64) return Result(cx, ComplexPower(cx, x, y));
+  if (IsComplex(t)) return Result(cx, ComplexPower(cx, x, y));
   if (!IsInteger(t)) return cx.Unsupported("power of this type");
   // Integer power by squaring over the exponent's bits; a negative exponent gives 0 except for
   // bases 1 and -1 (StableHLO follows XLA here).
@@ -303,7 +306,7 @@ Status CompareOp(LowerContext& cx) {
     kind = OpKind::kGreaterThanOrEqualTo;
   else
     return cx.Unsupported("unknown comparison_direction " + d);
-  if (t == DType::kC64 && kind != OpKind::kEqual && kind != OpKind::kNotEqual)
+  if (IsComplex(t) && kind != OpKind::kEqual && kind != OpKind::kNotEqual)
     return cx.Unsupported("ordered comparison of complex values");
   if (compare_type == "TOTALORDER" && IsFloat(t)) {
     a = TotalOrderKey(cx, a);
@@ -334,7 +337,7 @@ Status Clamp(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(1));
   JMP_ASSIGN_OR_RETURN(int hi, cx.In(2));
   DType t = cx.DTypeOf(x);
-  if (t == DType::kBool || t == DType::kC64) return cx.Unsupported("clamp of this type");
+  if (t == DType::kBool || IsComplex(t)) return cx.Unsupported("clamp of this type");
   const Shape shape = cx.ShapeOf(x);
   lo = cx.BroadcastTo(lo, shape);
   hi = cx.BroadcastTo(hi, shape);
@@ -355,22 +358,23 @@ int TotalOrderKey(LowerContext& cx, int x) {
 }
 
 // expm1 via Kahan's formula: exact near 0 where exp(x) - 1 cancels.
-int Expm1F32(LowerContext& cx, int x) {
+int Expm1Real(LowerContext& cx, int x) {
   const Shape shape = cx.ShapeOf(x);
+  const DType t = cx.DTypeOf(x);
   int u = cx.Unary(OpKind::kExponent, x);
-  int one = cx.Splat(DType::kF32, shape, 1);
+  int one = cx.Splat(t, shape, 1);
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
   // (u - 1) * (x / log u): x / log u is near 1, so nothing overflows before the result does.
   int ratio = cx.Binary(OpKind::kMultiply, um1, cx.Binary(OpKind::kDivide, x, cx.Unary(OpKind::kLogarithm, u)));
-  int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(DType::kF32, shape, -1)), um1, ratio);
+  int r = cx.Select(cx.Compare(OpKind::kEqual, um1, cx.Splat(t, shape, -1)), um1, ratio);
   r = cx.Select(cx.Compare(OpKind::kEqual, u, one), x, r);
   return cx.Select(Predicate(cx, OpKind::kIsInfinite, u), u, r);  // +inf stays inf (inf/inf would be NaN)
 }
 
 // log1p via Goldberg's formula: log(u) * x / (u - 1) with u = 1 + x.
-int Log1pF32(LowerContext& cx, int x) {
+int Log1pReal(LowerContext& cx, int x) {
   const Shape shape = cx.ShapeOf(x);
-  int one = cx.Splat(DType::kF32, shape, 1);
+  int one = cx.Splat(cx.DTypeOf(x), shape, 1);
   int u = cx.Binary(OpKind::kAdd, x, one);
   int um1 = cx.Binary(OpKind::kSubtract, u, one);
   int ratio = cx.Binary(OpKind::kMultiply, cx.Unary(OpKind::kLogarithm, u), cx.Binary(OpKind::kDivide, x, um1));
@@ -385,15 +389,16 @@ int Predicate(LowerContext& cx, OpKind kind, int x) {
 
 int ComplexAbs(LowerContext& cx, int z) {
   const Shape shape = cx.ShapeOf(z);
-  int re = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape));
-  int im = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape));
+  const DType f = RealOf(cx.DTypeOf(z));
+  int re = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kRealPart, {z}, f, shape));
+  int im = cx.Unary(OpKind::kAbsolute, cx.Emit(OpKind::kImaginaryPart, {z}, f, shape));
   // hypot without overflow: big * sqrt(1 + (small/big)^2), and 0 when both are 0.
   int big = cx.Binary(OpKind::kMaximum, re, im);
   int small = cx.Binary(OpKind::kMinimum, re, im);
-  int zero = cx.Compare(OpKind::kEqual, big, cx.Splat(DType::kF32, shape, 0));
-  int ratio = cx.Binary(OpKind::kDivide, small, cx.Select(zero, cx.Splat(DType::kF32, shape, 1), big));
-  int root = cx.Unary(OpKind::kSquareRoot, cx.Binary(OpKind::kAdd, cx.Splat(DType::kF32, shape, 1),
-                                                     cx.Binary(OpKind::kMultiply, ratio, ratio)));
+  int zero = cx.Compare(OpKind::kEqual, big, cx.Splat(f, shape, 0));
+  int ratio = cx.Binary(OpKind::kDivide, small, cx.Select(zero, cx.Splat(f, shape, 1), big));
+  int root = cx.Unary(OpKind::kSquareRoot,
+                      cx.Binary(OpKind::kAdd, cx.Splat(f, shape, 1), cx.Binary(OpKind::kMultiply, ratio, ratio)));
   int h = cx.Binary(OpKind::kMultiply, big, root);
   // |inf + i*nan| = inf, as C's hypot.
   h = cx.Select(Predicate(cx, OpKind::kIsInfinite, big), big, h);
@@ -403,18 +408,18 @@ int ComplexAbs(LowerContext& cx, int z) {
 int ComplexPower(LowerContext& cx, int x, int y) {
   // x^y = exp(y * log(x)); for x = 0, as XLA: 0^0 = 1, 0^y = 0 for real y > 0, NaN + NaN i otherwise.
   const Shape shape = cx.ShapeOf(x);
+  const DType c = cx.DTypeOf(x), f = RealOf(c);
   int r = cx.Unary(OpKind::kExponent, cx.Binary(OpKind::kMultiply, y, cx.Unary(OpKind::kLogarithm, x)));
-  int x_zero = cx.Compare(OpKind::kEqual, x, cx.Splat(DType::kC64, shape, 0));
-  int y_zero = cx.Compare(OpKind::kEqual, y, cx.Splat(DType::kC64, shape, 0));
-  int y_re = cx.Emit(OpKind::kRealPart, {y}, DType::kF32, shape);
-  int y_im = cx.Emit(OpKind::kImaginaryPart, {y}, DType::kF32, shape);
-  int zero = cx.Splat(DType::kF32, shape, 0);
+  int x_zero = cx.Compare(OpKind::kEqual, x, cx.Splat(c, shape, 0));
+  int y_zero = cx.Compare(OpKind::kEqual, y, cx.Splat(c, shape, 0));
+  int y_re = cx.Emit(OpKind::kRealPart, {y}, f, shape);
+  int y_im = cx.Emit(OpKind::kImaginaryPart, {y}, f, shape);
+  int zero = cx.Splat(f, shape, 0);
   int positive_real = cx.Binary(OpKind::kLogicalAnd, cx.Compare(OpKind::kGreaterThan, y_re, zero),
                                 cx.Compare(OpKind::kEqual, y_im, zero));
-  int nan = cx.Splat(DType::kF32, shape, NAN);
-  int nan_nan = cx.Emit(OpKind::kComplexFromParts, {nan, nan}, DType::kC64, shape);
-  int zero_pow = cx.Select(y_zero, cx.Splat(DType::kC64, shape, 1),
-                           cx.Select(positive_real, cx.Splat(DType::kC64, shape, 0), nan_nan));
+  int nan = cx.Splat(f, shape, NAN);
+  int nan_nan = cx.Emit(OpKind::kComplexFromParts, {nan, nan}, c, shape);
+  int zero_pow = cx.Select(y_zero, cx.Splat(c, shape, 1), cx.Select(positive_real, cx.Splat(c, shape, 0), nan_nan));
   return cx.Select(x_zero, zero_pow, r);
 }
 

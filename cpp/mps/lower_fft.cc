@@ -26,10 +26,11 @@ int RealEdgeBins(LowerContext& cx, int z, int64_t n) {
   if (n % 2 == 0 && n / 2 < shape.back())
     edge = cx.Binary(OpKind::kLogicalOr, edge,
                      cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));
-  int re = cx.Emit(OpKind::kRealPart, {z}, DType::kF32, shape);
-  int im = cx.Emit(OpKind::kImaginaryPart, {z}, DType::kF32, shape);
-  im = cx.Select(edge, cx.Splat(DType::kF32, shape, 0), im);
-  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, shape);
+  const DType c = cx.DTypeOf(z), f = RealOf(c);
+  int re = cx.Emit(OpKind::kRealPart, {z}, f, shape);
+  int im = cx.Emit(OpKind::kImaginaryPart, {z}, f, shape);
+  im = cx.Select(edge, cx.Splat(f, shape, 0), im);
+  return cx.Emit(OpKind::kComplexFromParts, {re, im}, c, shape);
 }
 
 Status Fft(LowerContext& cx) {
@@ -46,7 +47,9 @@ Status Fft(LowerContext& cx) {
   const std::string& t = type->s;
   bool real_in = t == "RFFT", real_out = t == "IRFFT";
   if (t != "FFT" && t != "IFFT" && !real_in && !real_out) return cx.Unsupported("unknown fft_type " + t);
-  DType want_in = real_in ? DType::kF32 : DType::kC64, want_out = real_out ? DType::kF32 : DType::kC64;
+  // complex64/float32, or complex128/float64 (host only: MPSGraph has no float64).
+  const DType c = ComplexOf(cx.DTypeOf(x)), f = RealOf(c);
+  DType want_in = real_in ? f : c, want_out = real_out ? f : c;
   if (cx.DTypeOf(x) != want_in || out_type.dtype != want_out)
     return cx.Unsupported(t + " needs " + std::string(DTypeName(want_in)) + " -> " + std::string(DTypeName(want_out)));
   // The transformed dims: fft_length, except IRFFT's input (n/2+1 bins, more are ignored) and
@@ -82,10 +85,10 @@ Status Fft(LowerContext& cx) {
 
   int r;
   if (!real_in && !real_out) {
-    r = EmitFft(cx, OpKind::kFFT, y, DType::kC64, out, all, t == "IFFT");
+    r = EmitFft(cx, OpKind::kFFT, y, c, out, all, t == "IFFT");
   } else if (real_in) {
-    r = EmitFft(cx, OpKind::kRealToHermiteanFFT, y, DType::kC64, out, {last_axis}, false);
-    if (!others.empty()) r = EmitFft(cx, OpKind::kFFT, r, DType::kC64, out, others, false);
+    r = EmitFft(cx, OpKind::kRealToHermiteanFFT, y, c, out, {last_axis}, false);
+    if (!others.empty()) r = EmitFft(cx, OpKind::kFFT, r, c, out, others, false);
   } else {
     Shape s = cx.ShapeOf(y);
     int64_t bins = n_last / 2 + 1;
@@ -95,8 +98,8 @@ Status Fft(LowerContext& cx) {
       y = cx.Slice(y, starts, ends);
       s.back() = bins;
     }
-    if (!others.empty()) y = EmitFft(cx, OpKind::kFFT, y, DType::kC64, s, others, true);
-    r = EmitFft(cx, OpKind::kHermiteanToRealFFT, RealEdgeBins(cx, y, n_last), DType::kF32, out, {last_axis}, false);
+    if (!others.empty()) y = EmitFft(cx, OpKind::kFFT, y, c, s, others, true);
+    r = EmitFft(cx, OpKind::kHermiteanToRealFFT, RealEdgeBins(cx, y, n_last), f, out, {last_axis}, false);
   }
   cx.Bind(0, cx.Reshape(r, out_type.shape));
   return Status::Ok();

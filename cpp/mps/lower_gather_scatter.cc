@@ -4,6 +4,7 @@
 // into StableHLO's order. Gather clamps its starts; scatter drops out-of-bounds windows by sending
 // them to scratch rows that are sliced off.
 #include <algorithm>
+#include <limits>
 
 #include "mps/lower_families.h"
 
@@ -67,7 +68,15 @@ StatusOr<Indices> NormalizeIndices(LowerContext& cx, int indices, int64_t index_
   Shape s = cx.ShapeOf(indices);
   int64_t rank = static_cast<int64_t>(s.size());
   if (index_vector_dim < 0 || index_vector_dim > rank) return cx.Unsupported("index_vector_dim out of range");
-  int v = cx.Cast(indices, DType::kI32);
+  // Indices wider than int32 (uint32, int64, uint64) saturate to int32's range in their own type
+  // first: an index past 2^31 stays out of bounds instead of wrapping into range.
+  int v = indices;
+  DType t = cx.DTypeOf(indices);
+  if (IsInteger(t) && BitWidth(t) >= 32 && t != DType::kI32) {
+    v = cx.Binary(OpKind::kMinimum, v, cx.Splat(t, s, std::numeric_limits<int32_t>::max()));
+    if (IsSignedInt(t)) v = cx.Binary(OpKind::kMaximum, v, cx.Splat(t, s, std::numeric_limits<int32_t>::lowest()));
+  }
+  v = cx.Cast(v, DType::kI32);
   if (index_vector_dim == rank) {
     s.push_back(1);
     v = cx.Reshape(v, s);

@@ -35,7 +35,7 @@ bool MonoidFor(const std::string& name, DType t, Monoid* m) {
   } else {
     return false;
   }
-  if (t == DType::kC64 && m->reduction != OpKind::kReductionSum) return false;
+  if (IsComplex(t) && m->reduction != OpKind::kReductionSum) return false;
   return true;
 }
 
@@ -57,7 +57,7 @@ int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::ve
     r = cx.Reshape(cx.Emit(m.reduction, {x}, t, KeptShape(in, axes), AxesAttrs{axes}), out);
   }
   double init_value;
-  if (cx.KnownSplat(init, &init_value) && init_value == m.identity && t != DType::kC64) return r;
+  if (cx.KnownSplat(init, &init_value) && init_value == m.identity && !IsComplex(t)) return r;
   return cx.Binary(m.combine, r, cx.BroadcastTo(init, out));
 }
 
@@ -135,7 +135,7 @@ Status Reduce(LowerContext& cx) {
 
   OpKind arg_kind, value_kind;
   if (n == 2 && axes.size() == 1 && MatchArgReduce(body, &arg_kind, &value_kind) &&
-      cx.IsIotaAlong(inputs[1], axes[0]) && cx.DTypeOf(inputs[0]) != DType::kC64) {
+      cx.IsIotaAlong(inputs[1], axes[0]) && !IsComplex(cx.DTypeOf(inputs[0]))) {
     // Bools (jnp.argmax of a mask, gamma's sign) are ranked as 0/1 integers: false < true.
     const DType value_type = cx.DTypeOf(inputs[0]);
     int ranked = value_type == DType::kBool ? cx.Cast(inputs[0], DType::kI32) : inputs[0];

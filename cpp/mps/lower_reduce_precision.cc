@@ -14,14 +14,16 @@ Status ReducePrecision(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int64_t mantissa_bits, cx.IntAttr("mantissa_bits"));
   DType t = cx.DTypeOf(x);
   int width, exp_width, mant_width;
-  if (t == DType::kF32)
+  if (t == DType::kF64)
+    width = 64, exp_width = 11, mant_width = 52;
+  else if (t == DType::kF32)
     width = 32, exp_width = 8, mant_width = 23;
   else if (t == DType::kF16)
     width = 16, exp_width = 5, mant_width = 10;
   else if (t == DType::kBF16)
     width = 16, exp_width = 8, mant_width = 7;
   else
-    return cx.Unsupported("reduce_precision needs a float16, bfloat16 or float32 operand");
+    return cx.Unsupported("reduce_precision needs a float16, bfloat16, float32 or float64 operand");
   if (exponent_bits < 1 || mantissa_bits < 0) return cx.Unsupported("reduce_precision with no exponent bits");
   if (mantissa_bits >= mant_width && exponent_bits >= exp_width) {  // x's own precision (jax.checkpoint)
     cx.Bind(0, x);
@@ -38,7 +40,7 @@ Status ReducePrecision(LowerContext& cx) {
     int last_bit = cx.Binary(OpKind::kBitwiseAnd,
                              cx.Binary(OpKind::kBitwiseRightShift, bits, k(static_cast<uint64_t>(drop))), k(1));
     int bias = cx.Binary(OpKind::kAdd, last_bit, k((last_kept >> 1) - 1));
-    uint64_t all = width == 32 ? 0xffffffffull : 0xffffull;
+    uint64_t all = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
     bits = cx.Binary(OpKind::kBitwiseAnd, cx.Binary(OpKind::kAdd, bits, bias), k(all & ~(last_kept - 1)));
   }
   if (exponent_bits < exp_width) {

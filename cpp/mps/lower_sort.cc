@@ -90,6 +90,12 @@ class ComparatorMatcher {
     const uint8_t* p = value->data.data();
     size_t size = value->data.size();
     switch (value->type.dtype) {
+      case DType::kF64: {
+        if (size < 8) return std::nullopt;
+        double d;
+        std::memcpy(&d, p, 8);
+        return d;
+      }
       case DType::kF32: {
         if (size < 4) return std::nullopt;
         float f;
@@ -246,8 +252,8 @@ int NarrowKey(LowerContext& cx, int w, DType t) {
 // A FLOAT (IEEE) compare is total-order with -0.0 == +0.0; NaNs, which IEEE leaves unordered (XLA's
 // result then depends on its sort algorithm), go last.
 StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
-  if (key.term.part == Part::kReal) x = cx.Emit(OpKind::kRealPart, {x}, DType::kF32, cx.ShapeOf(x));
-  if (key.term.part == Part::kImag) x = cx.Emit(OpKind::kImaginaryPart, {x}, DType::kF32, cx.ShapeOf(x));
+  if (key.term.part == Part::kReal) x = cx.Emit(OpKind::kRealPart, {x}, RealOf(cx.DTypeOf(x)), cx.ShapeOf(x));
+  if (key.term.part == Part::kImag) x = cx.Emit(OpKind::kImaginaryPart, {x}, RealOf(cx.DTypeOf(x)), cx.ShapeOf(x));
   DType t = cx.DTypeOf(x);
   const Shape shape = cx.ShapeOf(x);
   const std::string& ct = key.compare_type;
@@ -277,13 +283,14 @@ StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
   return k;
 }
 
-// Gathers along the axis; complex values part by part (GatherAlongAxis is not listed for complex64).
+// Gathers along the axis; complex values part by part (GatherAlongAxis is not listed for complex types).
 int GatherAny(LowerContext& cx, int data, int perm, int64_t axis) {
-  if (cx.DTypeOf(data) != DType::kC64) return GatherAlongAxis(cx, data, perm, axis);
+  const DType t = cx.DTypeOf(data);
+  if (!IsComplex(t)) return GatherAlongAxis(cx, data, perm, axis);
   const Shape shape = cx.ShapeOf(data);
-  int re = GatherAlongAxis(cx, cx.Emit(OpKind::kRealPart, {data}, DType::kF32, shape), perm, axis);
-  int im = GatherAlongAxis(cx, cx.Emit(OpKind::kImaginaryPart, {data}, DType::kF32, shape), perm, axis);
-  return cx.Emit(OpKind::kComplexFromParts, {re, im}, DType::kC64, cx.ShapeOf(perm));
+  int re = GatherAlongAxis(cx, cx.Emit(OpKind::kRealPart, {data}, RealOf(t), shape), perm, axis);
+  int im = GatherAlongAxis(cx, cx.Emit(OpKind::kImaginaryPart, {data}, RealOf(t), shape), perm, axis);
+  return cx.Emit(OpKind::kComplexFromParts, {re, im}, t, cx.ShapeOf(perm));
 }
 
 Status Sort(LowerContext& cx) {

@@ -12,7 +12,7 @@ Status UnaryComposite(LowerContext& cx) {
   if (cx.op().operands.size() != 1 || cx.op().results.size() != 1) return cx.Unsupported("malformed composite");
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   DType t = cx.DTypeOf(x);
-  if (!(t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)) {
+  if (!IsFloat(t)) {
     // Other types: the decomposition.
     const shlo::Attr* d = cx.op().Find("decomposition");
     const shlo::Func* f = d ? cx.module().FindFunc(d->s) : nullptr;

@@ -7,7 +7,7 @@
 
 namespace jmp {
 
-// kF64 and kC128 exist so the reader can name them in errors; MPSGraph has neither.
+// MPSGraph has neither kF64 nor kC128: programs with them run on the host executor.
 enum class DType : uint8_t {
   kBool,
   kI8,
@@ -87,6 +87,11 @@ constexpr std::string_view DTypeName(DType t) {
   }
   return "?";
 }
+
+// A complex type's parts (complex64: float32, complex128: float64); any other type is itself.
+constexpr DType RealOf(DType t) { return t == DType::kC64 ? DType::kF32 : t == DType::kC128 ? DType::kF64 : t; }
+// The complex type whose parts are `t` (float64: complex128, anything else: complex64).
+constexpr DType ComplexOf(DType t) { return t == DType::kF64 || t == DType::kC128 ? DType::kC128 : DType::kC64; }
 
 // The integer type of the same width (used by bitcasts and bitwise decompositions).
 constexpr DType UnsignedOfWidth(int bits) {

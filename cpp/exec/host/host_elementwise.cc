@@ -188,12 +188,13 @@ Status IntUnary(const OpArgs& a, UnOp op) {
   return Internal("unknown unary op");
 }
 
-// RealPart and ImaginaryPart: complex64 -> float32.
+// RealPart and ImaginaryPart: complex64 -> float32, complex128 -> float64.
+template <typename T>
 Status ComplexPart(const OpArgs& a, bool real) {
-  if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
+  using R = typename T::value_type;
   int64_t n = a.OutType().NumElements();
-  const c64* z = reinterpret_cast<const c64*>(a.in[0]);
-  float* y = reinterpret_cast<float*>(a.out[0]);
+  const T* z = reinterpret_cast<const T*>(a.in[0]);
+  R* y = reinterpret_cast<R*>(a.out[0]);
   for (int64_t i = 0; i < n; ++i) y[i] = real ? z[i].real() : z[i].imag();
   return Status::Ok();
 }
@@ -206,16 +207,9 @@ Status ComplexUnary(const OpArgs& a, UnOp op) {
     case UnOp::kLogarithm: Map1<T>(a, [](T x) { return std::log(x); }); return Status::Ok();
     case UnOp::kSquareRoot: Map1<T>(a, [](T x) { return std::sqrt(x); }); return Status::Ok();
     case UnOp::kNegative: Map1<T>(a, [](T x) { return -x; }); return Status::Ok();
-    case UnOp::kRealPart: return ComplexPart(a, true);
-    case UnOp::kImaginaryPart: return ComplexPart(a, false);
-    case UnOp::kConjugate: {
-      if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
-      int64_t n = a.OutType().NumElements();
-      const c64* z = reinterpret_cast<const c64*>(a.in[0]);
-      c64* y = reinterpret_cast<c64*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) y[i] = std::conj(z[i]);
-      return Status::Ok();
-    }
+    case UnOp::kRealPart: return ComplexPart<T>(a, true);
+    case UnOp::kImaginaryPart: return ComplexPart<T>(a, false);
+    case UnOp::kConjugate: Map1<T>(a, [](T x) { return std::conj(x); }); return Status::Ok();
     case UnOp::kAbsolute:
     case UnOp::kSign:
     case UnOp::kExponentBase2:
@@ -352,15 +346,19 @@ bool Compare(const OpArgs& a, BinOp op) {
   case BinOp::kGreaterThan:              \
   case BinOp::kGreaterThanOrEqualTo
 
-// ComplexFromParts(re, im): float32 parts -> complex64.
+// ComplexFromParts(re, im): float32 parts -> complex64, float64 parts -> complex128.
+template <typename T>
 Status ComplexFromParts(const OpArgs& a) {
-  if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32 parts");
-  int64_t n = a.OutType().NumElements();
-  const float* re = reinterpret_cast<const float*>(a.in[0]);
-  const float* im = reinterpret_cast<const float*>(a.in[1]);
-  c64* z = reinterpret_cast<c64*>(a.out[0]);
-  for (int64_t i = 0; i < n; ++i) z[i] = c64(re[i], im[i]);
-  return Status::Ok();
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+    return a.Unsupported("needs float32 or float64 parts");
+  } else {
+    int64_t n = a.OutType().NumElements();
+    const T* re = reinterpret_cast<const T*>(a.in[0]);
+    const T* im = reinterpret_cast<const T*>(a.in[1]);
+    auto* z = reinterpret_cast<std::complex<T>*>(a.out[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = std::complex<T>(re[i], im[i]);
+    return Status::Ok();
+  }
 }
 
 template <typename T>
@@ -368,7 +366,7 @@ Status FloatBinary(const OpArgs& a, BinOp op) {
   using C = typename Num<T>::C;
   switch (op) {
     case JMP_COMPARISONS: Compare<T>(a, op); return Status::Ok();
-    case BinOp::kComplexFromParts: return ComplexFromParts(a);
+    case BinOp::kComplexFromParts: return ComplexFromParts<T>(a);
     case BinOp::kAdd: Arith<T>(a, [](C x, C y) { return x + y; }); return Status::Ok();
     case BinOp::kSubtract: Arith<T>(a, [](C x, C y) { return x - y; }); return Status::Ok();
     case BinOp::kMultiply: Arith<T>(a, [](C x, C y) { return x * y; }); return Status::Ok();
@@ -524,7 +522,8 @@ Status ComplexBinary(const OpArgs& a, BinOp op) {
 
 #undef JMP_COMPARISONS
 
-// Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast).
+// Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast). Anything ->
+// float16/bfloat16 goes through float, as XLA's conversions do (float64 halfway cases round twice).
 template <typename To, typename From>
 To ConvertScalar(From v) {
   if constexpr (kIsBool<To>) {

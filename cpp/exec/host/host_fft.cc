@@ -24,40 +24,52 @@ pocketfft::shape_t Dims(const std::vector<int64_t>& shape) { return pocketfft::s
 
 }  // namespace
 
+namespace {
+
+// R: float for complex64/float32, double for complex128/float64 (pocketfft computes in R).
+template <typename R>
+Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes) {
+  using c = std::complex<R>;
+  const auto& in = a.InType(0).shape;
+  const auto& out = a.OutType().shape;
+  switch (kind) {
+    case FFTKind::kComplex: {
+      bool inverse = mps::FFTAttrs::Of(a.op).inverse;
+      R scale = 1;
+      if (inverse)
+        for (size_t ax : axes) scale /= static_cast<R>(in[ax]);
+      pocketfft::c2c<R>(Dims(in), ByteStrides(in, sizeof(c)), ByteStrides(out, sizeof(c)), axes, !inverse,
+                        reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), scale);
+      return Status::Ok();
+    }
+    case FFTKind::kRealToHermitean:
+      pocketfft::r2c<R>(Dims(in), ByteStrides(in, sizeof(R)), ByteStrides(out, sizeof(c)), axes, true,
+                        reinterpret_cast<const R*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), R(1));
+      return Status::Ok();
+    case FFTKind::kHermiteanToReal: {
+      R scale = 1;
+      for (size_t ax : axes) scale /= static_cast<R>(out[ax]);
+      pocketfft::c2r<R>(Dims(out), ByteStrides(in, sizeof(c)), ByteStrides(out, sizeof(R)), axes, false,
+                        reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<R*>(a.out[0]), scale);
+      return Status::Ok();
+    }
+  }
+  return Internal("unknown FFT kind");
+}
+
+}  // namespace
+
 Status RunFFT(const OpArgs& a, FFTKind kind) {
   pocketfft::shape_t axes;
   for (int64_t ax : a.op.axes) axes.push_back(static_cast<size_t>(ax));
-  const auto& in = a.InType(0).shape;
-  const auto& out = a.OutType().shape;
   if (a.InType(0).NumElements() == 0 || a.OutType().NumElements() == 0) return Status::Ok();
-  using c = std::complex<float>;
+  // The input's type: complex for FFT and HermiteanToRealFFT, real for RealToHermiteanFFT.
+  const DType t = a.InType(0).dtype;
+  const bool real_in = kind == FFTKind::kRealToHermitean;
   try {
-    switch (kind) {
-      case FFTKind::kComplex: {
-        if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
-        bool inverse = mps::FFTAttrs::Of(a.op).inverse;
-        float scale = 1.0f;
-        if (inverse)
-          for (size_t ax : axes) scale /= static_cast<float>(in[ax]);
-        pocketfft::c2c<float>(Dims(in), ByteStrides(in, sizeof(c)), ByteStrides(out, sizeof(c)), axes, !inverse,
-                              reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), scale);
-        return Status::Ok();
-      }
-      case FFTKind::kRealToHermitean:
-        if (a.InType(0).dtype != DType::kF32) return a.Unsupported("needs float32");
-        pocketfft::r2c<float>(Dims(in), ByteStrides(in, sizeof(float)), ByteStrides(out, sizeof(c)), axes, true,
-                              reinterpret_cast<const float*>(a.in[0]), reinterpret_cast<c*>(a.out[0]), 1.0f);
-        return Status::Ok();
-      case FFTKind::kHermiteanToReal: {
-        if (a.InType(0).dtype != DType::kC64) return a.Unsupported("needs complex64");
-        float scale = 1.0f;
-        for (size_t ax : axes) scale /= static_cast<float>(out[ax]);
-        pocketfft::c2r<float>(Dims(out), ByteStrides(in, sizeof(c)), ByteStrides(out, sizeof(float)), axes, false,
-                              reinterpret_cast<const c*>(a.in[0]), reinterpret_cast<float*>(a.out[0]), scale);
-        return Status::Ok();
-      }
-    }
-    return Internal("unknown FFT kind");
+    if (t == (real_in ? DType::kF32 : DType::kC64)) return RunFFTOf<float>(a, kind, axes);
+    if (t == (real_in ? DType::kF64 : DType::kC128)) return RunFFTOf<double>(a, kind, axes);
+    return a.Unsupported(real_in ? "needs float32 or float64" : "needs complex64 or complex128");
   } catch (const std::exception& e) {
     return Internal(std::string("pocketfft: ") + e.what());
   }

@@ -13,11 +13,15 @@
 #if defined(JMP_BLAS_ACCELERATE)
 #include <Accelerate/Accelerate.h>
 #define JMP_SGEMM cblas_sgemm
+#define JMP_DGEMM cblas_dgemm
 #define JMP_CGEMM cblas_cgemm
+#define JMP_ZGEMM cblas_zgemm
 #elif defined(JMP_BLAS_SCIPY_OPENBLAS)
 #include <cblas.h>
 #define JMP_SGEMM scipy_cblas_sgemm
+#define JMP_DGEMM scipy_cblas_dgemm
 #define JMP_CGEMM scipy_cblas_cgemm
+#define JMP_ZGEMM scipy_cblas_zgemm
 #else
 #error "no BLAS configured"
 #endif
@@ -38,6 +42,55 @@ void ConfigureBlasThreads() {
 namespace {
 
 using Shape = std::vector<int64_t>;
+using c128 = std::complex<double>;
+
+// One row-major GEMM C = op(A) op(B) per element type the BLAS has.
+void Gemm(bool ta, bool tb, int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+  JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, A, lda, B,
+            ldb, 0.0f, C, ldc);
+}
+void Gemm(bool ta, bool tb, int m, int n, int k, const double* A, int lda, const double* B, int ldb, double* C,
+          int ldc) {
+  JMP_DGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, A, lda, B, ldb,
+            0.0, C, ldc);
+}
+void Gemm(bool ta, bool tb, int m, int n, int k, const c64* A, int lda, const c64* B, int ldb, c64* C, int ldc) {
+  const c64 one(1, 0), zero(0, 0);
+  JMP_CGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &one, A, lda, B,
+            ldb, &zero, C, ldc);
+}
+void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c128* B, int ldb, c128* C, int ldc) {
+  const c128 one(1, 0), zero(0, 0);
+  JMP_ZGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &one, A, lda, B,
+            ldb, &zero, C, ldc);
+}
+
+// The BLAS types: float32, float64, complex64 and complex128 straight through GEMM, split across the
+// host threads (by matrices when there are several, else by rows of C). An operand may arrive
+// untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
+template <typename T>
+void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  const bool ta = a.transposed[0], tb = a.transposed[1];
+  const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
+  auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
+    const T* A = reinterpret_cast<const T*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
+    const T* B = reinterpret_cast<const T*>(a.in[1]) + b * k * n;
+    T* C = reinterpret_cast<T*>(a.out[0]) + b * m * n + r0 * n;
+    Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), A, lda, B, ldb, C,
+         static_cast<int>(n));
+  };
+  // A task's share: about this many multiply-adds of real numbers (a complex one is four).
+  constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
+  constexpr int64_t kScale = kIsComplex<T> ? 4 : 1;
+  if (batch > 1) {
+    ParallelFor(batch, std::max<int64_t>(1, kFlopsPerTask / (kScale * m * n * k)), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) rows(b, 0, m);
+    });
+  } else {
+    ParallelFor(m, std::max<int64_t>(8, kFlopsPerTask / (kScale * n * k)),
+                [&](int64_t r0, int64_t r1) { rows(0, r0, r1); });
+  }
+}
 
 }  // namespace
 
@@ -58,40 +111,12 @@ Status RunMatMul(const OpArgs& a) {
     std::memset(a.out[0], 0, a.OutType().ByteSize());
     return Status::Ok();
   }
-  if (t == DType::kF32) {
-    // An operand may arrive untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
-    const bool ta = a.transposed[0], tb = a.transposed[1];
-    const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
-    auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
-      const float* A = reinterpret_cast<const float*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
-      const float* B = reinterpret_cast<const float*>(a.in[1]) + b * k * n;
-      float* C = reinterpret_cast<float*>(a.out[0]) + b * m * n + r0 * n;
-      JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), 1.0f, A, lda, B, ldb, 0.0f, C,
-                static_cast<int>(n));
-    };
-    // Split across the host threads: by matrices when there are several, else by rows of C.
-    constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
-    if (batch > 1) {
-      ParallelFor(batch, std::max<int64_t>(1, kFlopsPerTask / (m * n * k)), [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) rows(b, 0, m);
-      });
-    } else {
-      ParallelFor(m, std::max<int64_t>(8, kFlopsPerTask / (n * k)), [&](int64_t r0, int64_t r1) { rows(0, r0, r1); });
-    }
-    return Status::Ok();
-  }
-  if (t == DType::kC64) {
-    const c64 one(1, 0), zero(0, 0);
-    for (int64_t b = 0; b < batch; ++b) {
-      const c64* A = reinterpret_cast<const c64*>(a.in[0]) + b * m * k;
-      const c64* B = reinterpret_cast<const c64*>(a.in[1]) + b * k * n;
-      c64* C = reinterpret_cast<c64*>(a.out[0]) + b * m * n;
-      JMP_CGEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), &one, A, static_cast<int>(k), B, static_cast<int>(n), &zero, C,
-                static_cast<int>(n));
-    }
-    return Status::Ok();
+  switch (t) {
+    case DType::kF32: BlasMatMul<float>(a, batch, m, n, k); return Status::Ok();
+    case DType::kF64: BlasMatMul<double>(a, batch, m, n, k); return Status::Ok();
+    case DType::kC64: BlasMatMul<c64>(a, batch, m, n, k); return Status::Ok();
+    case DType::kC128: BlasMatMul<c128>(a, batch, m, n, k); return Status::Ok();
+    default: break;
   }
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -72,7 +72,9 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const st
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kMatMul || plan.folded_op[i] || op.inputs.size() != 2) continue;
-    if (g.type(op.outputs[0]).dtype != DType::kF32) continue;
+    DType t = g.type(op.outputs[0]).dtype;
+    if (t != DType::kF32 && t != DType::kF64 && t != DType::kC64 && t != DType::kC128) continue;  // BLAS types
+
     for (size_t j = 0; j < 2; ++j) {
       int p = producer[static_cast<size_t>(op.inputs[j])];
       if (p < 0 || plan.folded_op[static_cast<size_t>(p)]) continue;
