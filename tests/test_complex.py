@@ -92,6 +92,10 @@ def test_reductions_and_scans():
     prefix = np.arange(1, 8)[None, :]
     check_reduction(lambda z: (jnp.cumsum(z, axis=1), jnp.cumprod(z * 0.5, axis=0), lax.cumsum(z, axis=1, reverse=True)), z,
                     k=[prefix, 2 * (np.arange(1, 7)[:, None] + 1), prefix[:, ::-1]])
+    # Products (pairwise halves on metal, sequential on CPU): each complex product's relative error is a
+    # few eps, so like cumprod twice the factor count.
+    check_reduction(lambda z: (jnp.prod(z * 0.5, axis=0), jnp.prod(z * 0.5, axis=1), jnp.prod(z * 0.5)), z,
+                    k=[2 * 6 + 2, 2 * 7 + 2, 2 * 42 + 2])
 
 
 def test_scans_stay_linear():

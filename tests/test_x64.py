@@ -167,6 +167,13 @@ def test_int64_reductions():
 def test_complex128_reductions():
     z = c128(5, 40)
     check_reduction(lambda z: (jnp.sum(z, axis=1), jnp.mean(z, axis=0)), z, k=40)
+    # Products in another order: relative error within n eps of each factor's (no cancellation).
+    w = c128(3, 7, 5, low=0.5, high=1.2)
+    got = run_on("metal", lambda w: (jnp.prod(w, axis=1), jnp.prod(w, axis=(0, 2)), jnp.prod(w)), w)
+    want = run_on("cpu", lambda w: (jnp.prod(w, axis=1), jnp.prod(w, axis=(0, 2)), jnp.prod(w)), w)
+    for g, e, n in zip(got, want, (7, 15, 105)):
+        assert g.dtype == np.complex128
+        np.testing.assert_allclose(g, e, rtol=4 * n * eps(np.complex128), atol=0)
 
 
 # ---- matmul, dot_general, convolution

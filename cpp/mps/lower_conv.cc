@@ -1,7 +1,7 @@
 // convolution as MPSGraph's Conv2D (NHWC x HWIO): dimension numbers become transposes, 1-D
 // convolutions get a unit height, 3-D ones a sum of 2-D convolutions over the depth taps, lhs dilation
-// becomes interior padding, negative padding a slice, and batch groups feature groups. Integer
-// convolutions (MPSGraph's are float only) become a sum of per-tap batched MatMuls.
+// becomes interior padding, negative padding a slice, and batch groups feature groups. Integer and
+// complex convolutions (MPSGraph convolves floats only) become a sum of per-tap batched MatMuls.
 #include <algorithm>
 
 #include "mps/lower_families.h"
@@ -57,10 +57,8 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
     cx.Fail(cx.Unsupported("inconsistent convolution"));
     return x;
   }
-  // Conv2D is float16/bfloat16/float32 (MPSGraph's); float64 and complex run as taps on MatMul, which
-  // the host computes through BLAS.
-  DType t = cx.DTypeOf(x);
-  if (!IsFloat(t) || t == DType::kF64) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
+  // Conv2D takes the float types (float64 on the host only); integers and complex run as taps on MatMul.
+  if (!IsFloat(cx.DTypeOf(x))) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
   Shape out = {xs[0], 0, 0, ws[3]};
   for (size_t i = 0; i < 2; ++i) {
     int64_t padded = xs[1 + i] + lo[i] + hi[i];
@@ -70,9 +68,9 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
   return cx.Emit(OpKind::kConv2D, {x, w}, cx.DTypeOf(x), out, Conv2DAttrs{strides, dilation, lo, hi, groups});
 }
 
-// The same convolution for integer types (MPSGraph convolves floats only): pad, then per kernel tap
+// The same convolution for the types Conv2D does not take (integers, complex): pad, then per kernel tap
 // one strided slice times that tap's [C/groups, O] matrix as a batched MatMul over the groups, summed.
-// Integer MatMul wraps around, as XLA's integer convolution does.
+// Integer MatMul wraps around, as XLA's integer convolution does; complex sums the taps in its own type.
 int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides,
                const std::vector<int64_t>& dilation, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
                int64_t groups) {
@@ -93,7 +91,7 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
     out[1 + i] = xs[1 + i] < window ? 0 : (xs[1 + i] - window) / strides[i] + 1;
   }
   if (ws[0] * ws[1] > 4096) {
-    cx.Fail(cx.Unsupported("integer convolution with a kernel of more than 4096 taps"));
+    cx.Fail(cx.Unsupported("convolution by taps with a kernel of more than 4096 taps"));
     return x;
   }
   int64_t m = out[0] * out[1] * out[2], cg = ws[2], og = ws[3] / groups;

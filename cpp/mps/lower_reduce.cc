@@ -1,6 +1,8 @@
 // reduce: MPSGraph has no reduction with an arbitrary body, so the body is recognised: each result
 // combined by one of add/multiply/maximum/minimum/and/or, or the (value, index) pair argmax/argmin
-// JAX emits. Anything else is an error naming the body's ops.
+// JAX emits. Anything else is an error naming the body's ops. Complex products, which MPSGraph's
+// product reduction does not take, are pairwise products of halves (ComplexProduct).
+#include <algorithm>
 #include <set>
 
 #include "mps/lower_context.h"
@@ -35,7 +37,7 @@ bool MonoidFor(const std::string& name, DType t, Monoid* m) {
   } else {
     return false;
   }
-  if (IsComplex(t) && m->reduction != OpKind::kReductionSum) return false;
+  if (IsComplex(t) && m->reduction != OpKind::kReductionSum && m->reduction != OpKind::kReductionProduct) return false;
   return true;
 }
 
@@ -43,6 +45,35 @@ Shape KeptShape(const Shape& in, const std::vector<int64_t>& axes) {
   Shape kept = in;
   for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
   return kept;
+}
+
+// The product of complex x over axes, as [kept, reduced] halved log2(n) times (an odd length first
+// gets a factor 1): Multiply is listed for complex types, ReductionProduct is not.
+int ComplexProduct(LowerContext& cx, int x, const std::vector<int64_t>& axes, const Shape& out) {
+  const Shape in = cx.ShapeOf(x);
+  const DType t = cx.DTypeOf(x);
+  std::vector<int64_t> perm;
+  int64_t kept = 1, n = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      perm.push_back(d);
+      kept *= in[static_cast<size_t>(d)];
+    }
+  for (int64_t a : axes) {
+    perm.push_back(a);
+    n *= in[static_cast<size_t>(a)];
+  }
+  int y = cx.Reshape(cx.Transpose(x, perm), {kept, n});
+  while (n > 1) {
+    if (n % 2) {
+      y = cx.Emit(OpKind::kConcat, {y, cx.Splat(t, {kept, 1}, 1)}, t, {kept, n + 1}, AxisAttrs{1});
+      ++n;
+    }
+    int64_t half = n / 2;
+    y = cx.Binary(OpKind::kMultiply, cx.Slice(y, {0, 0}, {kept, half}), cx.Slice(y, {0, half}, {kept, n}));
+    n = half;
+  }
+  return cx.Reshape(y, out);
 }
 
 // Reduces x over axes with the monoid and folds in init (skipped when init is the identity).
@@ -53,7 +84,9 @@ int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::ve
   for (int64_t a : axes) empty |= in[static_cast<size_t>(a)] == 0;
   if (empty) return cx.BroadcastTo(init, out);
   int r = x;
-  if (!axes.empty()) {
+  if (!axes.empty() && IsComplex(t) && m.reduction == OpKind::kReductionProduct) {
+    r = ComplexProduct(cx, x, axes, out);
+  } else if (!axes.empty()) {
     r = cx.Reshape(cx.Emit(m.reduction, {x}, t, KeptShape(in, axes), AxesAttrs{axes}), out);
   }
   double init_value;
