@@ -133,6 +133,36 @@ def test_integer_convolutions():
     check(lambda x, w: conv(x, w, (2,), ((2, 1),), ("NCH", "OIH", "NCH"), lhs=(2,)), x8, w8)
 
 
+def test_zero_dimensional_convolutions_are_grouped_matrix_products():
+    # No spatial dimensions: [N, C] x [I, O] -> [N, O], with feature and batch groups and any layout.
+    dn = lax.ConvDimensionNumbers(lhs_spec=(0, 1), rhs_spec=(1, 0), out_spec=(0, 1))
+    x, w = random_array(RNG, (3, 6), np.float32), random_array(RNG, (3, 4), np.float32)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn, groups=2), x, w, k=3)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn), x, random_array(RNG, (6, 5), np.float32), k=6)
+    xb = random_array(RNG, (4, 2), np.float32)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn, batch_groups=2), xb, random_array(RNG, (2, 6), np.float32), k=2)
+    check_reduction(grads(lambda x, w: conv(x, w, (), (), dn)), x, random_array(RNG, (6, 5), np.float32), k=12,
+                    magnitude="normwise")
+    xi, wi = random_array(RNG, (3, 6), np.int8), random_array(RNG, (6, 4), np.int8)
+    check(lambda x, w: conv(x, w, (), (), dn), xi, wi)
+    check(lambda x, w: conv(x, w, (), (), dn), random_array(RNG, (3, 6), np.bool_), random_array(RNG, (6, 4), np.bool_))
+
+
+def test_bool_and_complex_convolutions():
+    dn = ("NHWC", "HWIO", "NHWC")
+    xb, wb = random_array(RNG, (2, 5, 4, 3), np.bool_), random_array(RNG, (2, 2, 3, 4), np.bool_)
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn), xb, wb)
+    c = lambda shape: (random_array(RNG, shape, np.float32) + 1j * random_array(RNG, shape, np.float32)).astype(  # noqa: E731
+        np.complex64)
+    x, w = c((2, 6, 5, 4)), c((3, 2, 2, 6))
+    mag = lambda x, w: 2 * conv(np.abs(x), np.abs(w), (1, 2), "SAME", dn, rhs=(1, 2), groups=2)  # noqa: E731
+    check_reduction(lambda x, w: conv(x, w, (1, 2), "SAME", dn, rhs=(1, 2), groups=2), x, w, k=2 * 3 * 2 * 2,
+                    magnitude=mag)
+    x1, w1 = c((2, 3, 9)), c((4, 3, 3))
+    check_reduction(lambda x, w: conv(x, w, (2,), "VALID", ("NCH", "OIH", "NCH")), x1, w1, k=2 * 9,
+                    magnitude=lambda x, w: 2 * conv(np.abs(x), np.abs(w), (2,), "VALID", ("NCH", "OIH", "NCH")))
+
+
 # ---- reduce_window
 
 
