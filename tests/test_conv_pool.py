@@ -306,3 +306,38 @@ def test_pool_calls_special_values(dtype):
         check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), finite, rtol=1e-5)
         check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), f32, rtol=1e-5)  # NaN windows too
         check(lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, "SAME"), finite, rtol=1e-5, atol=1e-5)
+
+
+def _argmax_pool(x, window, strides, padding):
+    # (value, index) pairs pooled: the larger value wins, the smaller index on ties.
+    def body(a, b):
+        (av, ai), (bv, bi) = a, b
+        take_b = (bv > av) | ((bv == av) & (bi < ai))
+        return lax.select(take_b, bv, av), lax.select(take_b, bi, ai)
+
+    idx = lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1) + x.shape[-1] * lax.broadcasted_iota(
+        jnp.int32, x.shape, x.ndim - 2)
+    return lax.reduce_window((x, idx), (-jnp.inf, jnp.int32(-1)), body, window, strides, padding)
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME", ((1, 0), (0, 2), (1, 1), (2, 0))], ids=str)
+def test_variadic_reduce_window_argmax_pooling(padding):
+    x = np.round(random_array(RNG, (2, 5, 7, 3), np.float32))  # rounded: ties, broken by index
+    check(lambda x: _argmax_pool(x, (1, 2, 3, 1), (1, 2, 1, 1), padding), x, exact=True)
+    check(jax.vmap(lambda x: _argmax_pool(x, (2, 2, 1), (1, 1, 1), "SAME")), x, exact=True)
+
+
+def test_non_monoid_reduce_window_bodies_fold_in_xlas_order():
+    # Subtract is neither commutative nor associative: init first, then every real element (padding
+    # and base-dilation holes skipped). a * 0.5 + b also shows the taps' order, row-major, which is
+    # XLA:CPU's for unpadded windows (padded ones it may visit in another order).
+    x = random_array(RNG, (4, 6), np.float32)
+    sub = lambda x, **kw: lax.reduce_window(x, 1.5, lax.sub, (2, 3), (1, 2), **kw)  # noqa: E731
+    check(lambda x: sub(x, padding="VALID"), x)
+    check(lambda x: sub(x, padding=((1, 2), (0, 1))), x)
+    check(lambda x: sub(x, padding=((1, 0), (2, 1)), base_dilation=(2, 1), window_dilation=(1, 2)), x)
+    check(lambda x: lax.reduce_window(x, 0.5, lambda a, b: a * 0.5 + b, (3, 2), (1, 2), "VALID"), x)
+    xi = random_array(RNG, (5, 4), np.int32)
+    check(lambda x: lax.reduce_window(x, 0, lax.bitwise_xor, (2, 2), (1, 1), "SAME"), xi)
+    check(lambda x: lax.reduce_window(x, np.int32(7), lax.sub, (5, 1), (1, 1), "VALID"), xi)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.sub, (2, 9), (1, 1), "VALID"), x)  # an empty result

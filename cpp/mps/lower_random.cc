@@ -39,8 +39,8 @@ Status RngBitGenerator(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int state, cx.In(0));
   Op op = cx.NewOp(OpKind::kRngBitGenerator, {state});
   Encode(op, RngAttrs{how});
-  std::vector<int> out = cx.EmitOp(std::move(op), {TensorType{DType::kU64, state_type.shape},
-                                                   TensorType{bits, bits_type.shape}});
+  std::vector<int> out =
+      cx.EmitOp(std::move(op), {TensorType{DType::kU64, state_type.shape}, TensorType{bits, bits_type.shape}});
   cx.Bind(0, out[0]);
   cx.Bind(1, cx.Reinterpret(out[1], bits_type.dtype));
   return Status::Ok();

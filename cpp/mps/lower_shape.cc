@@ -73,6 +73,11 @@ Status BroadcastInDim(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   JMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, cx.IntsAttr("broadcast_dimensions"));
   const Shape& out = cx.OutType(0).shape;
+  // Scalar to scalar, as in a body lowered inline on lanes (where the operand is a lane tensor).
+  if (out.empty() && cx.InType(0).shape.empty() && dims.empty()) {
+    cx.Bind(0, x);
+    return Status::Ok();
+  }
   const Shape in = cx.ShapeOf(x);
   if (dims.size() != in.size()) return cx.Unsupported("broadcast_dimensions does not match the operand rank");
   // Put the operand's dims in the order they take in the result, then give the result's rank.
