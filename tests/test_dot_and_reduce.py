@@ -149,3 +149,11 @@ def test_complex_products_and_custom_variadic_reduce():
     x = np.round(random_array(rng, (5, 7), np.float32))
     idx = np.broadcast_to(np.arange(7, dtype=np.int32), (5, 7))
     check(lambda x, i: lax.reduce((x, i), (np.float32(0), np.int32(-1)), body, (1,)), x, idx, exact=True)
+
+
+def test_dot_of_bool_is_or_of_ands():
+    rng = np.random.default_rng(7)
+    a, b = rng.random((3, 3, 2)) < 0.4, rng.random((2, 3, 4)) < 0.4
+    check(lambda a, b: (lax.dot_general(a, b, (((2,), (0,)), ((1,), (1,)))), jnp.dot(a[0, 0], b[:, 0, 0]),
+                        a[0] @ b[:, 0]), a, b)
+    check(lambda a, b: lax.dot_general(a, b, (((2,), (0,)), ((), ()))), a[:, :, :0].reshape(3, 3, 0), b[:0])

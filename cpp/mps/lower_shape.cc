@@ -61,9 +61,16 @@ Status Iota(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int64_t axis, cx.IntAttr("iota_dimension"));
   const shlo::Type& t = cx.OutType(0);
   if (axis < 0 || axis >= static_cast<int64_t>(t.shape.size())) return cx.Unsupported("iota_dimension out of range");
-  if (t.dtype == DType::kBool || IsComplex(t.dtype)) return cx.Unsupported("iota of this type");
+  if (t.dtype == DType::kC128) return cx.Unsupported("iota of this type");
   DType index = t.shape[static_cast<size_t>(axis)] > (int64_t{1} << 31) - 1 ? DType::kI64 : DType::kI32;
-  int v = cx.Cast(cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape, AxisAttrs{axis}), t.dtype);
+  int coordinates = cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape, AxisAttrs{axis});
+  int v;
+  if (t.dtype == DType::kC64) {  // the real part counts, the imaginary part is zero
+    int real = cx.Cast(coordinates, DType::kF32);
+    v = cx.Emit(OpKind::kComplexFromParts, {real, cx.Splat(DType::kF32, t.shape, 0)}, DType::kC64, t.shape);
+  } else {
+    v = cx.Cast(coordinates, t.dtype);  // bool: x != 0, as XLA converts
+  }
   cx.MarkIota(v, axis);
   cx.Bind(0, v);
   return Status::Ok();
