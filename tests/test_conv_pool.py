@@ -148,6 +148,14 @@ def test_zero_dimensional_convolutions_are_grouped_matrix_products():
     check(lambda x, w: conv(x, w, (), (), dn), random_array(RNG, (3, 6), np.bool_), random_array(RNG, (6, 4), np.bool_))
 
 
+def test_empty_convolutions():
+    dn = ("NCHW", "OIHW", "NCHW")
+    x, w = random_array(RNG, (4, 2, 9, 0), np.int8), random_array(RNG, (4, 2, 4, 5), np.int8)
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn), x, w)
+    x2, w2 = random_array(RNG, (2, 3, 9, 10), np.float32), random_array(RNG, (5, 3, 4, 11), np.float32)
+    check(lambda x, w: conv(x, w, (1, 1), "VALID", dn), x2, w2)  # the window is wider than the input
+
+
 def test_bool_and_complex_convolutions():
     dn = ("NHWC", "HWIO", "NHWC")
     xb, wb = random_array(RNG, (2, 5, 4, 3), np.bool_), random_array(RNG, (2, 2, 3, 4), np.bool_)

@@ -159,6 +159,16 @@ Status Convolution(LowerContext& cx) {
   if (!(out_type == DType::kF32 || out_type == DType::kF16 || out_type == DType::kBF16 || IsInteger(out_type) ||
         out_type == DType::kBool || out_type == DType::kC64))
     return cx.Unsupported("convolution of this type");
+  {
+    // An empty result (a zero-size batch, feature or spatial dimension) has nothing to compute.
+    const Shape& out = cx.OutType(0).shape;
+    int64_t elements = 1;
+    for (int64_t d : out) elements *= d;
+    if (elements == 0) {
+      cx.Bind(0, cx.Splat(out_type, out, 0));
+      return Status::Ok();
+    }
+  }
   // One real convolution of x and w as t, giving [N, spatial..., O]; bool and complex64 are built
   // from it below. It works on its own copies of the window attributes (the 0-D, 1-D and 3-D cases
   // reshape them).
