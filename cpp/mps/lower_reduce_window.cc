@@ -1,9 +1,10 @@
 // reduce_window: a prefix scan (cumsum and friends, as JAX emits them), else a pooling window, else
 // (several operands, or a body that is no monoid: argmax pooling, subtract, custom bodies) the window
-// folded tap by tap in XLA's order: the accumulator starts at init and takes
-// acc = body(acc, x[tap]) for each window tap in row-major order, skipping padding and the holes of
-// base dilation (XLA:CPU combines only real elements). Each tap is one strided slice of every operand
-// and one application of the body to whole tensors.
+// folded tap by tap: the accumulator starts at init and takes acc = body(acc, x[tap]) for each window
+// tap in row-major order, skipping padding and the holes of base dilation (XLA:CPU combines only real
+// elements). That is XLA:CPU's order for unpadded windows; with padding it may visit the taps in
+// another order, which only a body neither associative nor commutative can tell. Each tap is one
+// strided slice of every operand and one application of the body to whole tensors.
 #include "mps/lower_families.h"
 #include "mps/lower_window_common.h"
 
