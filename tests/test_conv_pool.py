@@ -133,6 +133,44 @@ def test_integer_convolutions():
     check(lambda x, w: conv(x, w, (2,), ((2, 1),), ("NCH", "OIH", "NCH"), lhs=(2,)), x8, w8)
 
 
+def test_zero_dimensional_convolutions_are_grouped_matrix_products():
+    # No spatial dimensions: [N, C] x [I, O] -> [N, O], with feature and batch groups and any layout.
+    dn = lax.ConvDimensionNumbers(lhs_spec=(0, 1), rhs_spec=(1, 0), out_spec=(0, 1))
+    x, w = random_array(RNG, (3, 6), np.float32), random_array(RNG, (3, 4), np.float32)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn, groups=2), x, w, k=3)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn), x, random_array(RNG, (6, 5), np.float32), k=6)
+    xb = random_array(RNG, (4, 2), np.float32)
+    check_reduction(lambda x, w: conv(x, w, (), (), dn, batch_groups=2), xb, random_array(RNG, (2, 6), np.float32), k=2)
+    check_reduction(grads(lambda x, w: conv(x, w, (), (), dn)), x, random_array(RNG, (6, 5), np.float32), k=12,
+                    magnitude="normwise")
+    xi, wi = random_array(RNG, (3, 6), np.int8), random_array(RNG, (6, 4), np.int8)
+    check(lambda x, w: conv(x, w, (), (), dn), xi, wi)
+    check(lambda x, w: conv(x, w, (), (), dn), random_array(RNG, (3, 6), np.bool_), random_array(RNG, (6, 4), np.bool_))
+
+
+def test_empty_convolutions():
+    dn = ("NCHW", "OIHW", "NCHW")
+    x, w = random_array(RNG, (4, 2, 9, 0), np.int8), random_array(RNG, (4, 2, 4, 5), np.int8)
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn), x, w)
+    x2, w2 = random_array(RNG, (2, 3, 9, 10), np.float32), random_array(RNG, (5, 3, 4, 11), np.float32)
+    check(lambda x, w: conv(x, w, (1, 1), "VALID", dn), x2, w2)  # the window is wider than the input
+
+
+def test_bool_and_complex_convolutions():
+    dn = ("NHWC", "HWIO", "NHWC")
+    xb, wb = random_array(RNG, (2, 5, 4, 3), np.bool_), random_array(RNG, (2, 2, 3, 4), np.bool_)
+    check(lambda x, w: conv(x, w, (1, 1), "SAME", dn), xb, wb)
+    c = lambda shape: (random_array(RNG, shape, np.float32) + 1j * random_array(RNG, shape, np.float32)).astype(  # noqa: E731
+        np.complex64)
+    x, w = c((2, 6, 5, 4)), c((3, 2, 2, 6))
+    mag = lambda x, w: 2 * conv(np.abs(x), np.abs(w), (1, 2), "SAME", dn, rhs=(1, 2), groups=2)  # noqa: E731
+    check_reduction(lambda x, w: conv(x, w, (1, 2), "SAME", dn, rhs=(1, 2), groups=2), x, w, k=2 * 3 * 2 * 2,
+                    magnitude=mag)
+    x1, w1 = c((2, 3, 9)), c((4, 3, 3))
+    check_reduction(lambda x, w: conv(x, w, (2,), "VALID", ("NCH", "OIH", "NCH")), x1, w1, k=2 * 9,
+                    magnitude=lambda x, w: 2 * conv(np.abs(x), np.abs(w), (2,), "VALID", ("NCH", "OIH", "NCH")))
+
+
 # ---- reduce_window
 
 
@@ -276,3 +314,38 @@ def test_pool_calls_special_values(dtype):
         check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), finite, rtol=1e-5)
         check(jax.grad(lambda x: jnp.sum(jnp.sin(pool(x)))), f32, rtol=1e-5)  # NaN windows too
         check(lambda x: lax.reduce_window(x, 0.0, lax.add, window, strides, "SAME"), finite, rtol=1e-5, atol=1e-5)
+
+
+def _argmax_pool(x, window, strides, padding):
+    # (value, index) pairs pooled: the larger value wins, the smaller index on ties.
+    def body(a, b):
+        (av, ai), (bv, bi) = a, b
+        take_b = (bv > av) | ((bv == av) & (bi < ai))
+        return lax.select(take_b, bv, av), lax.select(take_b, bi, ai)
+
+    idx = lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1) + x.shape[-1] * lax.broadcasted_iota(
+        jnp.int32, x.shape, x.ndim - 2)
+    return lax.reduce_window((x, idx), (-jnp.inf, jnp.int32(-1)), body, window, strides, padding)
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME", ((1, 0), (0, 2), (1, 1), (2, 0))], ids=str)
+def test_variadic_reduce_window_argmax_pooling(padding):
+    x = np.round(random_array(RNG, (2, 5, 7, 3), np.float32))  # rounded: ties, broken by index
+    check(lambda x: _argmax_pool(x, (1, 2, 3, 1), (1, 2, 1, 1), padding), x, exact=True)
+    check(jax.vmap(lambda x: _argmax_pool(x, (2, 2, 1), (1, 1, 1), "SAME")), x, exact=True)
+
+
+def test_non_monoid_reduce_window_bodies_fold_in_xlas_order():
+    # Subtract is neither commutative nor associative: init first, then every real element (padding
+    # and base-dilation holes skipped). a * 0.5 + b also shows the taps' order, row-major, which is
+    # XLA:CPU's for unpadded windows (padded ones it may visit in another order).
+    x = random_array(RNG, (4, 6), np.float32)
+    sub = lambda x, **kw: lax.reduce_window(x, 1.5, lax.sub, (2, 3), (1, 2), **kw)  # noqa: E731
+    check(lambda x: sub(x, padding="VALID"), x)
+    check(lambda x: sub(x, padding=((1, 2), (0, 1))), x)
+    check(lambda x: sub(x, padding=((1, 0), (2, 1)), base_dilation=(2, 1), window_dilation=(1, 2)), x)
+    check(lambda x: lax.reduce_window(x, 0.5, lambda a, b: a * 0.5 + b, (3, 2), (1, 2), "VALID"), x)
+    xi = random_array(RNG, (5, 4), np.int32)
+    check(lambda x: lax.reduce_window(x, 0, lax.bitwise_xor, (2, 2), (1, 1), "SAME"), xi)
+    check(lambda x: lax.reduce_window(x, np.int32(7), lax.sub, (5, 1), (1, 1), "VALID"), xi)
+    check(lambda x: lax.reduce_window(x, 0.0, lax.sub, (2, 9), (1, 1), "VALID"), x)  # an empty result

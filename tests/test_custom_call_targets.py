@@ -4,6 +4,8 @@ ProductOfElementaryHouseholderReflectors and Eigh, are tested in test_linalg.py;
 error in test_errors.py.)"""
 
 import jax
+import jax.numpy as jnp
+from jax import lax
 import numpy as np
 import pytest
 
@@ -17,3 +19,12 @@ def test_sharding_annotations_pass_their_operand_through(target):
         return jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(x.shape, x.dtype))(x) * 2 + 1
 
     check(f, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_dce_sink_lowers_to_nothing():
+    def f(x):
+        y = jnp.sin(x) + 1
+        lax.dce_sink(y, prevent_mlir_dce=True)
+        return x * 2, y
+
+    check(f, np.linspace(-1, 1, 5, dtype=np.float32))

@@ -124,3 +124,36 @@ def test_float32_reductions_by_layout(shape, axes):
     got = run_on("metal", lambda x: (jnp.max(x, axis=axes), jnp.min(x, axis=axes), jnp.sum(x, axis=axes)), x)
     want = (np.max(x, axis=axes), np.min(x, axis=axes), np.sum(x, axis=axes, dtype=np.float64).astype(np.float32))
     assert_close(got, want, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint32, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("axes", [(0,), (1, 2), (0, 1, 2)], ids=str)
+def test_bitwise_reductions(dtype, axes):
+    x = random_array(np.random.default_rng(5), (3, 5, 7), dtype)
+    ones = np.array(True if dtype == np.bool_ else -1).astype(dtype)
+    zero = np.zeros((), dtype)
+    check(lambda x: (lax.reduce(x, ones, lax.bitwise_and, axes), lax.reduce(x, zero, lax.bitwise_or, axes),
+                     lax.reduce(x, zero, lax.bitwise_xor, axes), lax.reduce(x, ones, lax.bitwise_xor, axes)), x)
+
+
+def test_complex_products_and_custom_variadic_reduce():
+    rng = np.random.default_rng(6)
+    z = (rng.uniform(0.5, 1.5, (4, 9)) * np.exp(1j * rng.uniform(-3, 3, (4, 9)))).astype(np.complex64)
+    check(lambda z: (jnp.prod(z, axis=1), jnp.prod(z), jnp.prod(z[:, :0], axis=1)), z, rtol=1e-5, atol=1e-5)
+
+    def body(a, b):  # the element with the larger |value|, ties to the smaller index
+        (av, ai), (bv, bi) = a, b
+        take_b = (jnp.abs(bv) > jnp.abs(av)) | ((jnp.abs(bv) == jnp.abs(av)) & (bi < ai))
+        return lax.select(take_b, bv, av), lax.select(take_b, bi, ai)
+
+    x = np.round(random_array(rng, (5, 7), np.float32))
+    idx = np.broadcast_to(np.arange(7, dtype=np.int32), (5, 7))
+    check(lambda x, i: lax.reduce((x, i), (np.float32(0), np.int32(-1)), body, (1,)), x, idx, exact=True)
+
+
+def test_dot_of_bool_is_or_of_ands():
+    rng = np.random.default_rng(7)
+    a, b = rng.random((3, 3, 2)) < 0.4, rng.random((2, 3, 4)) < 0.4
+    check(lambda a, b: (lax.dot_general(a, b, (((2,), (0,)), ((1,), (1,)))), jnp.dot(a[0, 0], b[:, 0, 0]),
+                        a[0] @ b[:, 0]), a, b)
+    check(lambda a, b: lax.dot_general(a, b, (((2,), (0,)), ((), ()))), a[:, :, :0].reshape(3, 3, 0), b[:0])

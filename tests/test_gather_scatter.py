@@ -155,3 +155,14 @@ def test_unique_scatter_with_any_update_computation():
     u = random_array(RNG, (3, 5), np.float32)
     idx = np.array([[1], [6], [9]], np.int32)  # 9 is dropped
     check(lambda x, i, u: scatter_rows_with_body(x, i, u, lambda a, b: a * b - jnp.sin(b)), x, idx, u)
+
+
+def test_scatter_subtract_update():
+    x = np.arange(20, dtype=np.float32).reshape(4, 5) / 3
+    i = np.array([[0], [2], [0], [3]], np.int32)  # a repeated index: both updates subtract
+    u = np.linspace(-2, 2, 20, dtype=np.float32).reshape(4, 5)
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0,))
+    check(lambda x, i, u: lax.scatter_sub(x, i, u, dn), x, i, u)
+    check(lambda x, i, u: lax.scatter_sub(x, i, u, dn), x.astype(np.int32), i, (u * 5).astype(np.int32))
+    check(lambda x, i, u: x.at[i[:, 0]].subtract(u), x, i, u)

@@ -137,3 +137,8 @@ def test_dynamic_slice_start_types():
         i = dtype(value)
         check(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, i * 0)), x, u, i, exact=True)
         check(lambda x, i: lax.dynamic_slice(x, (i, i * 0), (3, 4)), x, i, exact=True)
+
+
+def test_iota_of_complex():
+    check(lambda x: (lax.iota(jnp.complex64, 5) * x, lax.broadcasted_iota(jnp.complex64, (3, 4), 1) + x,
+                     lax.iota(jnp.uint8, 7)), np.complex64(1 + 0j))

@@ -57,7 +57,7 @@ int Conv2D(LowerContext& cx, int x, int w, const std::vector<int64_t>& strides, 
     cx.Fail(cx.Unsupported("inconsistent convolution"));
     return x;
   }
-  // Conv2D takes the float types (float64 on the host only); integers and complex run as taps on MatMul.
+  // Conv2D takes the float types (float64 on the host only); integers run as taps on MatMul.
   if (!IsFloat(cx.DTypeOf(x))) return ConvByTaps(cx, x, w, strides, dilation, lo, hi, groups);
   Shape out = {xs[0], 0, 0, ws[3]};
   for (size_t i = 0; i < 2; ++i) {
@@ -119,7 +119,7 @@ Status Convolution(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int w, cx.In(1));
   const Shape xs0 = cx.ShapeOf(x);
   size_t s = xs0.size() - 2;
-  if (s < 1 || s > 3) return cx.Unsupported(std::to_string(s) + "-D convolution");
+  if (s > 3) return cx.Unsupported(std::to_string(s) + "-D convolution");
   int64_t ib = Attr(op, "input_batch_dimension", 0), ifd = Attr(op, "input_feature_dimension", 1);
   int64_t ki = Attr(op, "kernel_input_feature_dimension", 0), ko = Attr(op, "kernel_output_feature_dimension", 1);
   int64_t ob = Attr(op, "output_batch_dimension", 0), of = Attr(op, "output_feature_dimension", 1);
@@ -156,118 +156,169 @@ Status Convolution(LowerContext& cx) {
   if (reversal && reversal->kind == shlo::Attr::Kind::kInts)
     for (int64_t r : reversal->ints)
       if (r) return cx.Unsupported("window reversal in convolution");
-  DType t = cx.OutType(0).dtype;
-  if (t == DType::kBool) return cx.Unsupported("convolution of this type");
-  x = cx.Cast(x, t);
-  w = cx.Cast(w, t);
-  // Input to [N, spatial..., C], kernel to [spatial..., I, O].
-  std::vector<int64_t> xperm = {ib};
-  xperm.insert(xperm.end(), isd.begin(), isd.end());
-  xperm.push_back(ifd);
-  x = cx.Transpose(x, xperm);
-  std::vector<int64_t> wperm(ksd.begin(), ksd.end());
-  wperm.push_back(ki);
-  wperm.push_back(ko);
-  w = cx.Transpose(w, wperm);
-  // lhs dilation, then negative padding as slices.
-  for (size_t i = 0; i < s; ++i) x = DilateAxis(cx, x, 1 + i, lhs_dil[i]);
-  std::vector<int64_t> lo(s), hi(s);
+  const DType out_type = cx.OutType(0).dtype;
+  if (!(IsFloat(out_type) || IsInteger(out_type) || out_type == DType::kBool || IsComplex(out_type)))
+    return cx.Unsupported("convolution of this type");
   {
-    Shape xs = cx.ShapeOf(x), starts(xs.size(), 0), ends = xs;
-    for (size_t i = 0; i < s; ++i) {
-      lo[i] = std::max<int64_t>(padding[2 * i], 0);
-      hi[i] = std::max<int64_t>(padding[2 * i + 1], 0);
-      if (padding[2 * i] < 0) starts[1 + i] = -padding[2 * i];
-      if (padding[2 * i + 1] < 0) ends[1 + i] += padding[2 * i + 1];
+    // An empty result (a zero-size batch, feature or spatial dimension) has nothing to compute.
+    const Shape& out = cx.OutType(0).shape;
+    int64_t elements = 1;
+    for (int64_t d : out) elements *= d;
+    if (elements == 0) {
+      cx.Bind(0, cx.Splat(out_type, out, 0));
+      return Status::Ok();
     }
-    x = cx.Slice(x, starts, ends);
   }
-  // 1-D: unit height. 3-D: handled below as depth taps.
-  if (s == 1) {
-    Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
-    x = cx.Reshape(x, {xs[0], 1, xs[1], xs[2]});
-    w = cx.Reshape(w, {1, ws[0], ws[1], ws[2]});
-    strides.insert(strides.begin(), 1);
-    rhs_dil.insert(rhs_dil.begin(), 1);
-    lo.insert(lo.begin(), 0);
-    hi.insert(hi.begin(), 0);
-  }
-  auto conv2d = [&](int xin, int win) -> StatusOr<int> {
-    if (bgc == 1) return Conv2D(cx, xin, win, strides, rhs_dil, lo, hi, fgc);
-    // Batch groups (weight gradients of grouped convolutions): group g pairs batch slice g with
-    // output-feature slice g. Moving the batch groups next to the channels makes that a feature-
-    // grouped convolution with the same kernel: [G*n, H, W, C] -> [n, H, W, G*C], groups G.
-    Shape xs = cx.ShapeOf(xin), ws = cx.ShapeOf(win);
-    if (xs[0] % bgc || ws[3] % bgc) return cx.Unsupported("batch_group_count does not divide batch and features");
-    int64_t n = xs[0] / bgc, o = ws[3] / bgc;
-    if (fgc == 1) {
-      int g = cx.Reshape(xin, {bgc, n, xs[1], xs[2], xs[3]});
-      g = cx.Transpose(g, {1, 2, 3, 0, 4});
-      g = cx.Reshape(g, {n, xs[1], xs[2], bgc * xs[3]});
-      return Conv2D(cx, g, win, strides, rhs_dil, lo, hi, bgc);
+  // One real convolution of x and w as t, giving [N, spatial..., O]; bool and complex64 are built
+  // from it below. It works on its own copies of the window attributes (the 0-D, 1-D and 3-D cases
+  // reshape them).
+  auto real_conv = [&, strides0 = strides, rhs_dil0 = rhs_dil](int x, int w, DType t) -> StatusOr<int> {
+    std::vector<int64_t> strides = strides0, rhs_dil = rhs_dil0;
+    x = cx.Cast(x, t);
+    w = cx.Cast(w, t);
+    // Input to [N, spatial..., C], kernel to [spatial..., I, O].
+    std::vector<int64_t> xperm = {ib};
+    xperm.insert(xperm.end(), isd.begin(), isd.end());
+    xperm.push_back(ifd);
+    x = cx.Transpose(x, xperm);
+    std::vector<int64_t> wperm(ksd.begin(), ksd.end());
+    wperm.push_back(ki);
+    wperm.push_back(ko);
+    w = cx.Transpose(w, wperm);
+    // lhs dilation, then negative padding as slices.
+    for (size_t i = 0; i < s; ++i) x = DilateAxis(cx, x, 1 + i, lhs_dil[i]);
+    std::vector<int64_t> lo(s), hi(s);
+    {
+      Shape xs = cx.ShapeOf(x), starts(xs.size(), 0), ends = xs;
+      for (size_t i = 0; i < s; ++i) {
+        lo[i] = std::max<int64_t>(padding[2 * i], 0);
+        hi[i] = std::max<int64_t>(padding[2 * i + 1], 0);
+        if (padding[2 * i] < 0) starts[1 + i] = -padding[2 * i];
+        if (padding[2 * i + 1] < 0) ends[1 + i] += padding[2 * i + 1];
+      }
+      x = cx.Slice(x, starts, ends);
     }
-    // Both kinds of groups (StableHLO does not allow it, but be safe): one convolution per batch group.
-    std::vector<int> parts;
-    for (int64_t g = 0; g < bgc; ++g) {
-      Shape xst(4, 0), xen = xs, wst(4, 0), wen = ws;
-      xst[0] = g * n;
-      xen[0] = (g + 1) * n;
-      wst[3] = g * o;
-      wen[3] = (g + 1) * o;
-      parts.push_back(Conv2D(cx, cx.Slice(xin, xst, xen), cx.Slice(win, wst, wen), strides, rhs_dil, lo, hi, fgc));
+    // 0-D (a matrix product with groups): unit height and width. 1-D: unit height. 3-D: handled
+    // below as depth taps.
+    if (s == 0) {
+      Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+      x = cx.Reshape(x, {xs[0], 1, 1, xs[1]});
+      w = cx.Reshape(w, {1, 1, ws[0], ws[1]});
+      strides = rhs_dil = {1, 1};
+      lo = hi = {0, 0};
     }
-    Shape ps = cx.ShapeOf(parts[0]);
-    ps[3] *= bgc;
-    return cx.Emit(OpKind::kConcat, parts, t, ps, AxisAttrs{3});
+    if (s == 1) {
+      Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+      x = cx.Reshape(x, {xs[0], 1, xs[1], xs[2]});
+      w = cx.Reshape(w, {1, ws[0], ws[1], ws[2]});
+      strides.insert(strides.begin(), 1);
+      rhs_dil.insert(rhs_dil.begin(), 1);
+      lo.insert(lo.begin(), 0);
+      hi.insert(hi.begin(), 0);
+    }
+    auto conv2d = [&](int xin, int win) -> StatusOr<int> {
+      if (bgc == 1) return Conv2D(cx, xin, win, strides, rhs_dil, lo, hi, fgc);
+      // Batch groups (weight gradients of grouped convolutions): group g pairs batch slice g with
+      // output-feature slice g. Moving the batch groups next to the channels makes that a feature-
+      // grouped convolution with the same kernel: [G*n, H, W, C] -> [n, H, W, G*C], groups G.
+      Shape xs = cx.ShapeOf(xin), ws = cx.ShapeOf(win);
+      if (xs[0] % bgc || ws[3] % bgc) return cx.Unsupported("batch_group_count does not divide batch and features");
+      int64_t n = xs[0] / bgc, o = ws[3] / bgc;
+      if (fgc == 1) {
+        int g = cx.Reshape(xin, {bgc, n, xs[1], xs[2], xs[3]});
+        g = cx.Transpose(g, {1, 2, 3, 0, 4});
+        g = cx.Reshape(g, {n, xs[1], xs[2], bgc * xs[3]});
+        return Conv2D(cx, g, win, strides, rhs_dil, lo, hi, bgc);
+      }
+      // Both kinds of groups (StableHLO does not allow it, but be safe): one convolution per batch group.
+      std::vector<int> parts;
+      for (int64_t g = 0; g < bgc; ++g) {
+        Shape xst(4, 0), xen = xs, wst(4, 0), wen = ws;
+        xst[0] = g * n;
+        xen[0] = (g + 1) * n;
+        wst[3] = g * o;
+        wen[3] = (g + 1) * o;
+        parts.push_back(Conv2D(cx, cx.Slice(xin, xst, xen), cx.Slice(win, wst, wen), strides, rhs_dil, lo, hi, fgc));
+      }
+      Shape ps = cx.ShapeOf(parts[0]);
+      ps[3] *= bgc;
+      return cx.Emit(OpKind::kConcat, parts, t, ps, AxisAttrs{3});
+    };
+    int y;
+    if (s == 3) {
+      // Sum over the depth taps of 2-D convolutions on strided depth slices.
+      Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
+      int64_t depth = xs[1] + lo[0] + hi[0], kd = ws[0];
+      int64_t od = depth < (kd - 1) * rhs_dil[0] + 1 ? 0 : (depth - (kd - 1) * rhs_dil[0] - 1) / strides[0] + 1;
+      // Pad depth explicitly so every tap is a plain strided slice.
+      if (lo[0] || hi[0]) {
+        Shape padded = xs;
+        padded[1] = depth;
+        Shape plo(5, 0), phi(5, 0);
+        plo[1] = lo[0];
+        phi[1] = hi[0];
+        x = cx.Emit(OpKind::kPad, {x}, t, padded, PadAttrs{plo, phi, 0});
+        xs = padded;
+      }
+      if (kd > 4096) return cx.Unsupported("3-D convolution with more than 4096 depth taps");
+      int64_t stride_d = strides[0], dil_d = rhs_dil[0];
+      strides = {strides[1], strides[2]};
+      rhs_dil = {rhs_dil[1], rhs_dil[2]};
+      lo = {lo[1], lo[2]};
+      hi = {hi[1], hi[2]};
+      int acc = -1;
+      for (int64_t k = 0; k < kd && od > 0; ++k) {
+        Shape st(5, 0), en = xs, sd = {1, stride_d, 1, 1, 1};
+        st[1] = k * dil_d;
+        en[1] = st[1] + (od - 1) * stride_d + 1;
+        int slab = cx.Slice(x, st, en, sd);  // [N, od, H, W, C]
+        Shape ss = cx.ShapeOf(slab);
+        int flat = cx.Reshape(slab, {ss[0] * ss[1], ss[2], ss[3], ss[4]});
+        Shape wst(5, 0), wen = ws;
+        wst[0] = k;
+        wen[0] = k + 1;
+        int tap = cx.Reshape(cx.Slice(w, wst, wen), {ws[1], ws[2], ws[3], ws[4]});
+        JMP_ASSIGN_OR_RETURN(int part, conv2d(flat, tap));
+        // Batch groups shrink the batch (N*od -> N/groups*od); od stays the inner factor.
+        Shape ps = cx.ShapeOf(part);
+        part = cx.Reshape(part, {ps[0] / ss[1], ss[1], ps[1], ps[2], ps[3]});
+        acc = acc < 0 ? part : cx.Binary(OpKind::kAdd, acc, part);
+      }
+      if (acc < 0) return cx.Unsupported("empty 3-D convolution");
+      y = acc;
+    } else {
+      JMP_ASSIGN_OR_RETURN(y, conv2d(x, w));
+    }
+    if (s == 1) {
+      Shape ys = cx.ShapeOf(y);
+      y = cx.Reshape(y, {ys[0], ys[2], ys[3]});
+    }
+    if (s == 0) {
+      Shape ys = cx.ShapeOf(y);
+      y = cx.Reshape(y, {ys[0], ys[3]});
+    }
+    return y;
   };
   int y;
-  if (s == 3) {
-    // Sum over the depth taps of 2-D convolutions on strided depth slices.
-    Shape xs = cx.ShapeOf(x), ws = cx.ShapeOf(w);
-    int64_t depth = xs[1] + lo[0] + hi[0], kd = ws[0];
-    int64_t od = depth < (kd - 1) * rhs_dil[0] + 1 ? 0 : (depth - (kd - 1) * rhs_dil[0] - 1) / strides[0] + 1;
-    // Pad depth explicitly so every tap is a plain strided slice.
-    if (lo[0] || hi[0]) {
-      Shape padded = xs;
-      padded[1] = depth;
-      Shape plo(5, 0), phi(5, 0);
-      plo[1] = lo[0];
-      phi[1] = hi[0];
-      x = cx.Emit(OpKind::kPad, {x}, t, padded, PadAttrs{plo, phi, 0});
-      xs = padded;
-    }
-    if (kd > 4096) return cx.Unsupported("3-D convolution with more than 4096 depth taps");
-    int64_t stride_d = strides[0], dil_d = rhs_dil[0];
-    strides = {strides[1], strides[2]};
-    rhs_dil = {rhs_dil[1], rhs_dil[2]};
-    lo = {lo[1], lo[2]};
-    hi = {hi[1], hi[2]};
-    int acc = -1;
-    for (int64_t k = 0; k < kd && od > 0; ++k) {
-      Shape st(5, 0), en = xs, sd = {1, stride_d, 1, 1, 1};
-      st[1] = k * dil_d;
-      en[1] = st[1] + (od - 1) * stride_d + 1;
-      int slab = cx.Slice(x, st, en, sd);  // [N, od, H, W, C]
-      Shape ss = cx.ShapeOf(slab);
-      int flat = cx.Reshape(slab, {ss[0] * ss[1], ss[2], ss[3], ss[4]});
-      Shape wst(5, 0), wen = ws;
-      wst[0] = k;
-      wen[0] = k + 1;
-      int tap = cx.Reshape(cx.Slice(w, wst, wen), {ws[1], ws[2], ws[3], ws[4]});
-      JMP_ASSIGN_OR_RETURN(int part, conv2d(flat, tap));
-      // Batch groups shrink the batch (N*od -> N/groups*od); od stays the inner factor.
-      Shape ps = cx.ShapeOf(part);
-      part = cx.Reshape(part, {ps[0] / ss[1], ss[1], ps[1], ps[2], ps[3]});
-      acc = acc < 0 ? part : cx.Binary(OpKind::kAdd, acc, part);
-    }
-    if (acc < 0) return cx.Unsupported("empty 3-D convolution");
-    y = acc;
+  if (out_type == DType::kBool) {
+    // An OR of ANDs: the integer sum of 0/1 products is nonzero exactly when one product is 1.
+    JMP_ASSIGN_OR_RETURN(int sum, real_conv(x, w, DType::kI32));
+    y = cx.Compare(OpKind::kNotEqual, sum, cx.Splat(DType::kI32, cx.ShapeOf(sum), 0));
+  } else if (IsComplex(out_type)) {
+    // (a + bi) * (c + di) summed: real ac - bd, imaginary ad + bc, four real convolutions (float32 ones
+    // run as MPSGraph convolutions; complex128's parts are float64, on the host).
+    const DType part = out_type == DType::kC64 ? DType::kF32 : DType::kF64;
+    auto re = [&](int v) { return cx.Emit(OpKind::kRealPart, {cx.Cast(v, out_type)}, part, cx.ShapeOf(v)); };
+    auto im = [&](int v) { return cx.Emit(OpKind::kImaginaryPart, {cx.Cast(v, out_type)}, part, cx.ShapeOf(v)); };
+    int a = re(x), b = im(x), c = re(w), d = im(w);
+    JMP_ASSIGN_OR_RETURN(int ac, real_conv(a, c, part));
+    JMP_ASSIGN_OR_RETURN(int bd, real_conv(b, d, part));
+    JMP_ASSIGN_OR_RETURN(int ad, real_conv(a, d, part));
+    JMP_ASSIGN_OR_RETURN(int bc, real_conv(b, c, part));
+    int real = cx.Binary(OpKind::kSubtract, ac, bd), imag = cx.Binary(OpKind::kAdd, ad, bc);
+    y = cx.Emit(OpKind::kComplexFromParts, {real, imag}, out_type, cx.ShapeOf(real));
   } else {
-    JMP_ASSIGN_OR_RETURN(y, conv2d(x, w));
-  }
-  if (s == 1) {
-    Shape ys = cx.ShapeOf(y);
-    y = cx.Reshape(y, {ys[0], ys[2], ys[3]});
+    JMP_ASSIGN_OR_RETURN(y, real_conv(x, w, out_type));
   }
   // [N, spatial..., O] -> the output's dimension order.
   const Shape& out = cx.OutType(0).shape;

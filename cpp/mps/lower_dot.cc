@@ -35,7 +35,9 @@ Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& 
                 const std::vector<int64_t>& lc, const std::vector<int64_t>& rc) {
   const shlo::Type& out = cx.OutType(0);
   DType t = out.dtype;
-  if (t == DType::kBool) return cx.Unsupported("dot of bool");
+  // Bool: an OR of ANDs, computed as the count of true products (int32, k < 2^31) compared with 0.
+  const bool boolean = t == DType::kBool;
+  if (boolean) t = DType::kI32;
   const Shape ls = cx.ShapeOf(lhs), rs = cx.ShapeOf(rhs);
   if (lb.size() != rb.size() || lc.size() != rc.size()) return cx.Unsupported("mismatched dot dimension numbers");
   for (const auto* dims : {&lb, &lc})
@@ -63,6 +65,7 @@ Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& 
   } else {
     product = cx.Emit(OpKind::kMatMul, {lhs, rhs}, t, o3);
   }
+  if (boolean) product = cx.Compare(OpKind::kNotEqual, product, cx.Splat(t, o3, 0));
   cx.Bind(0, cx.Reshape(product, out.shape));
   return Status::Ok();
 }

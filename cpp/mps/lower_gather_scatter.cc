@@ -263,8 +263,12 @@ bool UpdateMode(const shlo::Op& op, DType t, ScatterMode* mode) {
               (f.operands[0] == b.args[1] && f.operands[1] == b.args[0]);
   if (!args) return false;
   bool boolean = t == DType::kBool;
+  // Subtract is not commutative: only operand - update is the Sub mode.
+  const bool operand_first = f.operands[0] == b.args[0];
   if (f.name == "stablehlo.add" && !boolean)
     *mode = ScatterMode::kAdd;
+  else if (f.name == "stablehlo.subtract" && !boolean && operand_first)
+    *mode = ScatterMode::kSub;
   else if (f.name == "stablehlo.multiply" && !boolean)
     *mode = ScatterMode::kMul;
   else if (f.name == "stablehlo.minimum" && !boolean)

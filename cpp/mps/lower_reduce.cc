@@ -1,7 +1,7 @@
 // reduce: MPSGraph has no reduction with an arbitrary body, so the body is recognised: each result
 // combined by one of add/multiply/maximum/minimum/and/or, or the (value, index) pair argmax/argmin
-// JAX emits. Anything else is an error naming the body's ops. Complex products, which MPSGraph's
-// product reduction does not take, are pairwise products of halves (ComplexProduct).
+// JAX emits; other bodies are applied to halves of the operands, log2(n) times (TreeReduce). Complex
+// products, which MPSGraph's product reduction does not take, are pairwise products of halves too.
 #include <algorithm>
 #include <set>
 
@@ -131,6 +131,65 @@ bool MatchArgReduce(const shlo::Block& body, OpKind* arg_kind, OpKind* value_kin
   return false;
 }
 
+// Any other body of plain scalar code (bitwise and/or/xor on integers, complex products, the
+// compare-and-select bodies of complex max/min): the reduced axes moved last and flattened, then
+// halved log2(K) times by the body applied to the two halves (an odd element carried along), and the
+// init value folded in last, as the accumulator XLA starts from. Exact for associative and
+// commutative bodies; others get a valid schedule that XLA may not share.
+StatusOr<std::vector<int>> TreeReduce(LowerContext& cx, const shlo::Block& body, const std::vector<int>& inputs,
+                                      const std::vector<int>& inits, const std::vector<int64_t>& axes) {
+  const size_t n = inputs.size();
+  for (const shlo::Op& op : body.ops)
+    if (!op.regions.empty()) return cx.Unsupported("reduce body with nested regions");
+  const Shape in = cx.ShapeOf(inputs[0]);
+  std::vector<int64_t> perm;
+  Shape kept;
+  int64_t k = 1;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d))) {
+      perm.push_back(static_cast<int64_t>(d));
+      kept.push_back(in[d]);
+    }
+  for (int64_t a : axes) {
+    perm.push_back(a);
+    k *= in[static_cast<size_t>(a)];
+  }
+  std::vector<int> acc(n);
+  for (size_t i = 0; i < n; ++i) acc[i] = cx.BroadcastTo(inits[i], kept);
+  if (k == 0) return acc;
+  Shape flat = kept;
+  flat.push_back(k);
+  std::vector<int> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = cx.Reshape(cx.Transpose(inputs[i], perm), flat);
+  const size_t last = kept.size();
+  auto part = [&](int x, int64_t begin, int64_t end) {
+    Shape starts(flat.size(), 0), ends = cx.ShapeOf(x);
+    starts[last] = begin;
+    ends[last] = end;
+    return cx.Slice(x, starts, ends);
+  };
+  for (int64_t len = k; len > 1; len = (len + 1) / 2) {
+    int64_t half = len / 2;
+    std::vector<int> args;
+    for (size_t i = 0; i < n; ++i) args.push_back(part(v[i], 0, half));
+    for (size_t i = 0; i < n; ++i) args.push_back(part(v[i], half, 2 * half));
+    JMP_ASSIGN_OR_RETURN(std::vector<int> r, cx.LowerBlockInline(body, args));
+    if (r.size() != n) return cx.Unsupported("reduce body returns the wrong number of values");
+    for (size_t i = 0; i < n; ++i) {
+      if (len % 2) {
+        int tail = part(v[i], 2 * half, len);
+        Shape joined = cx.ShapeOf(r[i]);
+        joined[last] += 1;
+        r[i] = cx.Emit(OpKind::kConcat, {r[i], tail}, cx.DTypeOf(r[i]), joined, AxisAttrs{static_cast<int64_t>(last)});
+      }
+      v[i] = r[i];
+    }
+  }
+  std::vector<int> args = acc;
+  for (size_t i = 0; i < n; ++i) args.push_back(cx.Reshape(v[i], kept));
+  return cx.LowerBlockInline(body, args);
+}
+
 Status Reduce(LowerContext& cx) {
   const shlo::Op& op = cx.op();
   size_t n = op.operands.size() / 2;
@@ -188,7 +247,13 @@ Status Reduce(LowerContext& cx) {
     cx.Bind(1, index);
     return Status::Ok();
   }
-  return cx.Unsupported("reduce body not recognised (" + BodyOps(body) + ")");
+  JMP_ASSIGN_OR_RETURN(std::vector<int> results, TreeReduce(cx, body, inputs, inits, axes));
+  for (size_t i = 0; i < n; ++i) {
+    if (cx.ShapeOf(results[i]) != cx.OutType(i).shape)
+      return cx.Unsupported("reduce body not recognised (" + BodyOps(body) + ")");
+    cx.Bind(i, results[i]);
+  }
+  return Status::Ok();
 }
 
 }  // namespace

@@ -61,9 +61,16 @@ Status Iota(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int64_t axis, cx.IntAttr("iota_dimension"));
   const shlo::Type& t = cx.OutType(0);
   if (axis < 0 || axis >= static_cast<int64_t>(t.shape.size())) return cx.Unsupported("iota_dimension out of range");
-  if (t.dtype == DType::kBool || IsComplex(t.dtype)) return cx.Unsupported("iota of this type");
+  if (t.dtype == DType::kC128) return cx.Unsupported("iota of this type");
   DType index = t.shape[static_cast<size_t>(axis)] > (int64_t{1} << 31) - 1 ? DType::kI64 : DType::kI32;
-  int v = cx.Cast(cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape, AxisAttrs{axis}), t.dtype);
+  int coordinates = cx.Emit(OpKind::kCoordinateAlongAxis, {}, index, t.shape, AxisAttrs{axis});
+  int v;
+  if (t.dtype == DType::kC64) {  // the real part counts, the imaginary part is zero
+    int real = cx.Cast(coordinates, DType::kF32);
+    v = cx.Emit(OpKind::kComplexFromParts, {real, cx.Splat(DType::kF32, t.shape, 0)}, DType::kC64, t.shape);
+  } else {
+    v = cx.Cast(coordinates, t.dtype);  // bool: x != 0, as XLA converts
+  }
   cx.MarkIota(v, axis);
   cx.Bind(0, v);
   return Status::Ok();
@@ -73,6 +80,11 @@ Status BroadcastInDim(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int x, cx.In(0));
   JMP_ASSIGN_OR_RETURN(std::vector<int64_t> dims, cx.IntsAttr("broadcast_dimensions"));
   const Shape& out = cx.OutType(0).shape;
+  // Scalar to scalar, as in a body lowered inline on lanes (where the operand is a lane tensor).
+  if (out.empty() && cx.InType(0).shape.empty() && dims.empty()) {
+    cx.Bind(0, x);
+    return Status::Ok();
+  }
   const Shape in = cx.ShapeOf(x);
   if (dims.size() != in.size()) return cx.Unsupported("broadcast_dimensions does not match the operand rank");
   // Put the operand's dims in the order they take in the result, then give the result's rank.
@@ -243,6 +255,9 @@ void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "builtin.unrealized_conversion_cast", &PassThrough);
   RegisterRule(r, "sdy.sharding_constraint", &PassThrough);  // one device: shardings mean nothing
   RegisterRule(r, "sdy.reshard", &PassThrough);
+  // JAX's dce_sink keeps its operands alive through XLA's dead-code elimination; it has no results,
+  // and this lowering removes nothing, so it lowers to nothing.
+  RegisterRule(r, "custom_call:dce_sink", &PassThrough);
   RegisterRule(r, "custom_call:Sharding", &PassThrough);
   RegisterRule(r, "custom_call:SPMDFullToShardShape", &PassThrough);
   RegisterRule(r, "custom_call:SPMDShardToFullShape", &PassThrough);

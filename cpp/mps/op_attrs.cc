@@ -83,6 +83,12 @@ void Encode(Op& op, const Pool4DAttrs& a) {
 }
 Pool4DAttrs Pool4DAttrs::Of(const Op& op) { return {op.axes, op.strides, op.starts, op.ends}; }
 
+void Encode(Op& op, const RngAttrs& a) { op.int_attr = static_cast<int64_t>(a.algorithm); }
+RngAttrs RngAttrs::Of(const Op& op) {
+  return {op.int_attr == static_cast<int64_t>(RngAlgorithm::kThreeFry) ? RngAlgorithm::kThreeFry
+                                                                       : RngAlgorithm::kPhilox};
+}
+
 Status CheckAttrs(const Op& op) {
   using K = OpKind;
   auto is = [&](std::initializer_list<K> kinds) {
@@ -109,6 +115,8 @@ Status CheckAttrs(const Op& op) {
   if (is({K::kScatterND, K::kScatterAlongAxis}) &&
       (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
     return Internal("unknown scatter mode " + std::to_string(op.int_attr));
+  if (is({K::kRngBitGenerator}) && (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(RngAlgorithm::kPhilox)))
+    return Internal("unknown random algorithm " + std::to_string(op.int_attr));
   return Status::Ok();
 }
 

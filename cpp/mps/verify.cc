@@ -137,6 +137,21 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kMaxPool4DGradient:
       // Their kernels check their own shapes and indices; CheckAttrs their attributes' encoding.
       return op.inputs.empty() ? Internal("op without inputs") : Status::Ok();
+    case OpKind::kRngBitGenerator: {
+      // The kernel writes the state's n words and the bits' elements at their width; it reads the
+      // counter from the state's words 1 (and 2), so n is checked against the algorithm here.
+      if (!need_inputs(1) || op.outputs.size() != 2) return Internal("needs one state and two outputs");
+      const TensorType& bits = g.type(op.outputs[1]);
+      bool philox = RngAttrs::Of(op).algorithm == RngAlgorithm::kPhilox;
+      int64_t n = in(0).shape.size() == 1 ? in(0).shape[0] : -1;
+      if (in(0).dtype != DType::kU64 || out.dtype != DType::kU64 || out.shape != in(0).shape ||
+          !(n == 2 || (philox && n == 3)))
+        return Internal("state must be u64[2] (or u64[3] for Philox) in and out");
+      if (!(bits.dtype == DType::kU8 || bits.dtype == DType::kU16 || bits.dtype == DType::kU32 ||
+            bits.dtype == DType::kU64))
+        return Internal("bits must be u8, u16, u32 or u64");
+      return Status::Ok();
+    }
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

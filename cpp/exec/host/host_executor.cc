@@ -87,6 +87,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kMaxPool4D:
     case K::kAvgPool4D: return RunPool4D(a);
     case K::kMaxPool4DGradient: return RunMaxPool4DGradient(a);
+    case K::kRngBitGenerator: return RunRngBitGenerator(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
       return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);

@@ -62,5 +62,6 @@ Status RunFFT(const OpArgs& a, FFTKind kind);
 Status RunConv2D(const OpArgs& a);
 Status RunPool4D(const OpArgs& a);  // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);
+Status RunRngBitGenerator(const OpArgs& a);  // host-only
 
 }  // namespace jmp::exec::host
