@@ -39,9 +39,9 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
   scope.func = main;
   for (size_t i = 0; i < block.args.size(); ++i) {
     const shlo::Type& t = main->arg_types[i];
-    if (t.kind != shlo::Type::Kind::kTensor)
+    if (t.kind != shlo::Type::Kind::kTensor && t.kind != shlo::Type::Kind::kToken)
       return Unimplemented("@main argument " + std::to_string(i) + " has type " + t.ToString() +
-                           "; only tensors are supported");
+                           "; only tensors and tokens are supported");
     if (t.dtype == DType::kF64 || t.dtype == DType::kC128)
       return Unimplemented("@main argument " + std::to_string(i) + " is " + t.ToString() +
                            ": float64 is not supported by MPSGraph (keep jax_enable_x64 off)");

@@ -83,6 +83,12 @@ void Encode(Op& op, const Pool4DAttrs& a) {
 }
 Pool4DAttrs Pool4DAttrs::Of(const Op& op) { return {op.axes, op.strides, op.starts, op.ends}; }
 
+void Encode(Op& op, const PythonCallbackAttrs& a) {
+  op.int_attr = a.callback_id;
+  op.axes = {a.token_inputs};
+}
+PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
+
 Status CheckAttrs(const Op& op) {
   using K = OpKind;
   auto is = [&](std::initializer_list<K> kinds) {
@@ -109,6 +115,9 @@ Status CheckAttrs(const Op& op) {
   if (is({K::kScatterND, K::kScatterAlongAxis}) &&
       (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
     return Internal("unknown scatter mode " + std::to_string(op.int_attr));
+  if (is({K::kPythonCallback}) &&
+      (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
+    return Internal("needs a token count within its inputs");
   return Status::Ok();
 }
 

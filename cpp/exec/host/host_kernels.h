@@ -63,4 +63,7 @@ Status RunConv2D(const OpArgs& a);
 Status RunPool4D(const OpArgs& a);  // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);
 
+// PythonCallback (host_callback.cc): calls the trampoline jax_metal_plugin installed.
+Status RunPythonCallback(const OpArgs& a);
+
 }  // namespace jmp::exec::host
