@@ -198,6 +198,7 @@ class Suite:
     batched: bool = False       # time a batch of calls as a whole (dispatch cost: one call is too short to time)
     fresh_rss: bool = False     # also measure peak RSS in a fresh process per platform
     iterations: int = 0         # loop iterations per step, to report the per-iteration time
+    callbacks: int = 0          # host callbacks per step: the step time is mostly their round trips
 
 
 SUITES = {
@@ -211,5 +212,5 @@ SUITES = {
     "tiny-dispatch": Suite(tiny_dispatch_suite, batched=True),
     "bernoulli": Suite(bernoulli_suite, fresh_rss=True),
     "fori-loop": Suite(fori_loop_suite, iterations=LOOP_ITERATIONS),
-    "host-callback": Suite(host_callback_suite),
+    "host-callback": Suite(host_callback_suite, callbacks=1),
 }
