@@ -20,8 +20,8 @@ extern "C" {
 // otherwise nonzero with a NUL-terminated message in `error` (at most error_capacity bytes).
 typedef int32_t (*jmp_python_callback_fn)(uint64_t callback_id, int32_t num_operands, const void* const* data,
                                           const char* const* dtypes, const int32_t* ranks, const int64_t* dims,
-                                          const int64_t* dims_offset, int32_t num_results, void* results,
-                                          char* error, int64_t error_capacity);
+                                          const int64_t* dims_offset, int32_t num_results, void* results, char* error,
+                                          int64_t error_capacity);
 
 }  // extern "C"
 

@@ -101,8 +101,8 @@ Status RunPythonCallback(const OpArgs& a) {
   {
     DepthGuard inside;
     rc = fn(static_cast<uint64_t>(attrs.callback_id), static_cast<int32_t>(data.size()), data.data(), dtypes.data(),
-            ranks.data(), dims.data(), offsets.data(), static_cast<int32_t>(sink.delivered.size()), &sink,
-            error.data(), static_cast<int64_t>(error.size()));
+            ranks.data(), dims.data(), offsets.data(), static_cast<int32_t>(sink.delivered.size()), &sink, error.data(),
+            static_cast<int64_t>(error.size()));
   }
   if (!sink.status.ok()) return sink.status;
   if (rc != 0) {
