@@ -495,3 +495,27 @@ def test_with_metal_alone_eager_and_jitted(tmp_path):
     assert "jit x=[0. 1. 2.]" in lines
     assert "pure [0.    0.841 0.909]" in lines
     assert "io [0. 2. 4.] metal" in lines
+
+
+def test_debug_breakpoint_reads_commands_and_shows_values_as_on_cpu(tmp_path):
+    script = textwrap.dedent("""
+        import sys, jax, jax.numpy as jnp, numpy as np
+
+        @jax.jit
+        def f(x):
+            y = jnp.sin(x)
+            jax.debug.breakpoint(backend="cli")
+            return y * 2
+
+        x = jax.device_put(np.arange(3, dtype=np.float32), jax.devices(sys.argv[1])[0])
+        print(np.asarray(f(x)))
+        jax.effects_barrier()
+    """)
+    outputs = []
+    for platform in PLATFORMS:
+        out = subprocess.run([sys.executable, "-c", script, platform], input="p y\np x\nc\n", capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path, env=dict(os.environ, JAX_PLATFORMS="metal,cpu"))
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout)
+    assert outputs[0] == outputs[1]
+    assert "0.84147" in outputs[1] and "(jdb)" in outputs[1]
