@@ -38,6 +38,9 @@ def notes(r):
     m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
     if "iteration_s" in m and "iteration_s" in c:
         out.append(f"per iteration {fmt_time(m['iteration_s'])} vs {fmt_time(c['iteration_s'])}")
+    if "callbacks_per_step" in m and "step_s" in m and "step_s" in c:
+        out.append(f"step with {m['callbacks_per_step']} host callback round trip: {fmt_time(m['step_s'])} vs "
+                   f"{fmt_time(c['step_s'])}")
     rss = r.get("fresh_rss")
     if rss and "ratio" in rss:
         rm, rc = rss["metal"], rss["cpu"]

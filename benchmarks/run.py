@@ -232,6 +232,9 @@ def _measure_suite(name, args, progress):
         result["step_ratio"] = spread(round_ratios)
         result["step_ratio"]["rounds"] = round_ratios
         result["compile_ratio"] = spread([a / b for a, b in zip(m.compile_times, c.compile_times)])
+    if SUITES[name].callbacks:
+        for plat in programs:
+            result["platforms"][plat]["callbacks_per_step"] = SUITES[name].callbacks
     if SUITES[name].iterations:
         for plat in programs:
             result["platforms"][plat]["iteration_s"] = result["platforms"][plat]["step_s"] / SUITES[name].iterations

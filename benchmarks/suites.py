@@ -237,6 +237,7 @@ class Suite:
     fresh_rss: bool = False     # also measure peak RSS in a fresh process per platform
     iterations: int = 0         # loop iterations per step, to report the per-iteration time
     x64: bool = False           # built, compiled and run with jax_enable_x64 on (float64 programs)
+    callbacks: int = 0          # host callbacks per step: the step time is mostly their round trips
 
 
 SUITES = {
@@ -250,7 +251,7 @@ SUITES = {
     "tiny-dispatch": Suite(tiny_dispatch_suite, batched=True),
     "bernoulli": Suite(bernoulli_suite, fresh_rss=True),
     "fori-loop": Suite(fori_loop_suite, iterations=LOOP_ITERATIONS),
-    "host-callback": Suite(host_callback_suite),
+    "host-callback": Suite(host_callback_suite, callbacks=1),
     "host-segment": Suite(host_segment_suite, x64=True),
     "matmul-f64": Suite(matmul_f64_suite, x64=True),
 }

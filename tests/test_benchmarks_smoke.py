@@ -1,5 +1,6 @@
 """benchmarks/run.py still runs end to end: a short interleaved run of two suites writes rounds, ratios
-and copies per suite, and a suite a platform cannot run is reported, not fatal. Says nothing of speed."""
+and copies per suite (the host-callback suite runs on both platforms), and a suite a platform cannot run
+is reported, not fatal. Says nothing of speed."""
 
 import json
 import math
@@ -23,6 +24,6 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
     assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])
     assert tiny["platforms"]["metal"]["copies"] == 0
     callback = results["suites"]["host-callback"]["platforms"]
-    assert "error" in callback["metal"] or "step_s" in callback["metal"]
+    assert callback["metal"]["step_s"] > 0 and callback["metal"]["callbacks_per_step"] == 1
     assert callback["cpu"]["step_s"] > 0
     assert (tmp_path / "ratios.png").stat().st_size > 0

@@ -39,9 +39,9 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
   scope.func = main;
   for (size_t i = 0; i < block.args.size(); ++i) {
     const shlo::Type& t = main->arg_types[i];
-    if (t.kind != shlo::Type::Kind::kTensor)
+    if (t.kind != shlo::Type::Kind::kTensor && t.kind != shlo::Type::Kind::kToken)
       return Unimplemented("@main argument " + std::to_string(i) + " has type " + t.ToString() +
-                           "; only tensors are supported");
+                           "; only tensors and tokens are supported");
     int v = graph.AddValue(t.dtype, t.shape);
     graph.inputs.push_back(v);
     scope.env[block.args[i]] = v;

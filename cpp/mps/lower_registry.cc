@@ -24,6 +24,7 @@ void RegisterReduceWindowRules(Rules& rules);
 void RegisterLinalgRules(Rules& rules);
 void RegisterEighRules(Rules& rules);
 void RegisterRandomRules(Rules& rules);
+void RegisterCallbackRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -46,6 +47,7 @@ const Rules& LowerRules() {
     RegisterLinalgRules(*r);
     RegisterEighRules(*r);
     RegisterRandomRules(*r);
+    RegisterCallbackRules(*r);
     return r;
   }();
   return *rules;

@@ -88,6 +88,11 @@ RngAttrs RngAttrs::Of(const Op& op) {
   return {op.int_attr == static_cast<int64_t>(RngAlgorithm::kThreeFry) ? RngAlgorithm::kThreeFry
                                                                        : RngAlgorithm::kPhilox};
 }
+void Encode(Op& op, const PythonCallbackAttrs& a) {
+  op.int_attr = a.callback_id;
+  op.axes = {a.token_inputs};
+}
+PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
 
 Status CheckAttrs(const Op& op) {
   using K = OpKind;
@@ -117,6 +122,9 @@ Status CheckAttrs(const Op& op) {
     return Internal("unknown scatter mode " + std::to_string(op.int_attr));
   if (is({K::kRngBitGenerator}) && (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(RngAlgorithm::kPhilox)))
     return Internal("unknown random algorithm " + std::to_string(op.int_attr));
+  if (is({K::kPythonCallback}) &&
+      (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
+    return Internal("needs a token count within its inputs");
   return Status::Ok();
 }
 

@@ -98,6 +98,13 @@ struct RngAttrs {
   static RngAttrs Of(const Op& op);
 };
 
+// PythonCallback: which registered Python function to call, and how many leading inputs are tokens.
+struct PythonCallbackAttrs {
+  int64_t callback_id = 0;
+  int64_t token_inputs = 0;
+  static PythonCallbackAttrs Of(const Op& op);
+};
+
 void Encode(Op& op, const AxesAttrs& a);
 void Encode(Op& op, const AxisAttrs& a);
 void Encode(Op& op, const SliceAttrs& a);
@@ -112,6 +119,7 @@ void Encode(Op& op, const ScatterAttrs& a);
 void Encode(Op& op, const Conv2DAttrs& a);
 void Encode(Op& op, const Pool4DAttrs& a);
 void Encode(Op& op, const RngAttrs& a);
+void Encode(Op& op, const PythonCallbackAttrs& a);
 
 // The encoding of the ops above with several attributes is one this file writes (for the verifier:
 // Of() then reads in bounds; shapes are checked by their kernels).

@@ -152,6 +152,15 @@ Status CheckOp(const Graph& g, const Op& op) {
         return Internal("bits must be u8, u16, u32 or u64");
       return Status::Ok();
     }
+    case OpKind::kPythonCallback: {
+      // Outputs: the done token first; inputs: the tokens first (attrs: how many).
+      if (out.dtype != DType::kBool || out.shape != std::vector<int64_t>{0})
+        return Internal("first output is not a token");
+      for (int64_t i = 0; i < PythonCallbackAttrs::Of(op).token_inputs && i < static_cast<int64_t>(op.inputs.size());
+           ++i)
+        if (in(static_cast<size_t>(i)).ByteSize() != 0) return Internal("token input is not empty");
+      return Status::Ok();
+    }
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

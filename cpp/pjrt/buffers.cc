@@ -125,26 +125,38 @@ StatusOr<std::shared_ptr<BufferState>> BufferFromHost(exec::Executor& executor, 
   return buffer;
 }
 
+// Both copies wait for the buffer through its event, never by blocking here: JAX calls them holding
+// the GIL and waits on the event without it, and the execution that makes the buffer may be running a
+// Python callback that needs the GIL. The read gate is held until the copy is done.
 StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst, size_t dst_size) {
   if (dst_size < buffer.bytes)
     return InvalidArgument("destination holds " + std::to_string(dst_size) + " bytes, the buffer " +
                            std::to_string(buffer.bytes));
-  HostRead read(buffer);
-  JMP_RETURN_IF_ERROR(read.status());
-  Status ready = buffer.ready->Await();
-  if (ready.ok() && buffer.bytes) std::memcpy(dst, read.memory()->data(), buffer.bytes);
-  g_copy_count++;
-  return CompletedEvent(std::move(ready));
+  auto read = std::make_shared<HostRead>(buffer);
+  JMP_RETURN_IF_ERROR(read->status());
+  auto done = std::make_shared<EventState>();
+  const size_t bytes = buffer.bytes;
+  buffer.ready->OnReady([read, done, dst, bytes](Status ready) mutable {
+    if (ready.ok() && bytes) std::memcpy(dst, read->memory()->data(), bytes);
+    g_copy_count++;
+    read.reset();
+    done->Set(std::move(ready));
+  });
+  return done;
 }
 
 StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source) {
-  HostRead read(source);
-  JMP_RETURN_IF_ERROR(read.status());
-  JMP_RETURN_IF_ERROR(source.ready->Await());
+  auto read = std::make_shared<HostRead>(source);
+  JMP_RETURN_IF_ERROR(read->status());
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> copy, executor.Allocate(source.bytes));
-  if (source.bytes) std::memcpy(copy->data(), read.memory()->data(), source.bytes);
-  auto buffer = MakeBuffer(*source.counters, source.dtype, source.dims, std::move(copy));
-  buffer->ready->Set(Status::Ok());
+  auto buffer = MakeBuffer(*source.counters, source.dtype, source.dims, copy);
+  const size_t bytes = source.bytes;
+  std::shared_ptr<EventState> ready = buffer->ready;
+  source.ready->OnReady([read, copy, ready, bytes](Status status) mutable {
+    if (status.ok() && bytes) std::memcpy(copy->data(), read->memory()->data(), bytes);
+    read.reset();
+    ready->Set(std::move(status));
+  });
   return buffer;
 }
 

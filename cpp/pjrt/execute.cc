@@ -1,10 +1,14 @@
 #include "pjrt/execute.h"
 
+#include "exec/host_callback.h"
+
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 namespace jmp::pjrt {
+
+std::atomic<int64_t> g_runs_in_flight{0};
 
 namespace {
 
@@ -35,6 +39,7 @@ struct Run {
     }
     for (auto& r : results) r->ready->Set(status);
     done->Set(status);
+    g_runs_in_flight--;
   }
 };
 
@@ -76,7 +81,11 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   const size_t n = arguments.size();
   JMP_RETURN_IF_ERROR(CheckArgumentCount(*program, n));
 
-  std::vector<bool> donate = program->donated;
+  // Inside a Python callback (this thread runs a queued execution that waits for the callback), work
+  // runs here at once: queued behind the waiting execution, or behind later ones that need its
+  // results, it would never run. It donates nothing, as queued work may still read its arguments.
+  const bool run_here = exec::InPythonCallback();
+  std::vector<bool> donate = run_here ? std::vector<bool>(n, false) : program->donated;
   for (size_t k = 0; k < num_non_donatable; ++k) {
     int64_t i = non_donatable[k];
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
@@ -89,7 +98,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
 
   // Checking the arguments and queueing the run happen under one lock: a buffer found live here cannot
   // be donated by a run queued before this one.
-  std::lock_guard<std::mutex> submit(client.submit_mu);
+  std::unique_lock<std::mutex> submit(client.submit_mu);
   std::unordered_map<const BufferState*, size_t> first_use;
   for (size_t i = 0; i < n; ++i) {
     BufferState* b = arguments[i];
@@ -145,6 +154,12 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   run->results = outputs;
   run->done = std::make_shared<EventState>();
   done = run->done;
+  g_runs_in_flight++;
+  if (run_here) {
+    submit.unlock();  // the run may call back into Python, which may execute again
+    (*run)();
+    return Status::Ok();
+  }
   client.queue.Push([run = std::move(run)] { (*run)(); });
   return Status::Ok();
 }

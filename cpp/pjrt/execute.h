@@ -11,6 +11,7 @@
 // before the run writes over it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,10 @@
 #include "pjrt/events.h"
 
 namespace jmp::pjrt {
+
+// Executions queued or running, in every client: jax_metal_plugin frees a discarded program's Python
+// callbacks only when none is (a queued run may still call them after JAX dropped the executable).
+extern std::atomic<int64_t> g_runs_in_flight;
 
 // What an execution needs of its client.
 struct ExecutionContext {

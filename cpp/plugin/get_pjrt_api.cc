@@ -1,6 +1,12 @@
 // The plugin's exported symbols. GetPjrtApi is called by JAX on load, even when the platform is not
 // selected: it only returns a static table (nothing is created until PJRT_Client_Create).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "exec/executor.h"
+#include "exec/host_callback.h"
+#include "pjrt/execute.h"
 #include "pjrt/pjrt_state.h"
 
 #define JMP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -10,3 +16,24 @@ JMP_EXPORT const PJRT_Api* GetPjrtApi() { return jmp::pjrt::GetApi(); }
 // Copies of buffer contents so far: host<->device, and outputs the segment runner staged apart from a
 // donated input (benchmarks report the count between steps; 0 is the target).
 JMP_EXPORT int64_t jmp_pjrt_copy_count() { return jmp::pjrt::g_copy_count.load() + jmp::exec::StagedOutputCount(); }
+
+// Python host callbacks (cpp/exec/host_callback.h): jax_metal_plugin installs its trampoline here at
+// initialize(); the trampoline hands each result back through jmp_python_callback_result, which
+// returns 0, or nonzero with the mismatch's text in `error` (the call then fails with that text too).
+JMP_EXPORT void jmp_set_python_callback(jmp_python_callback_fn fn) { jmp::exec::SetPythonCallbackTrampoline(fn); }
+
+JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, const void* data, const char* dtype,
+                                              int32_t rank, const int64_t* dims, char* error, int64_t error_capacity) {
+  jmp::Status status = jmp::exec::DeliverPythonCallbackResult(results, index, data, dtype, rank, dims);
+  if (status.ok()) return 0;
+  if (error && error_capacity > 0) {
+    const std::string& m = status.message();
+    size_t n = std::min(m.size(), static_cast<size_t>(error_capacity - 1));
+    std::memcpy(error, m.data(), n);
+    error[n] = '\0';
+  }
+  return 1;
+}
+
+// Executions queued or running: the package frees the callbacks of discarded programs when it is 0.
+JMP_EXPORT int64_t jmp_pjrt_runs_in_flight() { return jmp::pjrt::g_runs_in_flight.load(); }

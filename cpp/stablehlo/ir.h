@@ -15,7 +15,7 @@ namespace jmp::shlo {
 struct Type {
   enum class Kind : uint8_t { kTensor, kTuple, kToken, kOther };
   Kind kind = Kind::kTensor;
-  DType dtype = DType::kF32;   // kTensor
+  DType dtype = DType::kF32;   // kTensor; kToken: bool, with shape [0] (a token carries no data)
   std::vector<int64_t> shape;  // kTensor: static dims (a dynamic dim is rejected by the reader)
   std::vector<Type> elements;  // kTuple
   std::string other;           // kOther: its VHLO name, for error messages

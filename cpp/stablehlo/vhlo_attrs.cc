@@ -143,7 +143,12 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
       if (out->NumElements() < 0) return r.Error("tensor size overflows");
       return Status::Ok();
     }
-    case kTokenT: out->kind = Type::Kind::kToken; return Status::Ok();
+    case kTokenT:
+      // No data: carried as an empty bool tensor, which is what JAX's runtime passes for a token.
+      out->kind = Type::Kind::kToken;
+      out->dtype = DType::kBool;
+      out->shape = {0};
+      return Status::Ok();
     case kTupleT: {
       uint64_t n;
       JMP_RETURN_IF_ERROR(r.Count(&n));

@@ -96,6 +96,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
       size_t first = plan.subplan_first[op_index];
       return RunIf(a, *plan.subplans[first], *plan.subplans[first + 1]);
     }
+    case K::kPythonCallback: return RunPythonCallback(a);
   }
   return Internal("unknown op kind");
 }

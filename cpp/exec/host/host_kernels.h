@@ -64,4 +64,7 @@ Status RunPool4D(const OpArgs& a);  // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);
 Status RunRngBitGenerator(const OpArgs& a);  // host-only
 
+// PythonCallback (host_callback.cc): calls the trampoline jax_metal_plugin installed.
+Status RunPythonCallback(const OpArgs& a);
+
 }  // namespace jmp::exec::host

@@ -25,7 +25,8 @@ void FoldConstants(Plan& plan) {
   constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
-    bool all = op.subgraphs.empty();
+    // A callback has side effects: it runs every time, even on inputs known now.
+    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback;
     for (int v : op.inputs) all &= known[static_cast<size_t>(v)] != 0;
     size_t out_bytes = 0;
     for (int v : op.outputs) out_bytes += AlignUp(g.type(v).ByteSize());

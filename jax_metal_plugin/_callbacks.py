@@ -1,0 +1,419 @@
+"""Host callbacks on platform "metal": jax.debug.print, jax.debug.callback, jax.pure_callback, io_callback.
+
+JAX lowers its callback primitives only for cpu, gpu and tpu (mlir.emit_python_callback). Here each gets
+a lowering for "metal": a custom call "jax_metal_python_callback" whose backend_config is an id in this
+module's registry; the plugin lowers it to its host-only PythonCallback op (cpp/mps/lower_callback.cc).
+At run time the op calls the trampoline installed below through the plugin library's C symbol
+jmp_set_python_callback: the trampoline (ctypes takes the GIL for it, and only for it) builds NumPy
+arrays of the operands, runs what JAX's own lowering would run, and hands each result back through
+jmp_python_callback_result, which checks it against the declared type. An exception becomes the
+execution's error, with its type and message.
+
+What runs is JAX's own eager implementation of the primitive (debug_callback_impl, debug_print_impl,
+pure_callback_impl, io_callback_impl): with a CPU backend present (JAX_PLATFORMS unset or
+"metal,cpu") the callback sees the very values it sees on cpu. Without one (JAX_PLATFORMS=metal), JAX's
+implementations refuse ("failed to find a local CPU device"); then the callback gets NumPy arrays,
+in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
+
+Everything here touches JAX internals; a name a JAX release lacks leaves that primitive without a
+metal lowering (JAX's error when used, `status()` says why) and never breaks initialisation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import inspect
+import itertools
+import logging
+import threading
+import traceback
+from typing import Callable
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+CALL_TARGET = "jax_metal_python_callback"
+
+_TRAMPOLINE_TYPE = ctypes.CFUNCTYPE(
+    ctypes.c_int32,  # 0, or nonzero with the error text written
+    ctypes.c_uint64,  # callback id
+    ctypes.c_int32,  # operands
+    ctypes.POINTER(ctypes.c_void_p),  # their data
+    ctypes.POINTER(ctypes.c_char_p),  # their dtype names ("f32", "complex<f32>", "i1")
+    ctypes.POINTER(ctypes.c_int32),  # their ranks
+    ctypes.POINTER(ctypes.c_int64),  # all dims
+    ctypes.POINTER(ctypes.c_int64),  # where each operand's dims start
+    ctypes.c_int32,  # results
+    ctypes.c_void_p,  # the call's result sink
+    ctypes.c_void_p,  # error buffer
+    ctypes.c_int64,  # its capacity
+)
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+# id -> the function its PythonCallback ops call. An entry is retired once the executables lowered with
+# it are gone (a _Lease among their lowering's keepalives is collected), and dropped at the next
+# registration that finds no execution queued or running: a run JAX queued before dropping the
+# executable may still call it. Without ModuleContext.add_keepalive entries are never retired.
+_registry: dict[int, Callable] = {}
+_retired: list[int] = []
+_library = None
+_trampoline = None  # the ctypes function object: must outlive every call
+_problems: list[str] = []
+_lowered: list[str] = []
+
+
+class _Lease:
+    """Kept alive by the executables of one lowering; retires its callback when they are gone."""
+
+    __slots__ = ("callback_id",)
+
+    def __init__(self, callback_id):
+        self.callback_id = callback_id
+
+    def __del__(self):
+        _retired.append(self.callback_id)  # list.append: safe from any thread, no lock taken in __del__
+
+
+def _sweep() -> None:
+    """Drops retired callbacks when no execution can still call them."""
+    if not _retired or _library is None or _library.jmp_pjrt_runs_in_flight() != 0:
+        return
+    while _retired:
+        _registry.pop(_retired.pop(), None)
+
+
+def status() -> str:
+    """Which callback primitives have a metal lowering, and what kept any of them off."""
+    text = "lowered for metal: " + (", ".join(_lowered) or "none")
+    return text + ("; " + "; ".join(_problems) if _problems else "")
+
+
+# ---- dtypes as the plugin names them (support/dtype.h DTypeName)
+
+_NAMES = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "complex<f32>", "complex128": "complex<f64>",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_dtype(name: str) -> np.dtype:
+    for numpy_name, plugin_name in _NAMES.items():
+        if plugin_name == name:
+            if numpy_name == "bfloat16":
+                import ml_dtypes
+
+                return np.dtype(ml_dtypes.bfloat16)
+            return np.dtype(numpy_name)
+    raise TypeError(f"Python callback: operand dtype {name} has no NumPy equivalent")
+
+
+def _plugin_name(dtype: np.dtype) -> str:
+    return _NAMES.get(dtype.name, dtype.name)
+
+
+# ---- the trampoline
+
+
+def _operands(n, data, dtypes, ranks, dims, offsets):
+    arrays = []
+    for i in range(n):
+        dtype = _numpy_dtype(dtypes[i].decode())
+        start = offsets[i]
+        shape = tuple(dims[start + d] for d in range(ranks[i]))
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes == 0 or not data[i]:
+            arrays.append(np.zeros(shape, dtype))
+            continue
+        # One copy out of the executor's memory, which later ops reuse: a callback may keep its
+        # arguments (appending them to a list is common).
+        view = (ctypes.c_char * nbytes).from_address(data[i])
+        arrays.append(np.frombuffer(view, dtype=dtype).reshape(shape).copy())
+    return arrays
+
+
+def _canonical(value) -> np.ndarray:
+    """A result as JAX's own callback lowering makes it (emit_python_callback): np.asarray, then the
+    dtype JAX would use for it (float64 -> float32 without jax_enable_x64)."""
+    array = np.asarray(value)
+    try:
+        from jax._src import dtypes
+
+        canonical = dtypes.canonicalize_dtype(array.dtype)
+        if canonical != array.dtype:
+            array = array.astype(canonical)
+    except (ImportError, AttributeError, TypeError):
+        pass
+    return array if array.flags.c_contiguous else array.copy(order="C")  # ascontiguousarray makes 0-d 1-d
+
+
+class _ResultError(RuntimeError):
+    pass
+
+
+def _deliver(outs, n_results, sink):
+    outs = tuple(outs) if outs is not None else ()
+    if len(outs) != n_results:
+        raise RuntimeError(
+            f"Mismatched number of outputs from callback. Expected: {n_results}, Actual: {len(outs)}")
+    error = ctypes.create_string_buffer(4096)
+    for i, value in enumerate(outs):
+        array = _canonical(value)
+        dims = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        rc = _library.jmp_python_callback_result(
+            sink, i, ctypes.c_void_p(array.ctypes.data), _plugin_name(array.dtype).encode(), array.ndim, dims, error,
+            len(error))
+        if rc != 0:
+            raise _ResultError(error.value.decode(errors="replace"))
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, _ResultError):
+        return str(exc)
+    head = f"Python callback raised {type(exc).__name__}: {exc}"
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return head + "\n" + tb
+
+
+def _call(callback_id, n, data, dtypes, ranks, dims, offsets, n_results, sink, error, capacity):
+    try:
+        fn = _registry.get(callback_id)
+        if fn is None:
+            raise RuntimeError(f"callback {callback_id} no longer exists (its jitted function was discarded)")
+        outs = fn(*_operands(n, data, dtypes, ranks, dims, offsets))
+        _deliver(outs, n_results, sink)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - nothing may escape into C
+        try:
+            text = _error_text(exc).encode("utf-8", errors="replace")[: max(capacity - 1, 0)]
+            ctypes.memmove(error, text + b"\0", len(text) + 1)
+        except BaseException:  # noqa: BLE001
+            pass
+        return 1
+
+
+# ---- what runs at call time
+
+
+def _cpu_available() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.local_devices(backend="cpu"))
+    except Exception:  # noqa: BLE001 - no CPU backend: JAX_PLATFORMS leaves it out
+        return False
+
+
+def _numpy_impl(*args, callback, kind, **_):
+    """JAX's pure/io callback implementation without a CPU device: NumPy arrays in and out."""
+    try:
+        import jax
+
+        return jax.tree_util.tree_map(np.asarray, callback(*args))
+    except BaseException:
+        logger.exception("jax.%s failed", kind)
+        raise
+
+
+def _runner(jax_impl, kind, params):
+    def run(*args):
+        if _cpu_available():
+            return tuple(jax_impl(*args, **params))
+        return tuple(_numpy_impl(*args, kind=kind, **params))
+
+    return run
+
+
+# ---- lowering
+
+
+def _ir_type(ctx, aval):
+    from jax._src.interpreters import mlir
+
+    try:
+        return mlir.aval_to_ir_type(ctx.module_context, aval)
+    except TypeError:
+        return mlir.aval_to_ir_type(aval)
+
+
+def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
+    """The custom call for one callback; returns (results, the new token or None)."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir.dialects import hlo
+
+    with _lock:
+        _sweep()
+        callback_id = next(_ids)
+        _registry[callback_id] = fn
+    add_keepalive = getattr(ctx.module_context, "add_keepalive", None)
+    if add_keepalive is not None:
+        add_keepalive(_Lease(callback_id))
+    operands = list(operands)
+    result_types = [_ir_type(ctx, aval) for aval in result_avals]
+    if token is not None:
+        operands = [token, *operands]
+        result_types = [hlo.TokenType.get(), *result_types]
+    op = mlir.custom_call(CALL_TARGET, result_types=result_types, operands=operands,
+                          backend_config=str(callback_id), has_side_effect=has_side_effect, api_version=2)
+    results = list(op.results)
+    new_token = results.pop(0) if token is not None else None
+    return results, new_token
+
+
+def _with_token(ctx, effect, emit):
+    """Threads the token of an ordered effect through `emit(token) -> (results, token)`."""
+    from jax._src.interpreters import mlir
+
+    token = ctx.tokens_in.get(effect)
+    results, token = emit(token)
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
+    return results
+
+
+def _pure_callback_rule(ctx, *args, callback, sharding=None, **params):
+    from jax._src import callback as cb
+
+    run = _runner(cb.pure_callback_impl, "pure_callback", dict(callback=callback, sharding=None, **params))
+    results, _ = _emit(ctx, args, run, result_avals=ctx.avals_out, has_side_effect=False)
+    return results
+
+
+def _io_callback_rule(ctx, *args, callback, sharding=None, ordered=False, **params):
+    from jax._src import callback as cb
+
+    run = _runner(cb.io_callback_impl, "io_callback", dict(callback=callback, sharding=None, ordered=ordered, **params))
+    if ordered:
+        return _with_token(ctx, cb._OrderedIOEffect, lambda token: _emit(
+            ctx, args, run, result_avals=ctx.avals_out, token=token, has_side_effect=True))
+    results, _ = _emit(ctx, args, run, result_avals=ctx.avals_out, has_side_effect=True)
+    return results
+
+
+def _debug_rule(ctx, args, run, effect):
+    from jax._src import effects
+
+    if effects.ordered_effects.contains(effect):
+        return _with_token(ctx, effect, lambda token: _emit(
+            ctx, args, run, result_avals=(), token=token, has_side_effect=True))
+    results, _ = _emit(ctx, args, run, result_avals=(), has_side_effect=True)
+    return results
+
+
+def _debug_callback_rule(ctx, *args, effect, **params):
+    from jax._src import debugging
+
+    primitive = debugging.debug_callback_p
+
+    def run(*flat_args):
+        primitive.impl(*flat_args, effect=effect, **params)
+        return ()
+
+    return _debug_rule(ctx, args, run, effect)
+
+
+def _debug_print_rule(ctx, *args, ordered, **params):
+    from jax._src import debugging
+
+    primitive = debugging.debug_print_p
+    effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
+
+    def run(*flat_args):
+        primitive.impl(*flat_args, ordered=ordered, **params)
+        return ()
+
+    return _debug_rule(ctx, args, run, effect)
+
+
+def _wrap_debug_callback_impl(debugging) -> None:
+    """Eager jax.debug.callback/print with JAX_PLATFORMS=metal: JAX's implementation wants a CPU device
+    to put the arguments on; without one the callback gets NumPy arrays instead (with one, JAX's
+    implementation runs unchanged)."""
+    original = debugging.debug_callback_impl
+    if getattr(original, "_jax_metal_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def impl(*args, callback, **params):
+        if _cpu_available():
+            return original(*args, callback=callback, **params)
+        arrays = [np.asarray(a) for a in args]
+        try:
+            callback(*arrays)
+        except BaseException:
+            debugging.logger.exception("jax.debug.callback failed")
+            raise
+        return ()
+
+    impl._jax_metal_wrapped = True
+    debugging.debug_callback_impl = impl  # debug_print_impl looks it up here at call time
+    debugging.debug_callback_p.def_impl(impl)
+
+
+def _register(primitive_holder, name, rule, register_lowering) -> None:
+    primitive = getattr(primitive_holder, name, None)
+    if primitive is None:
+        _problems.append(f"{name} not found in this JAX")
+        return
+    register_lowering(primitive, rule)
+    _lowered.append(primitive.name)
+
+
+def install(library_path: str) -> None:
+    """Installs the trampoline in the plugin library and the metal lowerings (called by initialize())."""
+    global _library, _trampoline
+    try:
+        from jax._src import callback as cb
+        from jax._src import debugging
+        from jax._src.interpreters import mlir
+    except ImportError as exc:
+        _problems.append(f"JAX's callback modules are not importable ({exc})")
+        return
+    try:
+        library = ctypes.CDLL(library_path)
+        library.jmp_set_python_callback.argtypes = [_TRAMPOLINE_TYPE]
+        library.jmp_set_python_callback.restype = None
+        library.jmp_python_callback_result.argtypes = [
+            ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, ctypes.c_int64]
+        library.jmp_python_callback_result.restype = ctypes.c_int32
+        library.jmp_pjrt_runs_in_flight.argtypes = []
+        library.jmp_pjrt_runs_in_flight.restype = ctypes.c_int64
+    except (OSError, AttributeError) as exc:
+        _problems.append(f"the plugin library has no callback entry points ({exc})")
+        return
+    _library = library
+    _trampoline = _TRAMPOLINE_TYPE(_call)
+    library.jmp_set_python_callback(_trampoline)
+
+    params = inspect.signature(mlir.register_lowering).parameters
+
+    def register_lowering(primitive, rule):
+        # Each lowering registers its own callback: a cached rule would share one between modules.
+        extra = {"cacheable": False} if "cacheable" in params else {}
+        mlir.register_lowering(primitive, rule, platform="metal", **extra)
+
+    needed = {"pure_callback_p": ("pure_callback_impl",), "io_callback_p": ("io_callback_impl", "_OrderedIOEffect")}
+    for name, helpers in needed.items():
+        missing = [h for h in helpers if not hasattr(cb, h)]
+        if missing:
+            _problems.append(f"{name}: jax._src.callback lacks {', '.join(missing)}")
+            continue
+        _register(cb, name, _pure_callback_rule if name == "pure_callback_p" else _io_callback_rule,
+                  register_lowering)
+    if hasattr(debugging, "debug_callback_p"):
+        _register(debugging, "debug_callback_p", _debug_callback_rule, register_lowering)
+        if hasattr(debugging, "debug_callback_impl"):
+            _wrap_debug_callback_impl(debugging)
+    else:
+        _problems.append("debug_callback_p not found in this JAX")
+    # debug_print_p is newer than debug_callback_p; older JAX builds jax.debug.print on debug_callback.
+    if hasattr(debugging, "debug_print_p"):
+        if all(hasattr(debugging, n) for n in ("ordered_debug_effect", "debug_effect")):
+            _register(debugging, "debug_print_p", _debug_print_rule, register_lowering)
+        else:
+            _problems.append("debug_print_p: jax._src.debugging lacks its effects")
