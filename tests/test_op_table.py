@@ -30,7 +30,7 @@ for m in re.finditer(
     else:
         selector = f"{first}:{second}:name:"
     ROWS.append((name, version, selector, category))
-UNIFORM = [r for r in ROWS if r[3] != "OP"]
+UNIFORM = [r for r in ROWS if r[3] in ("UNARY", "BINARY")]
 HOST_DIR = ROOT / "cpp" / "exec" / "host"
 HOST = "\n".join(p.read_text() for p in HOST_DIR.glob("*.cc"))
 METAL = "\n".join(p.read_text() for p in (ROOT / "cpp" / "exec" / "metal").glob("*.mm"))

@@ -83,6 +83,27 @@ void Encode(Op& op, const Pool4DAttrs& a) {
 }
 Pool4DAttrs Pool4DAttrs::Of(const Op& op) { return {op.axes, op.strides, op.starts, op.ends}; }
 
+namespace {
+constexpr int kLapackFlags = 10;
+bool* LapackFlag(LapackAttrs& a, int i) {
+  bool* flags[kLapackFlags] = {&a.lower, &a.left_side,     &a.transpose,  &a.conjugate,    &a.unit_diagonal,
+                               &a.sort,  &a.full_matrices, &a.compute_uv, &a.compute_left, &a.compute_right};
+  return flags[i];
+}
+}  // namespace
+
+void Encode(Op& op, const LapackAttrs& a) {
+  LapackAttrs copy = a;
+  op.int_attr = 0;
+  for (int i = 0; i < kLapackFlags; ++i)
+    if (*LapackFlag(copy, i)) op.int_attr |= int64_t{1} << i;
+}
+LapackAttrs LapackAttrs::Of(const Op& op) {
+  LapackAttrs a;
+  for (int i = 0; i < kLapackFlags; ++i) *LapackFlag(a, i) = (op.int_attr >> i) & 1;
+  return a;
+}
+
 Status CheckAttrs(const Op& op) {
   using K = OpKind;
   auto is = [&](std::initializer_list<K> kinds) {
@@ -109,6 +130,10 @@ Status CheckAttrs(const Op& op) {
   if (is({K::kScatterND, K::kScatterAlongAxis}) &&
       (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
     return Internal("unknown scatter mode " + std::to_string(op.int_attr));
+  if (is({K::kLapackCholesky, K::kLapackTriangularSolve, K::kLapackLu, K::kLapackQr, K::kLapackHouseholderProduct,
+          K::kLapackEigh, K::kLapackSvd, K::kLapackEig}) &&
+      (op.int_attr < 0 || op.int_attr >= (int64_t{1} << kLapackFlags)))
+    return Internal("unknown LAPACK flags " + std::to_string(op.int_attr));
   return Status::Ok();
 }
 

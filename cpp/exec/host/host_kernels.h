@@ -62,5 +62,14 @@ Status RunFFT(const OpArgs& a, FFTKind kind);
 Status RunConv2D(const OpArgs& a);
 Status RunPool4D(const OpArgs& a);  // MaxPool4D, AvgPool4D
 Status RunMaxPool4DGradient(const OpArgs& a);
+// The LAPACK rows (host_lapack.cc, host_lapack_eigen.cc).
+Status RunLapackCholesky(const OpArgs& a);
+Status RunLapackTriangularSolve(const OpArgs& a);
+Status RunLapackLu(const OpArgs& a);
+Status RunLapackQr(const OpArgs& a);
+Status RunLapackHouseholderProduct(const OpArgs& a);
+Status RunLapackEigh(const OpArgs& a);
+Status RunLapackSvd(const OpArgs& a);
+Status RunLapackEig(const OpArgs& a);
 
 }  // namespace jmp::exec::host
