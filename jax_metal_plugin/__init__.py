@@ -34,7 +34,7 @@ def initialize() -> None:
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
     from jax._src import xla_bridge
 
-    from . import _jax_internals, _platform_clash
+    from . import _jax_internals, _linalg_lowerings, _platform_clash
 
     clashes = _platform_clash.others() or _platform_clash.registered_elsewhere(
         getattr(xla_bridge, "_backend_factories", {}))
@@ -45,6 +45,7 @@ def initialize() -> None:
     _registered = True
     _jax_internals.enable_donation()
     _jax_internals.enable_eigh()
+    _linalg_lowerings.enable()
 
 
 class PlatformClashWarning(UserWarning):

@@ -23,6 +23,7 @@ void RegisterPoolingRules(Rules& rules);
 void RegisterReduceWindowRules(Rules& rules);
 void RegisterLinalgRules(Rules& rules);
 void RegisterEighRules(Rules& rules);
+void RegisterLapackRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -44,6 +45,7 @@ const Rules& LowerRules() {
     RegisterReduceWindowRules(*r);
     RegisterLinalgRules(*r);
     RegisterEighRules(*r);
+    RegisterLapackRules(*r);
     return r;
   }();
   return *rules;
