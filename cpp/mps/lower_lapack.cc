@@ -5,6 +5,7 @@
 // (jax_metal_plugin/_linalg_lowerings.py emits them for every dtype LAPACK serves).
 #include "mps/lower_lapack.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <string>
