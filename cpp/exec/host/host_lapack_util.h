@@ -3,6 +3,7 @@
 // for a matrix LAPACK could not factor.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -38,16 +39,15 @@ Status ForLapackType(const OpArgs& a, DType t, F&& f) {
   return a.Unsupported("is LAPACK's: float32, float64, complex64 and complex128 only");
 }
 
-// Matrices in the batch of a [..., m, n], and whether m and n fit LAPACK's 32-bit integers (with
-// room for workspace sizes of a few n^2).
+// Matrices in the batch of a [..., m, n], and whether m and n fit LAPACK's 32-bit integers, workspace
+// sizes included (gesdd's complex rwork is about 5 k^2 + 2 max(m, n) k for k = min(m, n)).
 inline int64_t BatchOf(const std::vector<int64_t>& shape) {
   int64_t b = 1;
   for (size_t i = 0; i + 2 < shape.size(); ++i) b *= shape[i];
   return b;
 }
 inline bool FitsLapack(int64_t m, int64_t n) {
-  const int64_t limit = 1 << 14;  // 5 n^2 + ... stays below 2^31
-  return m >= 0 && n >= 0 && m <= limit && n <= limit;
+  return m >= 0 && n >= 0 && m * n <= (int64_t{1} << 28) && std::min(m, n) <= (int64_t{1} << 14);
 }
 
 // dst (m x n column-major, leading dimension m) = src (m x n row-major).
