@@ -279,3 +279,6 @@ def test_unsupported_linalg_names_the_op():
     hermitian = (spd((3, 3)) + 0j).astype(np.complex64)
     with pytest.raises(Exception, match="eigh.*subset_by_index"):
         run_on("metal", lambda a: jax.lax.linalg.eigh(a, subset_by_index=(0, 2)), hermitian)
+    # LAPACK has no half precision: eig names its call and the type.
+    with pytest.raises(Exception, match="jax_metal.lapack.eig.*f16"):
+        run_on("metal", jnp.linalg.eigvals, np.eye(3, dtype=np.float16))

@@ -36,8 +36,12 @@ bool Flag(const std::vector<bool>& flags, size_t i) { return i < flags.size() &&
 StatusOr<Shape> MatrixOperand(LowerContext& cx, int v, bool square) {
   Shape s = cx.ShapeOf(v);
   const DType t = cx.DTypeOf(v);
-  if (t != DType::kF32 && !UsesLapack(t))
-    return cx.Unsupported("runs on LAPACK for float32, float64, complex64 and complex128 only");
+  if (t != DType::kF32 && !UsesLapack(t)) {
+    const shlo::Attr* target = cx.op().Find("call_target_name");
+    std::string what = target && !target->s.empty() ? target->s + " " : "";
+    return cx.Unsupported(what + "runs on LAPACK for float32, float64, complex64 and complex128 only, not " +
+                          std::string(DTypeName(t)));
+  }
   if (s.size() < 2) return cx.Unsupported("needs matrices (rank >= 2)");
   if (square && s[s.size() - 1] != s[s.size() - 2]) return cx.Unsupported("needs square matrices");
   return s;
