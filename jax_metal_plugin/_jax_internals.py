@@ -30,8 +30,9 @@ def enable_donation() -> None:
         mlir._platforms_with_donation = (*platforms, "metal")
 
 
-def enable_eigh() -> None:
-    """Gives eigh, and what JAX builds on it (svd, pinv, lstsq, matrix 2-norms), a lowering for "metal".
+def eigh_rule():
+    """The lowering of eigh (and what JAX builds on it: svd, pinv, lstsq, matrix 2-norms) for "metal",
+    or None when this JAX release lacks what it uses.
 
     JAX lowers eigh only for cpu and gpu (LAPACK and cuSOLVER kernels) and for tpu. TPU's rule is JAX
     code apart from the "Eigh" custom call it emits for matrices up to 256 (it splits larger ones with
@@ -40,16 +41,14 @@ def enable_eigh() -> None:
     unsupported (an error naming it) and nothing else changes.
     """
     try:
-        from jax._src.interpreters import mlir
         from jax._src.lax import linalg
         from jax._src.tpu.linalg import eigh as tpu_eigh
     except ImportError:
-        return
-    primitive = getattr(linalg, "eigh_p", None)
+        return None
     tpu_rule = getattr(tpu_eigh, "_eigh_tpu_lowering", None)
     implementations = getattr(linalg, "EighImplementation", None)
-    if primitive is None or tpu_rule is None:
-        return
+    if tpu_rule is None:
+        return None
 
     def rule(ctx, operand, **params):
         if implementations is not None and params.get("algorithm") == implementations.QR:
@@ -57,4 +56,18 @@ def enable_eigh() -> None:
                                       "use the default (Jacobi, QDWH above 256)")
         return tpu_rule(ctx, operand, **params)
 
+    return rule
+
+
+def enable_eigh() -> None:
+    """Registers eigh_rule() for platform "metal" (_linalg_lowerings wraps it for LAPACK's dtypes)."""
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.lax import linalg
+    except ImportError:
+        return
+    primitive = getattr(linalg, "eigh_p", None)
+    rule = eigh_rule()
+    if primitive is None or rule is None:
+        return
     mlir.register_lowering(primitive, rule, platform="metal")

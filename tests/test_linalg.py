@@ -275,7 +275,10 @@ def test_svd_and_what_uses_it(shape):
 
 
 def test_unsupported_linalg_names_the_op():
-    with pytest.raises(Exception, match="eig"):
-        run_on("metal", jnp.linalg.eigvals, spd((4, 4)))  # non-symmetric eig: JAX lowers it for CPU and GPU only
-    with pytest.raises(Exception, match="Eigh.*complex"):
-        run_on("metal", jnp.linalg.eigh, (spd((3, 3)) + 0j).astype(np.complex64))
+    # The LAPACK path computes whole decompositions: a subset of eigenvalues is refused by name.
+    hermitian = (spd((3, 3)) + 0j).astype(np.complex64)
+    with pytest.raises(Exception, match="eigh.*subset_by_index"):
+        run_on("metal", lambda a: jax.lax.linalg.eigh(a, subset_by_index=(0, 2)), hermitian)
+    # LAPACK has no half precision: eig names its call and the type.
+    with pytest.raises(Exception, match="jax_metal.lapack.eig.*f16"):
+        run_on("metal", jnp.linalg.eigvals, np.eye(3, dtype=np.float16))

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "mps/lower_families.h"
+#include "mps/lower_lapack.h"
 #include "mps/lower_matrix.h"
 
 namespace jmp::mps {
@@ -198,10 +199,7 @@ Status Eigh(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   const DType t = cx.DTypeOf(a);
-  if (IsComplex(t))
-    return cx.Unsupported(
-        "(the Eigh custom call of eigh/svd) supports real symmetric matrices; complex Hermitian ones are not "
-        "supported");
+  if (UsesLapack(t)) return LapackEigh(cx);
   JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || shape[rank - 1] != shape[rank - 2] || cx.op().results.size() != 2)
     return cx.Unsupported("needs square matrices and two results (eigenvectors, eigenvalues)");

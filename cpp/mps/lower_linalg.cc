@@ -9,6 +9,7 @@
 #include <map>
 
 #include "mps/lower_families.h"
+#include "mps/lower_lapack.h"
 #include "mps/lower_matrix.h"
 
 namespace jmp::mps {
@@ -57,6 +58,7 @@ StatusOr<int> ForwardSubstitution(LowerContext& cx, int l, int b, bool unit_diag
 // lower, and reversing rows and columns turns upper into lower.
 Status TriangularSolve(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  if (UsesLapack(cx.DTypeOf(a))) return LapackTriangularSolve(cx);
   JMP_ASSIGN_OR_RETURN(int b, cx.In(1));
   const Shape ashape = cx.ShapeOf(a), bshape = cx.ShapeOf(b);
   const size_t rank = ashape.size();
@@ -104,6 +106,7 @@ Status TriangularSolve(LowerContext& cx) {
 // definite gives a factor of NaNs, as XLA's CPU backend does.
 Status Cholesky(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  if (UsesLapack(cx.DTypeOf(a))) return LapackCholesky(cx);
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   DType t = cx.DTypeOf(a);
@@ -167,6 +170,7 @@ int Reflect(LowerContext& cx, int x, int v, int tau) {
 // LAPACK's convention beta = -sign(alpha) ||x|| (tau = 0 where the column is already reduced).
 Status Qr(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  if (UsesLapack(cx.DTypeOf(a))) return LapackQr(cx);
   const Shape shape = cx.ShapeOf(a);
   const size_t rank = shape.size();
   DType t = cx.DTypeOf(a);
@@ -233,6 +237,7 @@ Status Qr(LowerContext& cx) {
 // right to left to the m x n identity.
 Status HouseholderProduct(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  if (UsesLapack(cx.DTypeOf(a))) return LapackHouseholderProduct(cx);
   JMP_ASSIGN_OR_RETURN(int taus, cx.In(1));
   const Shape shape = cx.ShapeOf(a), tshape = cx.ShapeOf(taus);
   const size_t rank = shape.size();

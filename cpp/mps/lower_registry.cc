@@ -25,6 +25,7 @@ void RegisterLinalgRules(Rules& rules);
 void RegisterEighRules(Rules& rules);
 void RegisterRandomRules(Rules& rules);
 void RegisterCallbackRules(Rules& rules);
+void RegisterLapackRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -48,6 +49,7 @@ const Rules& LowerRules() {
     RegisterEighRules(*r);
     RegisterRandomRules(*r);
     RegisterCallbackRules(*r);
+    RegisterLapackRules(*r);
     return r;
   }();
   return *rules;

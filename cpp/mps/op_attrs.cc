@@ -93,6 +93,26 @@ void Encode(Op& op, const PythonCallbackAttrs& a) {
   op.axes = {a.token_inputs};
 }
 PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
+namespace {
+constexpr int kLapackFlags = 10;
+bool* LapackFlag(LapackAttrs& a, int i) {
+  bool* flags[kLapackFlags] = {&a.lower, &a.left_side,     &a.transpose,  &a.conjugate,    &a.unit_diagonal,
+                               &a.sort,  &a.full_matrices, &a.compute_uv, &a.compute_left, &a.compute_right};
+  return flags[i];
+}
+}  // namespace
+
+void Encode(Op& op, const LapackAttrs& a) {
+  LapackAttrs copy = a;
+  op.int_attr = 0;
+  for (int i = 0; i < kLapackFlags; ++i)
+    if (*LapackFlag(copy, i)) op.int_attr |= int64_t{1} << i;
+}
+LapackAttrs LapackAttrs::Of(const Op& op) {
+  LapackAttrs a;
+  for (int i = 0; i < kLapackFlags; ++i) *LapackFlag(a, i) = (op.int_attr >> i) & 1;
+  return a;
+}
 
 Status CheckAttrs(const Op& op) {
   using K = OpKind;
@@ -125,6 +145,10 @@ Status CheckAttrs(const Op& op) {
   if (is({K::kPythonCallback}) &&
       (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
     return Internal("needs a token count within its inputs");
+  if (is({K::kLapackCholesky, K::kLapackTriangularSolve, K::kLapackLu, K::kLapackQr, K::kLapackHouseholderProduct,
+          K::kLapackEigh, K::kLapackSvd, K::kLapackEig}) &&
+      (op.int_attr < 0 || op.int_attr >= (int64_t{1} << kLapackFlags)))
+    return Internal("unknown LAPACK flags " + std::to_string(op.int_attr));
   return Status::Ok();
 }
 

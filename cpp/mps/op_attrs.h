@@ -90,6 +90,12 @@ struct Pool4DAttrs {
   std::vector<int64_t> window, strides, pad_low, pad_high;
   static Pool4DAttrs Of(const Op& op);
 };
+// The LAPACK ops' flags (op_kinds.def says which each reads), one bit each of int_attr.
+struct LapackAttrs {
+  bool lower = false, left_side = false, transpose = false, conjugate = false, unit_diagonal = false;
+  bool sort = false, full_matrices = false, compute_uv = false, compute_left = false, compute_right = false;
+  static LapackAttrs Of(const Op& op);
+};
 
 // RngBitGenerator: which bit generator (StableHLO's DEFAULT is resolved by the lowering).
 enum class RngAlgorithm : uint8_t { kThreeFry, kPhilox };
@@ -120,6 +126,7 @@ void Encode(Op& op, const Conv2DAttrs& a);
 void Encode(Op& op, const Pool4DAttrs& a);
 void Encode(Op& op, const RngAttrs& a);
 void Encode(Op& op, const PythonCallbackAttrs& a);
+void Encode(Op& op, const LapackAttrs& a);
 
 // The encoding of the ops above with several attributes is one this file writes (for the verifier:
 // Of() then reads in bounds; shapes are checked by their kernels).

@@ -3,6 +3,8 @@
 // past a buffer.
 #include "mps/verify.h"
 
+#include <algorithm>
+
 #include "mps/op_attrs.h"
 
 namespace jmp::mps {
@@ -13,6 +15,71 @@ bool AxesValid(const std::vector<int64_t>& axes, size_t rank) {
   for (int64_t a : axes)
     if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
   return true;
+}
+
+bool Floating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kC64 || t == DType::kC128; }
+
+// The LAPACK rows' shapes and dtypes (op_kinds.def), exactly: their kernels index by them.
+Status CheckLapack(const Graph& g, const Op& op) {
+  auto type = [&](int v) -> const TensorType& { return g.type(v); };
+  size_t want_in = op.kind == OpKind::kLapackTriangularSolve || op.kind == OpKind::kLapackHouseholderProduct ? 2 : 1;
+  if (op.inputs.size() != want_in) return Internal("wrong number of inputs");
+  const TensorType& a = type(op.inputs[0]);
+  const size_t r = a.shape.size();
+  if (r < 2 || !Floating(a.dtype)) return Internal("needs a floating matrix of rank >= 2");
+  const std::vector<int64_t> batch(a.shape.begin(), a.shape.end() - 2);
+  const int64_t m = a.shape[r - 2], n = a.shape[r - 1], k = std::min(m, n);
+  auto with = [&](std::initializer_list<int64_t> tail) -> std::vector<int64_t> {
+    std::vector<int64_t> s = batch;
+    s.insert(s.end(), tail);
+    return s;
+  };
+  const bool wide = a.dtype == DType::kF64 || a.dtype == DType::kC128;
+  const DType real = wide ? DType::kF64 : DType::kF32, cplx = wide ? DType::kC128 : DType::kC64;
+  const bool square = m == n;
+  std::vector<TensorType> want;
+  using K = OpKind;
+  if (op.kind == K::kLapackCholesky || op.kind == K::kLapackEigh || op.kind == K::kLapackEig) {
+    if (!square) return Internal("needs square matrices");
+  }
+  if (op.kind == K::kLapackCholesky) {
+    want = {a};
+  } else if (op.kind == K::kLapackTriangularSolve) {
+    const TensorType& b = type(op.inputs[1]);
+    if (m != n || b.dtype != a.dtype || b.shape.size() != r) return Internal("needs square a and b of its type");
+    if (!std::equal(batch.begin(), batch.end(), b.shape.begin())) return Internal("batch dimensions differ");
+    if (b.shape[LapackAttrs::Of(op).left_side ? r - 2 : r - 1] != n) return Internal("b does not match a");
+    want = {b};
+  } else if (op.kind == K::kLapackLu) {
+    want = {a, {DType::kI32, with({k})}, {DType::kI32, with({m})}};
+  } else if (op.kind == K::kLapackQr) {
+    want = {a, {a.dtype, with({k})}};
+  } else if (op.kind == K::kLapackHouseholderProduct) {
+    const TensorType& taus = type(op.inputs[1]);
+    if (taus.dtype != a.dtype || taus.shape.size() != r - 1 || n > m || taus.shape.back() > n ||
+        !std::equal(batch.begin(), batch.end(), taus.shape.begin()))
+      return Internal("needs m >= n >= k and taus [..., k]");
+    want = {a};
+  } else if (op.kind == K::kLapackEigh) {
+    want = {a, {real, with({n})}};
+  } else if (op.kind == K::kLapackSvd) {
+    LapackAttrs f = LapackAttrs::Of(op);
+    want = {{real, with({k})}};
+    if (f.compute_uv) {
+      want.push_back({a.dtype, with({m, f.full_matrices ? m : k})});
+      want.push_back({a.dtype, with({f.full_matrices ? n : k, n})});
+    }
+  } else if (op.kind == K::kLapackEig) {
+    want = {{cplx, with({n})}, {cplx, a.shape}, {cplx, a.shape}};
+  } else {
+    return Internal("not a LAPACK op");
+  }
+  if (op.outputs.size() != want.size()) return Internal("wrong number of outputs");
+  for (size_t i = 0; i < want.size(); ++i)
+    if (type(op.outputs[i]).dtype != want[i].dtype || type(op.outputs[i]).shape != want[i].shape)
+      return Internal("output " + std::to_string(i) + " is " + type(op.outputs[i]).ToString() + ", expected " +
+                      want[i].ToString());
+  return Status::Ok();
 }
 
 Status CheckOp(const Graph& g, const Op& op) {
@@ -161,6 +228,14 @@ Status CheckOp(const Graph& g, const Op& op) {
         if (in(static_cast<size_t>(i)).ByteSize() != 0) return Internal("token input is not empty");
       return Status::Ok();
     }
+    case OpKind::kLapackCholesky:
+    case OpKind::kLapackTriangularSolve:
+    case OpKind::kLapackLu:
+    case OpKind::kLapackQr:
+    case OpKind::kLapackHouseholderProduct:
+    case OpKind::kLapackEigh:
+    case OpKind::kLapackSvd:
+    case OpKind::kLapackEig: return CheckLapack(g, op);
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

@@ -88,6 +88,14 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kAvgPool4D: return RunPool4D(a);
     case K::kMaxPool4DGradient: return RunMaxPool4DGradient(a);
     case K::kRngBitGenerator: return RunRngBitGenerator(a);
+    case K::kLapackCholesky: return RunLapackCholesky(a);
+    case K::kLapackTriangularSolve: return RunLapackTriangularSolve(a);
+    case K::kLapackLu: return RunLapackLu(a);
+    case K::kLapackQr: return RunLapackQr(a);
+    case K::kLapackHouseholderProduct: return RunLapackHouseholderProduct(a);
+    case K::kLapackEigh: return RunLapackEigh(a);
+    case K::kLapackSvd: return RunLapackSvd(a);
+    case K::kLapackEig: return RunLapackEig(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
       return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);

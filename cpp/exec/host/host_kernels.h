@@ -67,4 +67,14 @@ Status RunRngBitGenerator(const OpArgs& a);  // host-only
 // PythonCallback (host_callback.cc): calls the trampoline jax_metal_plugin installed.
 Status RunPythonCallback(const OpArgs& a);
 
+// The LAPACK rows (host_lapack.cc, host_lapack_eigen.cc).
+Status RunLapackCholesky(const OpArgs& a);
+Status RunLapackTriangularSolve(const OpArgs& a);
+Status RunLapackLu(const OpArgs& a);
+Status RunLapackQr(const OpArgs& a);
+Status RunLapackHouseholderProduct(const OpArgs& a);
+Status RunLapackEigh(const OpArgs& a);
+Status RunLapackSvd(const OpArgs& a);
+Status RunLapackEig(const OpArgs& a);
+
 }  // namespace jmp::exec::host

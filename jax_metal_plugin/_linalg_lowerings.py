@@ -1,0 +1,142 @@
+"""Lowerings for platform "metal" that send linear algebra to the plugin's LAPACK kernels.
+
+MPSGraph has float32 decompositions only; the plugin runs the others (float64, complex64, complex128)
+on the host with LAPACK (Accelerate on macOS). JAX has no generic lowering for eig at all, and lowers
+lu and svd for other platforms through algorithms built on float32-only pieces, so for those dtypes
+(and for eig always) these rules emit custom calls the plugin maps to its LAPACK ops
+(cpp/mps/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
+and XLA's ``Eigh`` for eigh. cholesky, triangular_solve and qr need nothing here: JAX's generic
+lowerings already reach the plugin, which chooses by dtype.
+
+Everything used from JAX is internal: a name a JAX release lacks turns the feature off (an error naming
+it when used); importing or initialising the plugin never fails because of it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Dtypes that go to LAPACK; float32 stays on the GPU decompositions (except eig, LAPACK for all).
+_LAPACK_DTYPES = (np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+def _uses_lapack(aval) -> bool:
+    return np.dtype(aval.dtype) in _LAPACK_DTYPES
+
+
+def _unavailable(what: str, missing: str):
+    def rule(ctx, *args, **params):
+        raise NotImplementedError(f"{what} on platform metal needs jax internals this JAX release lacks ({missing})")
+
+    return rule
+
+
+def enable() -> None:
+    """Registers the rules above for platform "metal"; what this JAX lacks stays an error naming it."""
+    try:
+        from jax._src import core
+        from jax._src.interpreters import mlir
+        from jax._src.lax import linalg
+    except ImportError:
+        return
+    custom_call = getattr(mlir, "custom_call", None)
+    to_ir = getattr(mlir, "aval_to_ir_type", None)
+
+    def call(ctx, target, operand, result_avals, config):
+        types = [to_ir(ctx.module_context, a) for a in result_avals]
+        return custom_call(target, result_types=types, operands=[operand], backend_config=config,
+                           api_version=1).results
+
+    def register(name, make_rule):
+        primitive = getattr(linalg, name, None)
+        if primitive is None:
+            return
+        if custom_call is None or to_ir is None:
+            rule = _unavailable(name, "jax._src.interpreters.mlir.custom_call")
+        else:
+            rule = make_rule()
+        if rule is None:  # float32's rule is missing here: JAX's generic lowering stays for every dtype
+            return
+        try:
+            mlir.register_lowering(primitive, rule, platform="metal")
+        except Exception:  # an unknown platform or a changed signature: leave JAX's own behaviour
+            pass
+
+    def eig_rule():
+        def rule(ctx, operand, *, compute_left_eigenvectors=True, compute_right_eigenvectors=True, **params):
+            implementation = params.get("implementation")
+            if implementation is not None and getattr(implementation, "name", "LAPACK") != "LAPACK":
+                raise NotImplementedError(f"eig: implementation {implementation} is not supported on platform "
+                                          "metal (LAPACK only)")
+            aval, = ctx.avals_in
+            complex_dtype = np.result_type(aval.dtype, np.complex64)
+            vectors = core.ShapedArray(aval.shape, complex_dtype)
+            values = core.ShapedArray(aval.shape[:-1], complex_dtype)
+            w, vl, vr = call(ctx, "jax_metal.lapack.eig", operand, [values, vectors, vectors],
+                             f"{int(compute_left_eigenvectors)},{int(compute_right_eigenvectors)}")
+            out = [w]
+            if compute_left_eigenvectors:
+                out.append(vl)
+            if compute_right_eigenvectors:
+                out.append(vr)
+            return out
+
+        return rule
+
+    def lu_rule():
+        python_lu = getattr(linalg, "_lu_python", None)
+        if python_lu is None:
+            return None
+        fallback = mlir.lower_fun(python_lu, multiple_results=True)
+
+        def rule(ctx, operand, **params):
+            aval, = ctx.avals_in
+            if not _uses_lapack(aval):
+                return fallback(ctx, operand, **params)
+            return call(ctx, "jax_metal.lapack.lu", operand, list(ctx.avals_out), "")
+
+        return rule
+
+    def svd_rule():
+        try:
+            from jax._src.tpu.linalg import svd as tpu_svd
+            fallback = tpu_svd._svd_tpu_lowering_rule
+        except (ImportError, AttributeError):
+            return None
+
+        def rule(ctx, operand, *, full_matrices, compute_uv, subset_by_index=None, **params):
+            aval, = ctx.avals_in
+            if not _uses_lapack(aval):
+                return fallback(ctx, operand, full_matrices=full_matrices, compute_uv=compute_uv,
+                                subset_by_index=subset_by_index, **params)
+            m, n = aval.shape[-2:]
+            if not (subset_by_index is None or tuple(subset_by_index) == (0, min(m, n))):
+                raise NotImplementedError("svd: subset_by_index is not supported on platform metal for "
+                                          f"{np.dtype(aval.dtype).name}")
+            return call(ctx, "jax_metal.lapack.svd", operand, list(ctx.avals_out),
+                        f"{int(full_matrices)},{int(compute_uv)}")
+
+        return rule
+
+    def eigh_rule():
+        from . import _jax_internals
+
+        fallback = _jax_internals.eigh_rule() or _unavailable("eigh", "jax._src.tpu.linalg.eigh._eigh_tpu_lowering")
+
+        def rule(ctx, operand, *, lower, sort_eigenvalues, subset_by_index=None, **params):
+            aval, = ctx.avals_in
+            if not _uses_lapack(aval):
+                return fallback(ctx, operand, lower=lower, sort_eigenvalues=sort_eigenvalues,
+                                subset_by_index=subset_by_index, **params)
+            n = aval.shape[-1]
+            if not (subset_by_index is None or tuple(subset_by_index) == (0, n)):
+                raise NotImplementedError("eigh: subset_by_index is not supported on platform metal for "
+                                          f"{np.dtype(aval.dtype).name}")
+            return call(ctx, "Eigh", operand, list(ctx.avals_out), f"{int(lower)},{int(sort_eigenvalues)},100,1e-6")
+
+        return rule
+
+    register("eig_p", eig_rule)
+    register("lu_p", lu_rule)
+    register("svd_p", svd_rule)
+    register("eigh_p", eigh_rule)
