@@ -85,13 +85,6 @@ def test_constant_splats_are_not_materialised():
     assert "bytes=4 " in text and "bytes=16384" not in text
 
 
-def test_float64_is_rejected_with_the_op_named():
-    with jax.enable_x64(True):
-        data = tools.portable_artifact(lambda x: jnp.sin(x), np.ones(3, np.float64))
-    with pytest.raises(ValueError, match="float64 is not supported by MPSGraph"):
-        _core.lower_artifact(data)
-
-
 def test_unsupported_custom_call_names_the_target():
 
     def f(x):
