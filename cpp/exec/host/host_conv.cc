@@ -45,7 +45,9 @@ struct ConvDims {
 // y = conv(x, w) in R (float for f32/f16/bf16, double for f64).
 template <typename R>
 void Conv2DIn(const ConvDims& d, const R* x, const R* w, R* y) {
-  const auto [N, H, W, C, KH, KW, Cg, O, OH, OW, groups, Og, sh, sw, dh, dw, ph, pw] = d;
+  // Plain locals, not structured bindings: C++17 lambdas cannot capture those.
+  const int64_t N = d.N, H = d.H, W = d.W, C = d.C, KH = d.KH, KW = d.KW, Cg = d.Cg, O = d.O, OH = d.OH, OW = d.OW;
+  const int64_t groups = d.groups, Og = d.Og, sh = d.sh, sw = d.sw, dh = d.dh, dw = d.dw, ph = d.ph, pw = d.pw;
   int64_t rows = N * OH * OW, depth = KH * KW * Cg, total = rows * O;
   if (depth == 0) {
     std::fill(y, y + total, R(0));
