@@ -230,3 +230,44 @@ def run_in_threads(worker, count=4):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def check_fft(fn, *args, axes=(-1,), passes=1):
+    """fn (`passes` chained transforms over `axes`) on metal against the CPU, normwise over each
+    transform as FFT error analysis bounds it (Higham, Accuracy and Stability, 24.1): the error's 2-norm
+    is within c * log2(n) * eps of the result's, for any radix or order of the stages; each element's
+    error is at most that. Sizes other than powers of two may go through Bluestein's algorithm (three
+    transforms of about twice the length)."""
+    want = run_on("cpu", fn, *args)
+    got = run_on("metal", fn, *args)
+    results = jax.tree.leaves(want)
+    rank = results[0].ndim
+    shapes = [np.shape(a) for a in args if np.ndim(a) == rank] + [w.shape for w in results]
+    sizes = [max(s[a] for s in shapes) for a in axes]
+    stages = sum(int(np.ceil(np.log2(max(n, 2)))) + 1 for n in sizes)
+    if any(n & (n - 1) for n in sizes):
+        stages *= 3
+    norms = [np.sqrt(np.sum(np.abs(w.astype(np.complex128)) ** 2, axis=axes, keepdims=True)) for w in jax.tree.leaves(want)]
+    assert_reduction_close(got, want, norms, passes * stages, what=getattr(fn, "__name__", str(fn)))
+    return got
+
+
+def mlp_loss(params, x, y, activation=jax.nn.relu):
+    """Softmax cross-entropy of an MLP (params from init_mlp) on integer labels y."""
+    h = x
+    for w, b in params[:-1]:
+        h = activation(h @ w + b)
+    w, b = params[-1]
+    logits = h @ w + b
+    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, logits.shape[-1]), axis=-1))
+
+
+def make_sgd_step(activation=jax.nn.relu, lr=0.1):
+    """A jitted SGD step on mlp_loss: (params, x, y) -> (new params, loss)."""
+
+    @jax.jit
+    def step(params, x, y):
+        loss, grads = jax.value_and_grad(mlp_loss)(params, x, y, activation)
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+    return step

@@ -5,29 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcompare import assert_reduction_close, random_array, run_on
+from jaxcompare import check_fft, random_array
 
 RNG = np.random.default_rng(9)
-
-
-def check_fft(fn, *args, axes=(-1,), passes=1):
-    """fn (`passes` chained transforms over `axes`) on metal against the CPU, normwise over each
-    transform as FFT error analysis bounds it (Higham, Accuracy and Stability, 24.1): the error's 2-norm
-    is within c * log2(n) * eps of the result's, for any radix or order of the stages; each element's
-    error is at most that. Sizes other than powers of two may go through Bluestein's algorithm (three
-    transforms of about twice the length)."""
-    want = run_on("cpu", fn, *args)
-    got = run_on("metal", fn, *args)
-    results = jax.tree.leaves(want)
-    rank = results[0].ndim
-    shapes = [np.shape(a) for a in args if np.ndim(a) == rank] + [w.shape for w in results]
-    sizes = [max(s[a] for s in shapes) for a in axes]
-    stages = sum(int(np.ceil(np.log2(max(n, 2)))) + 1 for n in sizes)
-    if any(n & (n - 1) for n in sizes):
-        stages *= 3
-    norms = [np.sqrt(np.sum(np.abs(w.astype(np.complex128)) ** 2, axis=axes, keepdims=True)) for w in jax.tree.leaves(want)]
-    assert_reduction_close(got, want, norms, passes * stages, what=getattr(fn, "__name__", str(fn)))
-    return got
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 13, 64, 97])

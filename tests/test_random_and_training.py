@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcompare import assert_close, check, device, init_mlp, run_on
+from jaxcompare import assert_close, check, device, init_mlp, make_sgd_step, run_on
 
 
 @pytest.mark.parametrize("impl", ["threefry2x32"])
@@ -32,19 +32,7 @@ def test_dropout_mask_identical():
     np.testing.assert_array_equal(actual, expected)
 
 
-def mlp_loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jax.nn.relu(h @ w + b)
-    w, b = params[-1]
-    logits = h @ w + b
-    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, logits.shape[-1]), axis=-1))
-
-
-@jax.jit
-def sgd_step(params, x, y):
-    loss, grads = jax.value_and_grad(mlp_loss)(params, x, y)
-    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+sgd_step = make_sgd_step()
 
 
 def train(platform, steps=20):

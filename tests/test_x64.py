@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import (assert_close, assert_reduction_close, check, check_reduction, device, eps, init_mlp,
+from jaxcompare import (assert_close, check, check_fft, check_reduction, device, eps, init_mlp, make_sgd_step,
                         random_array, run_on, special_floats)
 
 RNG = np.random.default_rng(64)
@@ -216,22 +216,6 @@ def test_convolution_complex128():
 
 
 # ---- FFT
-
-def check_fft(fn, *args, axes=(-1,), passes=1):
-    """As tests/test_fft.py: normwise over each transform, within c * log2(n) * eps of float64."""
-    want = run_on("cpu", fn, *args)
-    got = run_on("metal", fn, *args)
-    results = jax.tree.leaves(want)
-    rank = results[0].ndim
-    shapes = [np.shape(a) for a in args if np.ndim(a) == rank] + [r.shape for r in results]
-    sizes = [max(s[a] for s in shapes) for a in axes]
-    stages = sum(int(np.ceil(np.log2(max(n, 2)))) + 1 for n in sizes)
-    if any(n & (n - 1) for n in sizes):
-        stages *= 3
-    norms = [np.sqrt(np.sum(np.abs(r) ** 2, axis=axes, keepdims=True)) for r in results]
-    assert_reduction_close(got, want, norms, passes * stages, what=getattr(fn, "__name__", str(fn)))
-    return got
-
 
 @pytest.mark.parametrize("n", [1, 8, 13, 64, 100])
 def test_fft_complex128_and_float64(n):
@@ -449,19 +433,7 @@ def test_random_float64_and_64_bit_ints_identical():
     check(transformed, np.uint32(5))
 
 
-def mlp_loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(h @ w + b)
-    w, b = params[-1]
-    logits = h @ w + b
-    return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, logits.shape[-1]), axis=-1))
-
-
-@jax.jit
-def sgd_step(params, x, y):
-    loss, grads = jax.value_and_grad(mlp_loss)(params, x, y)
-    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), loss
+sgd_step = make_sgd_step(jnp.tanh)
 
 
 def train(platform, steps=25):
