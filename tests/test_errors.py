@@ -80,8 +80,9 @@ def test_float64_error_names_the_dtype():
     # float64 runs (tests/test_x64.py); what is still refused under x64 names its float64 types.
     with jax.enable_x64(True):
         np.testing.assert_array_equal(np.asarray(run_metal(jnp.negative, np.arange(3.0))), -np.arange(3.0))
-        with pytest.raises(RuntimeError, match=r"'stablehlo.reduce' on tensor<3xf64>"):
-            run_metal(lambda x: lax.reduce(x, 0.0, lambda a, b: a * b + 1.0, (0,)), np.arange(3, dtype=np.float64))
+        pick = lambda a, b: lax.cond(a > b, lambda: a * 2, lambda: b)  # noqa: E731  control flow in a window body
+        with pytest.raises(RuntimeError, match=r"'stablehlo.reduce_window' on tensor<3xf64>"):
+            run_metal(lambda x: lax.reduce_window(x, 0.0, pick, (2,), (1,), "VALID"), np.arange(3, dtype=np.float64))
     still_alive()
 
 
