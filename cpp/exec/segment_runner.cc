@@ -130,21 +130,16 @@ class SegmentedExecutor : public Executor {
         if (slot.kind == Slot::kInput) input_last_reader[slot.index] = static_cast<int>(s);
         c.reads.push_back(slot);
       }
-      // Results first, one per output index this segment writes, then the values later segments read.
-      std::vector<uint8_t> written(graph.outputs.size(), 0);
-      for (int v : seg.outputs) {
-        Slot slot{Slot::kTemporary, SIZE_MAX};
-        for (size_t j = 0; j < graph.outputs.size(); ++j)
-          if (graph.outputs[j] == v && placement.output_segment[j] == s && !written[j]) {
-            written[j] = 1;
-            output_writer[j] = static_cast<int>(s);
-            slot = {Slot::kOutput, j};
-            break;
-          }
-        if (slot.index == SIZE_MAX) {
-          slot = {Slot::kTemporary, temporary_bytes.size()};
+      // Results the executable returns go straight to its outputs; values only later segments read get
+      // temporaries.
+      for (size_t k = 0; k < seg.outputs.size(); ++k) {
+        const int v = seg.outputs[k], j = seg.returns[k];
+        const Slot slot =
+            j >= 0 ? Slot{Slot::kOutput, static_cast<size_t>(j)} : Slot{Slot::kTemporary, temporary_bytes.size()};
+        if (j >= 0)
+          output_writer[static_cast<size_t>(j)] = static_cast<int>(s);
+        else
           temporary_bytes.push_back(graph.type(v).ByteSize());
-        }
         // Later segments read the value where it was first written (its first output, since results
         // come first); a parameter returned as it is stays read from the parameter.
         Slot& home = slot_of[static_cast<size_t>(v)];

@@ -54,12 +54,22 @@ int Graph::AddValue(DType dtype, std::vector<int64_t> shape) {
 
 namespace {
 
-void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent) {
+struct Notes {
+  const std::vector<std::string>& before;
+  const std::vector<std::string>& after;
+  void Before(std::ostream& os, size_t i) const {
+    if (i < before.size() && !before[i].empty()) os << "  " << before[i] << '\n';
+  }
+};
+
+void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent, const Notes* notes = nullptr) {
   os << "graph(";
   for (size_t i = 0; i < g.inputs.size(); ++i)
     os << (i ? ", " : "") << '%' << g.inputs[i] << ": " << g.type(g.inputs[i]).ToString();
   os << ") {\n";
-  for (const Op& op : g.ops) {
+  for (size_t k = 0; k < g.ops.size(); ++k) {
+    const Op& op = g.ops[k];
+    if (notes) notes->Before(os, k);
     os << indent << "  ";
     for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << '%' << op.outputs[i];
     os << " = " << OpKindName(op.kind) << '(';
@@ -74,12 +84,14 @@ void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent) {
     if (op.kind == OpKind::kConstant) os << " bytes=" << op.data.size();
     os << " : ";
     for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << g.type(op.outputs[i]).ToString();
+    if (notes && k < notes->after.size()) os << notes->after[k];
     os << '\n';
     for (const Graph& sub : op.subgraphs) {
       os << indent << "    ";
       PrintGraph(os, sub, indent + "    ");
     }
   }
+  if (notes) notes->Before(os, g.ops.size());
   os << indent << "  return ";
   for (size_t i = 0; i < g.outputs.size(); ++i) os << (i ? ", " : "") << '%' << g.outputs[i];
   os << '\n' << indent << "}\n";
@@ -90,6 +102,13 @@ void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent) {
 std::string Graph::ToString() const {
   std::ostringstream os;
   PrintGraph(os, *this, "");
+  return os.str();
+}
+
+std::string Graph::ToString(const std::vector<std::string>& before, const std::vector<std::string>& after) const {
+  std::ostringstream os;
+  const Notes notes{before, after};
+  PrintGraph(os, *this, "", &notes);
   return os.str();
 }
 

@@ -73,6 +73,10 @@ struct Graph {
   int AddValue(DType dtype, std::vector<int64_t> shape);
   const TensorType& type(int value) const { return values[static_cast<size_t>(value)]; }
   std::string ToString() const;  // one op a line: "%3 = Add(%1, %2) : f32[4]"
+  // The same with notes on the top-level ops (placement's segments and executors): before[i], when not
+  // empty, is a line of its own ahead of op i (index ops.size(): ahead of the return), after[i] ends
+  // op i's line.
+  std::string ToString(const std::vector<std::string>& before, const std::vector<std::string>& after) const;
 };
 
 }  // namespace jmp::mps

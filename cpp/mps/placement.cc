@@ -180,70 +180,55 @@ Placement PlaceGraph(const Graph& g) {
           export_from(static_cast<size_t>(m), v);
   // Results: each output index is written once, by the segment that makes its value (a value returned
   // twice is written twice); parameters and constants returned as they are go to the last segment.
+  // A value both exported and returned is written once, to its first result's memory, which later
+  // segments then read; so a segment's results come first and exports not also returned follow.
   const size_t last = p.segments.size() - 1;
-  std::vector<std::vector<int>> extra(p.segments.size());
-  p.output_segment.resize(g.outputs.size());
+  std::vector<std::vector<int>> returned(p.segments.size());
   for (size_t j = 0; j < g.outputs.size(); ++j) {
-    int v = g.outputs[j];
-    int m = made_in[static_cast<size_t>(v)];
-    size_t s = m >= 0 ? static_cast<size_t>(m) : last;
-    p.output_segment[j] = s;
-    extra[s].push_back(v);
+    int m = made_in[static_cast<size_t>(g.outputs[j])];
+    returned[m >= 0 ? static_cast<size_t>(m) : last].push_back(static_cast<int>(j));
   }
   for (size_t s = 0; s < p.segments.size(); ++s) {
-    std::vector<int> outs = exports[s];
-    std::vector<int> results = extra[s];
-    // A value both exported and returned is written once to its first result's memory, which later
-    // segments then read; so results come first and exports not also returned follow.
-    std::vector<int> all = results;
-    for (int v : outs)
-      if (std::find(results.begin(), results.end(), v) == results.end()) all.push_back(v);
-    BuildSegmentGraph(g, producer, p.segments[s], all);
+    Segment& seg = p.segments[s];
+    std::vector<int> outs;
+    for (int j : returned[s]) {
+      outs.push_back(g.outputs[static_cast<size_t>(j)]);
+      seg.returns.push_back(j);
+    }
+    for (int v : exports[s])  // distinct values, so only the results can already hold one
+      if (std::find(outs.begin(), outs.end(), v) == outs.end()) {
+        outs.push_back(v);
+        seg.returns.push_back(-1);
+      }
+    BuildSegmentGraph(g, producer, seg, outs);
   }
   return p;
 }
 
 std::string PlacementToString(const Graph& g, const Placement& p) {
-  // The graph as Graph::ToString prints it, ops in the order they run, each top-level op marked with its
-  // executor and each segment opened by a line saying what crosses into and out of it.
+  // The graph as it runs: ops in segment order, each marked with its executor, each segment opened by a
+  // line saying what crosses into and out of it.
   Graph view;
   view.values = g.values;
   view.inputs = g.inputs;
   view.outputs = g.outputs;
-  std::vector<std::string> headers;
-  std::vector<size_t> first_op;
+  std::vector<std::string> before, after;
   for (size_t s = 0; s < p.segments.size(); ++s) {
     const Segment& seg = p.segments[s];
     std::ostringstream h;
-    h << "  -- segment " << s << " on " << WhereName(seg.where) << ": reads (";
+    h << "-- segment " << s << " on " << WhereName(seg.where) << ": reads (";
     for (size_t i = 0; i < seg.inputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.inputs[i];
     h << "), writes (";
     for (size_t i = 0; i < seg.outputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.outputs[i];
     h << ")";
-    headers.push_back(h.str());
-    first_op.push_back(view.ops.size());
-    for (size_t i : seg.ops) view.ops.push_back(g.ops[i]);
+    before.resize(view.ops.size() + 1);
+    before.back() += (before.back().empty() ? "" : "\n  ") + h.str();
+    for (size_t i : seg.ops) {
+      view.ops.push_back(g.ops[i]);
+      after.push_back("  @" + std::string(WhereName(seg.where)));
+    }
   }
-  std::vector<Where> where;
-  for (const Segment& seg : p.segments)
-    for (size_t k = 0; k < seg.ops.size(); ++k) where.push_back(seg.where);
-
-  std::istringstream lines(view.ToString());
-  std::ostringstream os;
-  std::string line;
-  size_t op = 0, segment = 0;
-  bool first = true;
-  while (std::getline(lines, line)) {
-    bool top_level_op = !first && line.rfind("  %", 0) == 0;
-    bool top_level_return = line.rfind("  return", 0) == 0;
-    if (top_level_op || (top_level_return && op == 0))
-      while (segment < headers.size() && first_op[segment] == op) os << headers[segment++] << '\n';
-    os << line;
-    if (top_level_op) os << "  @" << WhereName(where[op++]);
-    os << '\n';
-    first = false;
-  }
-  return os.str();
+  return view.ToString(before, after);
 }
 
 }  // namespace jmp::mps

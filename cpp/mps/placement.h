@@ -34,14 +34,13 @@ struct Segment {
   Graph graph;
   std::vector<int> inputs;   // outer value ids: graph.inputs[i] holds inputs[i]
   std::vector<int> outputs;  // outer value ids: graph.outputs[k] holds outputs[k]
+  std::vector<int> returns;  // per result k: the executable's output index it is, or -1 (read later only)
   std::vector<size_t> ops;   // indices of the outer graph's ops it runs, in its order
 };
 
 struct Placement {
   std::vector<Where> op_where;    // per outer op
   std::vector<Segment> segments;  // in execution order; one segment when no cut is needed
-  // Per outer output j: the segment that writes it (passed-through inputs and constants: the last).
-  std::vector<size_t> output_segment;
 };
 
 // Orders the ops so that each executor takes every op it can before handing over (fewer cuts), keeping

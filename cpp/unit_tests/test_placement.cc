@@ -71,7 +71,8 @@ JMP_TEST(Placement, IndependentOpsJoinTheirExecutorsSegment) {
   EXPECT_SAME(p.segments[1].ops, (std::vector<size_t>{1, 2}));
   // The host segment reads only the parameter; each segment writes its own result.
   EXPECT_SAME(p.segments[1].inputs, std::vector<int>{0});
-  EXPECT_SAME(p.output_segment, (std::vector<size_t>{0, 1}));
+  EXPECT_SAME(p.segments[0].returns, std::vector<int>{0});
+  EXPECT_SAME(p.segments[1].returns, std::vector<int>{1});
 }
 
 JMP_TEST(Placement, ALoopWithAHostOpInItsBodyRunsOnTheHostWhole) {
