@@ -307,7 +307,7 @@ Status Convolution(LowerContext& cx) {
   } else if (IsComplex(out_type)) {
     // (a + bi) * (c + di) summed: real ac - bd, imaginary ad + bc, four real convolutions (float32 ones
     // run as MPSGraph convolutions; complex128's parts are float64, on the host).
-    const DType part = out_type == DType::kC64 ? DType::kF32 : DType::kF64;
+    const DType part = RealOf(out_type);
     auto re = [&](int v) { return cx.Emit(OpKind::kRealPart, {cx.Cast(v, out_type)}, part, cx.ShapeOf(v)); };
     auto im = [&](int v) { return cx.Emit(OpKind::kImaginaryPart, {cx.Cast(v, out_type)}, part, cx.ShapeOf(v)); };
     int a = re(x), b = im(x), c = re(w), d = im(w);

@@ -66,9 +66,6 @@ Status EmitAndBind(LowerContext& cx, OpKind kind, std::vector<int> inputs, const
   return Status::Ok();
 }
 
-DType RealPart(DType t) { return t == DType::kC64 ? DType::kF32 : t == DType::kC128 ? DType::kF64 : t; }
-DType ComplexPart(DType t) { return t == DType::kF32 ? DType::kC64 : t == DType::kF64 ? DType::kC128 : t; }
-
 // jax_metal.lapack.lu: (a) -> (lu, pivots int32, permutation int32), as lax.linalg.lu_p.
 Status Lu(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
@@ -88,7 +85,7 @@ Status Svd(LowerContext& cx) {
   f.compute_uv = Flag(config, 1);
   const int64_t m = s[s.size() - 2], n = s.back(), k = std::min(m, n);
   const DType t = cx.DTypeOf(a);
-  std::vector<TensorType> outs = {{RealPart(t), With(s, 2, {k})}};
+  std::vector<TensorType> outs = {{RealOf(t), With(s, 2, {k})}};
   if (f.compute_uv) {
     outs.push_back({t, With(s, 2, {m, f.full_matrices ? m : k})});
     outs.push_back({t, With(s, 2, {f.full_matrices ? n : k, n})});
@@ -104,7 +101,7 @@ Status Eig(LowerContext& cx) {
   LapackAttrs f;
   f.compute_left = Flag(config, 0);
   f.compute_right = Flag(config, 1);
-  const DType c = ComplexPart(cx.DTypeOf(a));
+  const DType c = ComplexOf(cx.DTypeOf(a));
   return EmitAndBind(cx, OpKind::kLapackEig, {a}, f, {{c, With(s, 1, {})}, {c, s}, {c, s}});
 }
 
@@ -161,7 +158,7 @@ Status LapackEigh(LowerContext& cx) {
   LapackAttrs f;
   f.lower = Flag(ConfigFlags(cx), 0) || ConfigFlags(cx).empty();
   f.sort = true;
-  return EmitAndBind(cx, OpKind::kLapackEigh, {a}, f, {cx.Type(a), {RealPart(cx.DTypeOf(a)), With(s, 1, {})}});
+  return EmitAndBind(cx, OpKind::kLapackEigh, {a}, f, {cx.Type(a), {RealOf(cx.DTypeOf(a)), With(s, 1, {})}});
 }
 
 void RegisterLapackRules(std::map<std::string, LowerRule>& r) {
