@@ -95,6 +95,18 @@ Status RunCumulative(const OpArgs& a, Reduction how) {
   });
 }
 
+namespace {
+
+// perm = 0..n-1 in the order of key(i), stably: equal keys keep their index order, ascending or not.
+template <typename Key>
+void StableOrder(std::vector<int64_t>& perm, bool descending, const Key& key) {
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](int64_t p, int64_t q) { return descending ? key(q) < key(p) : key(p) < key(q); });
+}
+
+}  // namespace
+
 // Stable, ascending or descending; the lowering never passes NaN keys.
 Status RunSort(const OpArgs& a) {
   int64_t outer, n, inner;
@@ -112,10 +124,7 @@ Status RunSort(const OpArgs& a) {
       std::vector<int64_t> perm(static_cast<size_t>(n));
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t in = 0; in < inner; ++in) {
-          auto key = [&](int64_t i) { return N::Load(x[(o * n + i) * inner + in]); };
-          std::iota(perm.begin(), perm.end(), 0);
-          std::stable_sort(perm.begin(), perm.end(),
-                           [&](int64_t p, int64_t q) { return descending ? key(q) < key(p) : key(p) < key(q); });
+          StableOrder(perm, descending, [&](int64_t i) { return N::Load(x[(o * n + i) * inner + in]); });
           for (int64_t i = 0; i < n; ++i) {
             int64_t at = (o * n + i) * inner + in;
             if (arg)
@@ -147,9 +156,7 @@ Status RunTopK(const OpArgs& a) {
       std::vector<int64_t> perm(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r) {
         const T* row = x + r * n;
-        std::iota(perm.begin(), perm.end(), 0);
-        std::stable_sort(perm.begin(), perm.end(),
-                         [&](int64_t p, int64_t q) { return N::Load(row[q]) < N::Load(row[p]); });
+        StableOrder(perm, /*descending=*/true, [&](int64_t i) { return N::Load(row[i]); });
         for (int64_t i = 0; i < k; ++i) {
           values[r * k + i] = row[perm[static_cast<size_t>(i)]];
           indices[r * k + i] = static_cast<int32_t>(perm[static_cast<size_t>(i)]);
