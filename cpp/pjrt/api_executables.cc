@@ -8,6 +8,17 @@
 
 namespace jmp::pjrt {
 
+namespace {
+
+PJRT_LoadedExecutable* Load(PJRT_Client* client, std::shared_ptr<CompiledProgram> program) {
+  auto* loaded = new PJRT_LoadedExecutable;
+  loaded->program = std::move(program);
+  loaded->client = client;
+  return loaded;
+}
+
+}  // namespace
+
 Status ClientCompile(PJRT_Client_Compile_Args* args) {
   JMP_REQUIRE(args->client && args->program, "PJRT_Client_Compile: client or program is null");
   const PJRT_Program* p = args->program;
@@ -16,10 +27,7 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   JMP_ASSIGN_OR_RETURN(
       std::shared_ptr<CompiledProgram> program,
       CompileProgram(*args->client->state->executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size));
-  auto* loaded = new PJRT_LoadedExecutable;
-  loaded->program = std::move(program);
-  loaded->client = args->client;
-  args->executable = loaded;
+  args->executable = Load(args->client, std::move(program));
   return Status::Ok();
 }
 
@@ -139,10 +147,7 @@ Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* arg
       std::shared_ptr<CompiledProgram> program,
       DeserializeProgram(*args->client->state->executor, reinterpret_cast<const uint8_t*>(args->serialized_executable),
                          args->serialized_executable_size));
-  auto* loaded = new PJRT_LoadedExecutable;
-  loaded->program = std::move(program);
-  loaded->client = args->client;
-  args->loaded_executable = loaded;
+  args->loaded_executable = Load(args->client, std::move(program));
   return Status::Ok();
 }
 
