@@ -62,6 +62,31 @@ std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
   return {};
 }
 
+double DecodeScalar(DType dtype, const uint8_t* p) {
+  auto load = [p](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  switch (dtype) {
+    case DType::kBool: return p[0] != 0;
+    case DType::kI8: return load(int8_t{});
+    case DType::kI16: return load(int16_t{});
+    case DType::kI32: return load(int32_t{});
+    case DType::kI64: return static_cast<double>(load(int64_t{}));
+    case DType::kU8: return load(uint8_t{});
+    case DType::kU16: return load(uint16_t{});
+    case DType::kU32: return load(uint32_t{});
+    case DType::kU64: return static_cast<double>(load(uint64_t{}));
+    case DType::kF16: return HalfToFloat(load(uint16_t{}));
+    case DType::kBF16: return BFloat16ToFloat(load(uint16_t{}));
+    case DType::kF32: return load(float{});
+    case DType::kF64: return load(double{});
+    case DType::kC64: return load(float{});  // real part; only identity checks use this
+    case DType::kC128: return load(double{});
+  }
+  return 0;
+}
+
 std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits) {
   std::vector<uint8_t> out(ByteSize(dtype));
   for (size_t i = 0; i < out.size() && i < 8; ++i) out[i] = static_cast<uint8_t>(bits >> (8 * i));
@@ -199,6 +224,10 @@ StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& param
     it = it->first.first == &sub ? splats_.erase(it) : std::next(it);
   for (auto it = iota_axis_.begin(); it != iota_axis_.end();)
     it = it->first.first == &sub ? iota_axis_.erase(it) : std::next(it);
+  for (auto it = one_source_.begin(); it != one_source_.end();)
+    it = it->first.first == &sub ? one_source_.erase(it) : std::next(it);
+  for (auto it = constant_at_.begin(); it != constant_at_.end();)
+    it = it->first.first == &sub ? constant_at_.erase(it) : std::next(it);
   if (!outputs.ok()) return outputs.status();
   sub.outputs = *outputs;
   captures->clear();
@@ -341,36 +370,57 @@ std::vector<int> LowerContext::EmitOp(Op op, const std::vector<TensorType>& outp
   return ids;
 }
 
+int LowerContext::OneSource(int v) {
+  auto it = one_source_.find({&graph(), v});
+  return it == one_source_.end() ? -1 : it->second;
+}
+
+int LowerContext::SplatOf(int one, const Shape& shape) { return BroadcastTo(one, shape); }
+
 int LowerContext::Unary(OpKind kind, int x) {
   TensorType t = Type(x);
+  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(kind, {s}, t.dtype, ShapeOf(s)), t.shape);
   return Emit(kind, {x}, t.dtype, t.shape);
 }
 
 int LowerContext::Binary(OpKind kind, int a, int b) {
   TensorType t = Type(a);
+  int sa = OneSource(a), sb = OneSource(b);
+  if (sa >= 0 && sb >= 0 && ShapeOf(sa) == ShapeOf(sb))
+    return SplatOf(Emit(kind, {sa, sb}, t.dtype, ShapeOf(sa)), t.shape);
   return Emit(kind, {a, b}, t.dtype, t.shape);
 }
 
 int LowerContext::Compare(OpKind kind, int a, int b) {
   Shape shape = ShapeOf(a);
+  int sa = OneSource(a), sb = OneSource(b);
+  if (sa >= 0 && sb >= 0 && ShapeOf(sa) == ShapeOf(sb))
+    return SplatOf(Emit(kind, {sa, sb}, DType::kBool, ShapeOf(sa)), shape);
   return Emit(kind, {a, b}, DType::kBool, shape);
 }
 
 int LowerContext::Select(int pred, int on_true, int on_false) {
   TensorType t = Type(on_true);
-  if (ShapeOf(pred) != t.shape) pred = BroadcastTo(pred, t.shape);
+  int sp = ShapeOf(pred) == t.shape ? OneSource(pred) : -1, st = OneSource(on_true), sf = OneSource(on_false);
+  if (sp >= 0 && st >= 0 && sf >= 0 && ShapeOf(sp) == ShapeOf(st) && ShapeOf(st) == ShapeOf(sf))
+    return SplatOf(Emit(OpKind::kSelect, {sp, st, sf}, t.dtype, ShapeOf(st)), t.shape);
+  // A splat predicate stays one element (the op takes it so): one copy of the chosen operand.
+  if (sp >= 0) pred = sp;
+  if (ShapeOf(pred) != t.shape && Type(pred).NumElements() != 1) pred = BroadcastTo(pred, t.shape);
   return Emit(OpKind::kSelect, {pred, on_true, on_false}, t.dtype, t.shape);
 }
 
 int LowerContext::Cast(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
+  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(OpKind::kCast, {s}, to, ShapeOf(s)), shape);
   return Emit(OpKind::kCast, {x}, to, shape);
 }
 
 int LowerContext::Reinterpret(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
+  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(OpKind::kReinterpretCast, {s}, to, ShapeOf(s)), shape);
   return Emit(OpKind::kReinterpretCast, {x}, to, shape);
 }
 
@@ -433,6 +483,7 @@ int LowerContext::BroadcastTo(int x, Shape shape) {
   bool known = KnownSplat(x, &splat);
   int y = Emit(OpKind::kBroadcast, {x}, DTypeOf(x), shape);
   if (known) splats_[{&graph(), y}] = splat;
+  if (Type(x).NumElements() == 1) one_source_[{&graph(), y}] = x;
   return y;
 }
 
@@ -453,6 +504,29 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
     whole &= starts[i] == 0 && ends[i] == in[i] && strides[i] == 1;
   }
   if (whole) return x;
+  // One element of a constant (threefry's rotation amounts) is a known scalar: later ops see a splat
+  // (a shift by it needs no range check).
+  auto c = constant_at_.find({&graph(), x});
+  bool still_there = c != constant_at_.end() && c->second < graph().ops.size() &&
+                     graph().ops[c->second].kind == OpKind::kConstant && graph().ops[c->second].outputs[0] == x;
+  if (still_there && !IsComplex(DTypeOf(x)) && !out.empty()) {
+    int64_t count = 1;
+    for (int64_t d : out) count *= d;
+    if (count == 1) {
+      Shape in_strides(in.size(), 1);
+      for (size_t i = in.size(); i-- > 1;) in_strides[i - 1] = in_strides[i] * in[i];
+      int64_t offset = 0;
+      for (size_t i = 0; i < in.size(); ++i) offset += starts[i] * in_strides[i];
+      size_t width = ByteSize(DTypeOf(x));
+      const std::vector<uint8_t>& data = graph().ops[c->second].data;
+      std::vector<uint8_t> one(data.begin() + offset * static_cast<int64_t>(width),
+                               data.begin() + (offset + 1) * static_cast<int64_t>(width));
+      double value = DecodeScalar(DTypeOf(x), one.data());
+      int y = Reshape(ConstantData(DTypeOf(x), {}, std::move(one)), out);
+      splats_[{&graph(), y}] = value;
+      return y;
+    }
+  }
   return Emit(OpKind::kSlice, {x}, DTypeOf(x), out, SliceAttrs{std::move(starts), std::move(ends), std::move(strides)});
 }
 
@@ -478,7 +552,9 @@ int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> da
   // Built in place rather than through ConstantAttrs: the bytes move, never copied.
   Op op = NewOp(OpKind::kConstant, {});
   op.data = std::move(data);
-  return EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
+  int v = EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
+  constant_at_[{&graph(), v}] = graph().ops.size() - 1;
+  return v;
 }
 
 void LowerContext::RecordSplat(int v, double value) { splats_[{&graph(), v}] = value; }

@@ -154,6 +154,13 @@ class LowerContext {
   Status failure_;
   std::map<std::pair<const Graph*, int>, double> splats_;
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
+  // Broadcasts of one element (splats): the element, at the broadcast's rank. Elementwise ops whose
+  // operands are all splats compute on the elements and broadcast the result, so a shift by a loop-carried
+  // amount or a compare of two splats costs one element, not a tensor.
+  std::map<std::pair<const Graph*, int>, int> one_source_;
+  std::map<std::pair<const Graph*, int>, size_t> constant_at_;  // a Constant's op index in its graph
+  int OneSource(int v);
+  int SplatOf(int one, const Shape& shape);
 };
 
 // Attribute values from an artifact that sizes are computed from must be small enough that no
@@ -167,8 +174,9 @@ inline bool Reasonable(const std::vector<int64_t>& values, int64_t limit = int64
 // Element-type helpers for constants.
 std::vector<uint8_t> EncodeScalar(DType dtype, double value);
 std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits);
-double LowestValue(DType dtype);   // -inf for floats, the minimum for integers, 0 for bool
-double HighestValue(DType dtype);  // +inf for floats, the maximum for integers, 1 for bool
+double DecodeScalar(DType dtype, const uint8_t* p);  // complex: the real part
+double LowestValue(DType dtype);                     // -inf for floats, the minimum for integers, 0 for bool
+double HighestValue(DType dtype);                    // +inf for floats, the maximum for integers, 1 for bool
 
 // One lowering rule per StableHLO op name; each op family registers its rules (lower_registry.cc).
 using LowerRule = Status (*)(LowerContext& cx);

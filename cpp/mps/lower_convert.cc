@@ -1,25 +1,20 @@
-// convert and bitcast_convert. Integer narrowing keeps the low bits through a reinterpretation
-// (exact on any device) rather than trusting how a cast treats out-of-range integers.
+// convert and bitcast_convert. Integer narrowing keeps the low bits by masking before the cast (exact on
+// any device) rather than trusting how a cast treats out-of-range integers.
 #include "mps/lower_context.h"
 
 namespace jmp::mps {
 
 namespace {
 
-// The low `to`-sized part of each element: reinterpret as `to_width` pieces and keep piece 0
-// (little-endian, as on every Apple GPU and on the host).
+// The low `to`-sized part of each element, as the unsigned `to`: masked in the wide type, then cast. The
+// masked value is in the narrow type's range, where a cast is exact whether it would saturate or wrap,
+// and the whole stays elementwise, so fused chains (random bits: 64-bit counters split in halves) stay
+// fused.
 int LowBits(LowerContext& cx, int x, DType to) {
-  Shape shape = cx.ShapeOf(x);
-  int ratio = static_cast<int>(ByteSize(cx.DTypeOf(x)) / ByteSize(to));
-  Shape one = shape;
-  one.push_back(1);
-  Shape pieces = shape;
-  pieces.push_back(ratio);
-  int y = cx.Reshape(x, one);
-  y = cx.Emit(OpKind::kReinterpretCast, {y}, to, pieces);
-  Shape starts(pieces.size(), 0), ends = pieces;
-  ends.back() = 1;
-  return cx.Reshape(cx.Slice(y, starts, ends), shape);
+  DType wide = UnsignedOfWidth(BitWidth(cx.DTypeOf(x)));
+  uint64_t mask = BitWidth(to) >= 64 ? ~uint64_t{0} : (uint64_t{1} << BitWidth(to)) - 1;
+  int masked = cx.Binary(OpKind::kBitwiseAnd, cx.Reinterpret(x, wide), cx.SplatBits(wide, cx.ShapeOf(x), mask));
+  return cx.Cast(masked, to);
 }
 
 int ConvertValue(LowerContext& cx, int x, DType to) {

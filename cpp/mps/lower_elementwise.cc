@@ -60,11 +60,15 @@ Status Sign(LowerContext& cx) {
   const Shape shape = cx.ShapeOf(x);
   if (t == DType::kBool) return cx.Unsupported("sign of bool");
   if (IsComplex(t)) {
-    // x / |x|, and 0 for 0.
+    // x / |x| part by part (as XLA: an infinite part gives NaN, a finite one 0), and 0 for 0. A complex
+    // division by |x| + 0i would make both parts NaN whenever |x| is infinite.
+    DType r = RealOf(t);
     int mag = ComplexAbs(cx, x);
-    int zero = cx.Compare(OpKind::kEqual, mag, cx.Splat(RealOf(t), shape, 0));
-    int safe = cx.Select(zero, cx.Splat(RealOf(t), shape, 1), mag);
-    int q = cx.Binary(OpKind::kDivide, x, cx.Cast(safe, t));
+    int zero = cx.Compare(OpKind::kEqual, mag, cx.Splat(r, shape, 0));
+    int safe = cx.Select(zero, cx.Splat(r, shape, 1), mag);
+    int re = cx.Binary(OpKind::kDivide, cx.Emit(OpKind::kRealPart, {x}, r, shape), safe);
+    int im = cx.Binary(OpKind::kDivide, cx.Emit(OpKind::kImaginaryPart, {x}, r, shape), safe);
+    int q = cx.Emit(OpKind::kComplexFromParts, {re, im}, t, shape);
     return Result(cx, cx.Select(zero, cx.Splat(t, shape, 0), q));
   }
   if (IsUnsignedInt(t)) {
@@ -271,10 +275,13 @@ Status Shift(LowerContext& cx) {
   int bits = BitWidth(t);
   DType work = S == ShiftKind::kRightArithmetic ? SignedOfWidth(bits) : UnsignedOfWidth(bits);
   int xw = cx.Reinterpret(x, work);
+  OpKind kind = S == ShiftKind::kLeft ? OpKind::kBitwiseLeftShift : OpKind::kBitwiseRightShift;
+  double known;
+  if (cx.KnownSplat(y, &known) && known >= 0 && known < bits)
+    return Result(cx, cx.Reinterpret(cx.Binary(kind, xw, cx.Reinterpret(y, work)), t));
   int yu = cx.Reinterpret(y, UnsignedOfWidth(bits));
   int in_range = cx.Compare(OpKind::kLessThan, yu, cx.Splat(UnsignedOfWidth(bits), shape, bits));
   int amount = cx.Reinterpret(cx.Select(in_range, yu, cx.Splat(UnsignedOfWidth(bits), shape, 0)), work);
-  OpKind kind = S == ShiftKind::kLeft ? OpKind::kBitwiseLeftShift : OpKind::kBitwiseRightShift;
   int shifted = cx.Binary(kind, xw, amount);
   int fill = S == ShiftKind::kRightArithmetic
                  ? cx.Binary(OpKind::kBitwiseRightShift, xw, cx.Splat(work, shape, bits - 1))

@@ -9,31 +9,6 @@ namespace jmp::mps {
 
 namespace {
 
-double DecodeScalar(DType dtype, const uint8_t* p) {
-  auto load = [p](auto v) {
-    std::memcpy(&v, p, sizeof(v));
-    return v;
-  };
-  switch (dtype) {
-    case DType::kBool: return p[0] != 0;
-    case DType::kI8: return load(int8_t{});
-    case DType::kI16: return load(int16_t{});
-    case DType::kI32: return load(int32_t{});
-    case DType::kI64: return static_cast<double>(load(int64_t{}));
-    case DType::kU8: return load(uint8_t{});
-    case DType::kU16: return load(uint16_t{});
-    case DType::kU32: return load(uint32_t{});
-    case DType::kU64: return static_cast<double>(load(uint64_t{}));
-    case DType::kF16: return HalfToFloat(load(uint16_t{}));
-    case DType::kBF16: return BFloat16ToFloat(load(uint16_t{}));
-    case DType::kF32: return load(float{});
-    case DType::kF64: return load(double{});
-    case DType::kC64: return load(float{});  // real part; only identity checks use this
-    case DType::kC128: return load(double{});
-  }
-  return 0;
-}
-
 Status Constant(LowerContext& cx) {
   const shlo::Attr* value = cx.op().Find("value");
   if (!value || value->kind != shlo::Attr::Kind::kTensor) return cx.Unsupported("constant without a dense value");
