@@ -30,7 +30,7 @@ using U = std::make_unsigned_t<T>;
 template <typename T, typename F>
 void Map1(const OpArgs& a, F f, int64_t work = 1) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   using N = Num<T>;
   auto* y = reinterpret_cast<T*>(a.out[0]);
   ParallelFor(n, GrainFor(work), [&](int64_t begin, int64_t end) {
@@ -41,7 +41,7 @@ void Map1(const OpArgs& a, F f, int64_t work = 1) {
 template <typename T, typename F>
 void MapPredicate(const OpArgs& a, F f) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   uint8_t* y = a.out[0];
   ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) y[i] = f(Num<T>::Load(x[i])) ? 1 : 0;
@@ -63,7 +63,7 @@ using F32Loop = void (*)(const float*, float*, int64_t, int64_t);
 void MapF32(const OpArgs& a, F32Loop loop) {
   const float* x = reinterpret_cast<const float*>(a.in[0]);
   float* y = reinterpret_cast<float*>(a.out[0]);
-  ParallelFor(a.OutType().NumElements(), GrainFor(16), [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
+  ParallelFor(a.Count(), GrainFor(16), [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
 }
 
 // exp, tanh and sigmoid through fastmath (vectorised) for every type computed in float.
@@ -192,7 +192,7 @@ Status IntUnary(const OpArgs& a, UnOp op) {
 template <typename T>
 Status ComplexPart(const OpArgs& a, bool real) {
   using R = typename T::value_type;
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   const T* z = reinterpret_cast<const T*>(a.in[0]);
   R* y = reinterpret_cast<R*>(a.out[0]);
   for (int64_t i = 0; i < n; ++i) y[i] = real ? z[i].real() : z[i].imag();
@@ -297,8 +297,13 @@ void Map2(const OpArgs& a, F f) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   const T* y = reinterpret_cast<const T*>(a.in[1]);
   auto* z = reinterpret_cast<R*>(a.out[0]);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   using N = Num<T>;
+  if (a.uniform[1]) {
+    const auto y0 = N::Load(y[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = f(N::Load(x[i]), y0);
+    return;
+  }
   ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) z[i] = f(N::Load(x[i]), N::Load(y[i]));
   });
@@ -310,7 +315,17 @@ void Arith(const OpArgs& a, F f) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   const T* y = reinterpret_cast<const T*>(a.in[1]);
   auto* z = reinterpret_cast<T*>(a.out[0]);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
+  if (a.uniform[1]) {  // only in a fused tile: never worth splitting
+    const auto y0 = N::Load(y[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = N::Store(f(N::Load(x[i]), y0));
+    return;
+  }
+  if (a.uniform[0]) {
+    const auto x0 = N::Load(x[0]);
+    for (int64_t i = 0; i < n; ++i) z[i] = N::Store(f(x0, N::Load(y[i])));
+    return;
+  }
   ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) z[i] = N::Store(f(N::Load(x[i]), N::Load(y[i])));
   });
@@ -352,7 +367,7 @@ Status ComplexFromParts(const OpArgs& a) {
   if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
     return a.Unsupported("needs float32 or float64 parts");
   } else {
-    int64_t n = a.OutType().NumElements();
+    int64_t n = a.Count();
     const T* re = reinterpret_cast<const T*>(a.in[0]);
     const T* im = reinterpret_cast<const T*>(a.in[1]);
     auto* z = reinterpret_cast<std::complex<T>*>(a.out[0]);
@@ -585,11 +600,11 @@ Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
 
 Status RunSelect(const OpArgs& a) {
   size_t width = ByteSize(a.OutType().dtype);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   const uint8_t* p = a.in[0];
   const uint8_t* x = a.in[1];
   const uint8_t* y = a.in[2];
-  bool scalar_pred = a.InType(0).NumElements() == 1 && n != 1;
+  bool scalar_pred = a.InType(0).NumElements() == 1 && a.OutType().NumElements() != 1;
   auto run = [&](auto w) {
     using W = decltype(w);
     const W* xs = reinterpret_cast<const W*>(x);
@@ -630,7 +645,7 @@ Status RunClamp(const OpArgs& a) {
       const T* lo = reinterpret_cast<const T*>(a.in[1]);
       const T* hi = reinterpret_cast<const T*>(a.in[2]);
       T* y = reinterpret_cast<T*>(a.out[0]);
-      int64_t n = a.OutType().NumElements();
+      int64_t n = a.Count();
       for (int64_t i = 0; i < n; ++i) {
         auto v = N::Load(x[i]);
         auto l = N::Load(lo[i]);
@@ -644,7 +659,7 @@ Status RunClamp(const OpArgs& a) {
 }
 
 Status RunCast(const OpArgs& a) {
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count();
   return Dispatch(a.InType(0).dtype, [&](auto from_tag) -> Status {
     using From = typename decltype(from_tag)::type;
     return Dispatch(a.OutType().dtype, [&](auto to_tag) -> Status {

@@ -134,22 +134,21 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
                    bool outputs_alias_inputs, bool writable_carries) {
   const mps::Graph& g = *plan.graph;
   if (inputs.size() != g.inputs.size()) return Internal("wrong number of inputs");
-  Arena arena = plan.arenas->Take(plan.arena_bytes);
-  if (plan.arena_bytes && !arena) return ResourceExhausted("host executor: out of memory");
-  struct Return {
-    const Plan& plan;
-    Arena& arena;
-    ~Return() { plan.arenas->Give(std::move(arena)); }
-  } give_back{plan, arena};
+  ArenaLease arena(plan.arena_bytes);
+  if (!arena.ok()) return ResourceExhausted("host executor: out of memory");
   const bool profile = ProfilingEnabled();
   // Operand lists move into each op's OpArgs and back; their memory is the thread's, one pair per depth
   // of nested plans, so a loop body running its plan every iteration allocates nothing.
   ScratchLease scratch;
   std::vector<const uint8_t*>& in_list = scratch.lists->in;
   std::vector<uint8_t*>& out_list = scratch.lists->out;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
+  for (int step : plan.steps) {
+    if (step < 0) {
+      JMP_RETURN_IF_ERROR(RunFused(plan, plan.fused[static_cast<size_t>(-1 - step)], arena.get(), inputs));
+      continue;
+    }
+    const size_t i = static_cast<size_t>(step);
     const mps::Op& op = g.ops[i];
-    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
     in_list.clear();
     out_list.clear();
     OpArgs a{op, g, std::move(in_list), std::move(out_list)};
@@ -253,7 +252,7 @@ class HostExecutor : public Executor {
   }
 
  private:
-  std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();
+  std::shared_ptr<BlockCache> blocks_ = SharedBlocks();
 };
 
 }  // namespace

@@ -19,6 +19,14 @@ struct OpArgs {
   // MatMul only: operand i arrives as the input of the Transpose (of its last two dims) that made it,
   // which the plan skipped; BLAS applies the transpose.
   bool transposed[2] = {false, false};
+  // A fused run (host_fused.cc) hands elementwise kernels one tile: `count` elements starting at flat
+  // element `base` of the output, every operand pointer already at the tile (a one-element operand
+  // where the op takes one: not moved). -1: the whole output.
+  int64_t count = -1, base = 0;
+  // Operand j holds one value repeated (a fused group's splat): binary kernels read element 0 only,
+  // which lets a shift by it use the vector unit's shift-by-scalar.
+  bool uniform[2] = {false, false};
+  int64_t Count() const { return count >= 0 ? count : OutType().NumElements(); }
   const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
   const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }
   Status Unsupported(const char* what) const;

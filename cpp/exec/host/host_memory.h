@@ -1,5 +1,5 @@
-// Host device memory and per-run arenas: both keep freed blocks for reuse, so steady-state training
-// steps neither allocate nor fault in fresh pages. Used by the executor (buffers) and the planner (arenas).
+// Host device memory and per-run arenas: both come from one bounded cache of freed blocks, so steady-state
+// training steps neither allocate nor fault in fresh pages, and idle programs hold nothing.
 #pragma once
 
 #include <atomic>
@@ -8,7 +8,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "exec/executor.h"
 
@@ -18,18 +21,22 @@ constexpr size_t kAlign = 64;
 
 inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Device buffers come from a cache of freed blocks in size classes (four per power of two), as GPU
-// allocators do: a training step frees and allocates the same sizes every step, and fresh large
-// blocks would come from mmap and fault in every page again. At most kMaxCachedBytes stay cached.
+// Device buffers and run arenas come from one process-wide cache of freed blocks in size classes (four
+// per power of two), as GPU allocators do: a training step frees and allocates the same sizes every step,
+// and fresh large blocks would fault in every page again. At most kMaxCachedBytes stay cached; past that a
+// freed block goes back to the system at once (large blocks are mapped and unmapped directly, so no
+// allocator keeps them either). Thousands of compiled programs (a test suite) therefore hold no idle
+// memory of their own.
 class BlockCache {
  public:
-  static constexpr size_t kMaxCachedBytes = size_t{512} << 20;
+  static constexpr size_t kMaxCachedBytes = size_t{256} << 20;
+  static constexpr size_t kMapped = size_t{256} << 10;  // blocks this large are mmap'ed
 
   static size_t SizeClass(size_t n) {
     if (n <= 256) return AlignUp(n);
     size_t top = size_t{1} << (63 - __builtin_clzll(static_cast<unsigned long long>(n - 1)));  // < n <= 2 top
     size_t step = top / 4;
-    return (n + step - 1) / step * step;
+    return AlignUp((n + step - 1) / step * step);
   }
   uint8_t* Take(size_t cls) {
     {
@@ -42,9 +49,10 @@ class BlockCache {
         return p;
       }
     }
-    return static_cast<uint8_t*>(std::aligned_alloc(kAlign, cls));
+    return Allocate(cls);
   }
   void Give(uint8_t* p, size_t cls) {
+    if (!p) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_ + cls <= kMaxCachedBytes) {
@@ -53,17 +61,37 @@ class BlockCache {
         return;
       }
     }
-    std::free(p);
+    Release(p, cls);
   }
   ~BlockCache() {
-    for (auto& [cls, p] : free_) std::free(p);
+    for (auto& [cls, p] : free_) Release(p, cls);
   }
 
  private:
+  static uint8_t* Allocate(size_t cls) {
+    if (cls >= kMapped) {
+      void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+    }
+    return static_cast<uint8_t*>(std::aligned_alloc(kAlign, cls));
+  }
+  static void Release(uint8_t* p, size_t cls) {
+    if (cls >= kMapped)
+      munmap(p, cls);
+    else
+      std::free(p);
+  }
+
   std::mutex mu_;
   std::multimap<size_t, uint8_t*> free_;
   size_t cached_ = 0;
 };
+
+// The one cache every host executor and plan shares (never destroyed: buffers may outlive statics).
+inline std::shared_ptr<BlockCache> SharedBlocks() {
+  static auto* blocks = new std::shared_ptr<BlockCache>(std::make_shared<BlockCache>());
+  return *blocks;
+}
 
 class HostMemory : public DeviceMemory {
  public:
@@ -86,45 +114,58 @@ class HostMemory : public DeviceMemory {
   size_t size_, cls_ = 0;
 };
 
-// Arenas are reused across runs (a run takes one from the pool, or makes one), so steady-state steps
-// neither allocate nor fault in fresh pages.
-using Arena = std::unique_ptr<uint8_t[], void (*)(void*)>;
-
-class ArenaPool {
- public:
-  ~ArenaPool() { std::free(fast_.exchange(nullptr)); }
-  // A loop body's plan takes and gives its arena every iteration: one lock-free slot serves that case,
-  // the locked list the rest (several threads running one executable).
-  Arena Take(size_t bytes) {
-    if (uint8_t* p = fast_.exchange(nullptr, std::memory_order_acquire)) return Arena(p, std::free);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        Arena a = std::move(free_.back());
-        free_.pop_back();
-        return a;
-      }
-    }
-    return Arena(bytes ? static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(bytes))) : nullptr, std::free);
+// Free arenas a thread keeps for its next run (see ArenaLease).
+struct KeptArena {
+  uint8_t* p = nullptr;
+  size_t cls = 0;
+};
+struct KeptArenas {
+  KeptArena k[2];
+  ~KeptArenas() {
+    for (KeptArena& x : k)
+      if (x.p) SharedBlocks()->Give(x.p, x.cls);
   }
-  void Give(Arena a) {
-    if (!a) return;
-    uint8_t* expected = nullptr;
-    if (fast_.compare_exchange_strong(expected, a.get(), std::memory_order_release)) {
-      a.release();
+};
+inline thread_local KeptArenas kept_arenas;
+
+// A run's arena: a block of the shared cache, held for the run. A loop body takes and gives the same
+// size every iteration, so each thread keeps its last two small arenas without a lock.
+class ArenaLease {
+ public:
+  explicit ArenaLease(size_t bytes) : cls_(bytes ? BlockCache::SizeClass(bytes) : 0) {
+    if (!cls_) return;
+    for (KeptArena& k : kept_arenas.k)
+      if (k.p && k.cls == cls_) {
+        data_ = std::exchange(k.p, nullptr);
+        return;
+      }
+    data_ = SharedBlocks()->Take(cls_);
+  }
+  ~ArenaLease() {
+    if (!data_) return;
+    if (cls_ > kKeptMax) {
+      SharedBlocks()->Give(data_, cls_);
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.size() < 4) free_.push_back(std::move(a));
+    KeptArena* k = kept_arenas.k;
+    for (int i : {1, 0})
+      if (!k[i].p) {
+        k[i] = {data_, cls_};
+        return;
+      }
+    SharedBlocks()->Give(k[0].p, k[0].cls);  // both full: the older one goes back
+    k[0] = k[1];
+    k[1] = {data_, cls_};
   }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  uint8_t* get() const { return data_; }
+  bool ok() const { return cls_ == 0 || data_ != nullptr; }
 
  private:
-  std::atomic<uint8_t*> fast_{nullptr};
-  std::mutex mu_;
-  std::vector<Arena> free_;
+  static constexpr size_t kKeptMax = size_t{1} << 20;
+  size_t cls_;
+  uint8_t* data_ = nullptr;
 };
-
-inline ArenaPool* NewArenaPool() { return new ArenaPool; }
-inline void DeleteArenaPool(ArenaPool* p) { delete p; }
 
 }  // namespace jmp::exec::host

@@ -26,7 +26,7 @@ void FoldConstants(Plan& plan) {
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     // A callback has side effects: it runs every time, even on inputs known now.
-    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback;
+    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback && !MadeInTiles(g, op);
     for (int v : op.inputs) all &= known[static_cast<size_t>(v)] != 0;
     size_t out_bytes = 0;
     for (int v : op.outputs) out_bytes += AlignUp(g.type(v).ByteSize());
@@ -127,45 +127,52 @@ int Root(const Plan& plan, int v) {
   return v;
 }
 
-// Arena slots by liveness: a value's slot is reused once its last reader has run, so the working set
-// stays small enough to live in cache. Best fit among free slots, no splitting.
+// Arena slots by liveness, in run order (Plan::steps): a value's slot is reused once its last reader has
+// run, so the working set stays small enough to live in cache. Best fit among free slots, no splitting.
+// Values a fused group keeps in tile scratch need none.
 void AssignArenaSlots(Plan& plan) {
   const mps::Graph& g = *plan.graph;
-  const size_t end = g.ops.size();
+  const size_t end = plan.steps.size();
+  auto ops_of = [&](size_t s) -> std::vector<int> {
+    int step = plan.steps[s];
+    return step >= 0 ? std::vector<int>{step} : plan.fused[static_cast<size_t>(-1 - step)].ops;
+  };
   std::vector<size_t> last_use(g.values.size(), 0);
   std::vector<uint8_t> needs_slot(g.values.size(), 0);
   auto reads = [&](int v, size_t at) {
     size_t root = static_cast<size_t>(Root(plan, v));
     last_use[root] = std::max(last_use[root], at);
   };
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
-    const mps::Op& op = g.ops[i];
-    for (size_t j = 0; j < op.inputs.size(); ++j) {
-      int src = j < 2 ? plan.matmul_source[i][j] : -1;
-      reads(src >= 0 ? src : op.inputs[j], i);
+  for (size_t s = 0; s < end; ++s)
+    for (int oi : ops_of(s)) {
+      size_t i = static_cast<size_t>(oi);
+      const mps::Op& op = g.ops[i];
+      for (size_t j = 0; j < op.inputs.size(); ++j) {
+        int src = j < 2 ? plan.matmul_source[i][j] : -1;
+        reads(src >= 0 ? src : op.inputs[j], s);
+      }
+      for (int v : op.outputs) {
+        needs_slot[static_cast<size_t>(v)] = plan.tile_slot[static_cast<size_t>(v)] < 0;
+        last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s);
+      }
     }
-    for (int v : op.outputs) {
-      needs_slot[static_cast<size_t>(v)] = 1;
-      last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], i);
-    }
-  }
   for (int v : g.outputs) reads(v, end);
   std::multimap<size_t, int64_t> free_slots;  // size -> offset
   std::vector<size_t> slot_size(g.values.size(), 0);
   std::vector<std::vector<int>> release_after(end + 1);
   std::vector<uint8_t> handed_on(g.values.size(), 0);  // its slot now belongs to a later value
   size_t top = 0;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (plan.folded_op[i] || plan.view_op[i] || plan.skipped_op[i]) continue;
-    const mps::Op& op = g.ops[i];
+  for (size_t s = 0; s < end; ++s) {
+    const std::vector<int> ops = ops_of(s);
+    const mps::Op& first = g.ops[static_cast<size_t>(ops[0])];
     // A scatter whose data dies here writes into the data's slot: no copy of the whole operand
     // (dynamic_update_slice in a scan over layers would copy the stacked buffer every step).
-    if ((op.kind == mps::OpKind::kScatterND || op.kind == mps::OpKind::kScatterAlongAxis) && op.inputs.size() == 3) {
-      size_t data = static_cast<size_t>(Root(plan, op.inputs[0]));
-      size_t out = static_cast<size_t>(op.outputs[0]);
-      bool sole_reader = last_use[data] == i && Root(plan, op.inputs[1]) != static_cast<int>(data) &&
-                         Root(plan, op.inputs[2]) != static_cast<int>(data);
+    if (ops.size() == 1 && (first.kind == mps::OpKind::kScatterND || first.kind == mps::OpKind::kScatterAlongAxis) &&
+        first.inputs.size() == 3) {
+      size_t data = static_cast<size_t>(Root(plan, first.inputs[0]));
+      size_t out = static_cast<size_t>(first.outputs[0]);
+      bool sole_reader = last_use[data] == s && Root(plan, first.inputs[1]) != static_cast<int>(data) &&
+                         Root(plan, first.inputs[2]) != static_cast<int>(data);
       if (sole_reader && plan.arena_offset[data] >= 0 && !handed_on[data] &&
           slot_size[data] >= g.values[out].ByteSize() && plan.arena_offset[out] < 0) {
         plan.arena_offset[out] = plan.arena_offset[data];
@@ -174,23 +181,24 @@ void AssignArenaSlots(Plan& plan) {
         release_after[last_use[out]].push_back(static_cast<int>(out));
       }
     }
-    for (int v : op.outputs) {
-      size_t sv = static_cast<size_t>(v);
-      if (!needs_slot[sv] || plan.arena_offset[sv] >= 0) continue;
-      size_t need = AlignUp(g.values[sv].ByteSize());
-      auto it = free_slots.lower_bound(need);
-      if (it != free_slots.end() && it->first <= 2 * need + kAlign) {
-        plan.arena_offset[sv] = it->second;
-        slot_size[sv] = it->first;
-        free_slots.erase(it);
-      } else {
-        plan.arena_offset[sv] = static_cast<int64_t>(top);
-        slot_size[sv] = need;
-        top += need;
+    for (int oi : ops)
+      for (int v : g.ops[static_cast<size_t>(oi)].outputs) {
+        size_t sv = static_cast<size_t>(v);
+        if (!needs_slot[sv] || plan.arena_offset[sv] >= 0) continue;
+        size_t need = AlignUp(g.values[sv].ByteSize());
+        auto it = free_slots.lower_bound(need);
+        if (it != free_slots.end() && it->first <= 2 * need + kAlign) {
+          plan.arena_offset[sv] = it->second;
+          slot_size[sv] = it->first;
+          free_slots.erase(it);
+        } else {
+          plan.arena_offset[sv] = static_cast<int64_t>(top);
+          slot_size[sv] = need;
+          top += need;
+        }
+        release_after[last_use[sv]].push_back(v);
       }
-      release_after[last_use[sv]].push_back(v);
-    }
-    for (int v : release_after[i])
+    for (int v : release_after[s])
       if (!handed_on[static_cast<size_t>(v)])
         free_slots.emplace(slot_size[static_cast<size_t>(v)], plan.arena_offset[static_cast<size_t>(v)]);
   }
@@ -206,7 +214,6 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   plan->input_index.assign(g.values.size(), -1);
   for (size_t i = 0; i < g.inputs.size(); ++i)
     plan->input_index[static_cast<size_t>(g.inputs[i])] = static_cast<int>(i);
-  plan->arenas = {NewArenaPool(), DeleteArenaPool};
   for (const mps::Op& op : g.ops) {
     plan->subplan_first.push_back(plan->subplans.size());
     for (const mps::Graph& sub : op.subgraphs) plan->subplans.push_back(MakePlan(sub));
@@ -231,6 +238,7 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   }
   FindInPlaceCarries(*plan, uses);
   FoldMatMulTransposes(*plan, producer, uses);
+  FuseElementwise(*plan);
   AssignArenaSlots(*plan);
   for (int v : g.outputs) plan->output_bytes.push_back(g.type(v).ByteSize());
   return plan;

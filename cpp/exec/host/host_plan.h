@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "exec/host/host_kernels.h"
@@ -13,7 +14,21 @@
 
 namespace jmp::exec::host {
 
-class ArenaPool;
+// A run of elementwise ops over one element count, executed tile by tile (host_fused.cc): the values
+// made and read only inside it live in the running thread's tile scratch, never in the arena, and every
+// tile passes through all the ops while it is in cache. Per op, its operands (inputs, then outputs) as
+// indices into `operands`.
+struct FusedGroup {
+  std::vector<int> ops;  // in program order
+  int64_t count = 0;     // elements of every op's output
+  std::vector<int> operands;
+  std::vector<size_t> operand_first;  // per op, then one past the end
+  std::vector<uint8_t> once;          // per op: a splat (Broadcast of one element) filled once per thread
+  std::vector<uint8_t> splat_slot;    // per operand: it is such a splat
+  int slots = 0;                      // tile scratch slots
+  size_t slot_bytes = 0;
+  std::string profile_key;
+};
 
 // Where each value of a graph lives during a run.
 struct Plan {
@@ -37,8 +52,24 @@ struct Plan {
   std::vector<size_t> output_bytes;             // per graph output
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
   std::vector<size_t> subplan_first;            // per op: index of its first subplan
-  std::unique_ptr<ArenaPool, void (*)(ArenaPool*)> arenas{nullptr, nullptr};
+  // Run order: per step an op index, or -1 - g for fused group g. Ops that need not run (folded, views,
+  // skipped transposes) have no step.
+  std::vector<int> steps;
+  std::vector<FusedGroup> fused;
+  std::vector<int> tile_slot;  // per value: its slot in its group's tile scratch, or -1
 };
+
+// Whether an op runs at all (not folded, not a view, not a skipped transpose).
+inline bool Runs(const Plan& plan, size_t op) {
+  return !plan.folded_op[op] && !plan.view_op[op] && !plan.skipped_op[op];
+}
+
+// host_fused.cc: whether an op, were its inputs known at compile time, is still better made at run time,
+// tile by tile in a fused group (large splats and iotas: folded, they would be memory to stream).
+bool MadeInTiles(const mps::Graph& g, const mps::Op& op);
+// host_fused.cc: forms the fused groups and the run order (JMP_HOST_FUSE=0: no groups), and runs one group.
+void FuseElementwise(Plan& plan);
+Status RunFused(const Plan& plan, const FusedGroup& group, uint8_t* arena, const std::vector<const uint8_t*>& inputs);
 
 std::unique_ptr<Plan> MakePlan(const mps::Graph& g);
 

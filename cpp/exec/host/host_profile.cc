@@ -53,6 +53,10 @@ bool ProfilingEnabled() {
 void RecordOpTime(const mps::Op& op, const mps::Graph& graph, std::chrono::nanoseconds elapsed) {
   std::string key(mps::OpKindName(op.kind));
   if (!op.outputs.empty()) key += " " + graph.type(op.outputs[0]).ToString();
+  RecordTime(key, elapsed);
+}
+
+void RecordTime(const std::string& key, std::chrono::nanoseconds elapsed) {
   Totals& t = GlobalTotals();
   std::lock_guard<std::mutex> lock(t.mu);
   auto& row = t.by_kind[key];

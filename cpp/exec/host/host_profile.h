@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "mps/graph.h"
 
@@ -11,5 +12,6 @@ namespace jmp::exec::host {
 
 bool ProfilingEnabled();
 void RecordOpTime(const mps::Op& op, const mps::Graph& graph, std::chrono::nanoseconds elapsed);
+void RecordTime(const std::string& key, std::chrono::nanoseconds elapsed);  // e.g. a fused group
 
 }  // namespace jmp::exec::host

@@ -148,6 +148,25 @@ void StridedCopy(size_t width, uint8_t* dst, const Shape& dst_strides, const uin
   }
 }
 
+template <typename W>
+void FillWith(uint8_t* dst, const uint8_t* one, int64_t n) {
+  W v;
+  std::memcpy(&v, one, sizeof(W));
+  W* out = reinterpret_cast<W*>(dst);
+  for (int64_t i = 0; i < n; ++i) out[i] = v;
+}
+
+void FillTile(uint8_t* dst, const uint8_t* one, size_t width, int64_t n) {
+  switch (width) {
+    case 1: std::memset(dst, one[0], static_cast<size_t>(n)); return;
+    case 2: FillWith<uint16_t>(dst, one, n); return;
+    case 4: FillWith<uint32_t>(dst, one, n); return;
+    case 8: FillWith<uint64_t>(dst, one, n); return;
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<size_t>(i) * width, one, width);
+  }
+}
+
 }  // namespace
 
 size_t Width(const OpArgs& a) { return ByteSize(a.OutType().dtype); }
@@ -155,6 +174,7 @@ size_t Width(const OpArgs& a) { return ByteSize(a.OutType().dtype); }
 Status RunCopyLike(const OpArgs& a) {
   size_t bytes = a.OutType().ByteSize();
   if (a.InType(0).ByteSize() != bytes) return a.Unsupported("changes the byte size");
+  if (a.count >= 0) bytes = static_cast<size_t>(a.count) * Width(a);
   if (bytes && a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], bytes);
   return Status::Ok();
 }
@@ -172,6 +192,11 @@ Status RunTranspose(const OpArgs& a) {
 Status RunBroadcast(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
+  if (a.count >= 0) {  // a fused tile: only broadcasts of one element fuse
+    if (a.InType(0).NumElements() != 1) return Internal("fused Broadcast of more than one element");
+    FillTile(a.out[0], a.in[0], Width(a), a.count);
+    return Status::Ok();
+  }
   if (in.size() > out.size()) return a.Unsupported("broadcasts to a lower rank");
   Shape in_strides = RowMajorStrides(in), src(out.size(), 0);
   size_t lead = out.size() - in.size();
@@ -255,7 +280,7 @@ Status RunCoordinate(const OpArgs& a) {
   const Shape& out = a.OutType().shape;
   size_t axis = static_cast<size_t>(a.op.axes.at(0));
   Shape strides = RowMajorStrides(out);
-  int64_t n = a.OutType().NumElements();
+  int64_t n = a.Count(), base = a.base;
   int64_t dim = out[axis], inner = strides[axis];
   return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -263,7 +288,7 @@ Status RunCoordinate(const OpArgs& a) {
       return a.Unsupported("produces integers only");
     } else {
       T* y = reinterpret_cast<T*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((i / inner) % dim);
+      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(((base + i) / inner) % dim);
       return Status::Ok();
     }
   });

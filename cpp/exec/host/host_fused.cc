@@ -1,0 +1,296 @@
+// Elementwise fusion for the host executor. Chains of elementwise ops over large arrays (a random-bits
+// generator is ~60 of them per element) run op by op would stream every intermediate through memory and
+// keep each one in the arena; XLA:CPU and MPSGraph fuse such chains. Here a group runs tile by tile: each
+// tile of a few thousand elements passes through all of the group's ops while it is in cache, the values
+// made and read only inside the group live in a per-thread tile scratch, and tiles are spread over the
+// threads. The kernels are the unfused ones, told to do one tile (OpArgs::count and base).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "exec/host/host_memory.h"
+#include "exec/host/host_parallel.h"
+#include "exec/host/host_plan.h"
+#include "exec/host/host_profile.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+// Elements per tile: small enough that a group's live tiles stay in L2, large enough that dispatching
+// each op per tile costs little, and below every kernel's parallel grain so kernels never split a tile.
+constexpr int64_t kTile = 2048;
+// Fewer elements than this: no group (a loop body on a few elements runs its ops as they are).
+constexpr int64_t kMinFusedElements = 1024;
+
+bool FusesAsOp(mps::OpKind k) {
+  using K = mps::OpKind;
+  return k == K::kSelect || k == K::kClamp || k == K::kCast || k == K::kBroadcast || k == K::kCoordinateAlongAxis;
+}
+
+// The kinds whose kernels can run one tile: every unary and binary row, and the few others above.
+bool ElementwiseKind(mps::OpKind kind) {
+  switch (kind) {
+#define JMP_MPS_UNARY(Name, macos, selector) \
+  case mps::OpKind::k##Name: return true;
+#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+  case mps::OpKind::k##Name: return true;
+#define JMP_MPS_OP(Name, macos, selector) \
+  case mps::OpKind::k##Name: return FusesAsOp(mps::OpKind::k##Name);
+#define JMP_HOST_OP(Name) \
+  case mps::OpKind::k##Name: return false;
+#include "mps/op_kinds.def"
+  }
+  return false;
+}
+
+int Root(const Plan& plan, int v) {
+  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
+  return v;
+}
+
+// Whether op i can be in a group of `count` elements: one output of that many elements, every input
+// that many too, except a Select's predicate and a Broadcast's source, which may be one element.
+bool Fusible(const Plan& plan, size_t i, int64_t count) {
+  const mps::Graph& g = *plan.graph;
+  const mps::Op& op = g.ops[i];
+  if (!Runs(plan, i) || !ElementwiseKind(op.kind) || op.outputs.size() != 1 || !op.subgraphs.empty()) return false;
+  if (g.type(op.outputs[0]).NumElements() != count) return false;
+  for (size_t j = 0; j < op.inputs.size(); ++j) {
+    int64_t n = g.type(op.inputs[j]).NumElements();
+    bool one_ok = (op.kind == mps::OpKind::kSelect && j == 0) || op.kind == mps::OpKind::kBroadcast;
+    if (n != count && !(one_ok && n == 1)) return false;
+  }
+  return op.kind != mps::OpKind::kBroadcast || g.type(op.inputs[0]).NumElements() == 1;
+}
+
+bool FusionEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("JMP_HOST_FUSE");
+    return !(env && std::string(env) == "0");
+  }();
+  return enabled;
+}
+
+// Values a group keeps in tile scratch: made in the group, read nowhere else, not a graph output, and
+// every view of them the same element count.
+void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
+  const mps::Graph& g = *plan.graph;
+  std::vector<int> owner(g.values.size(), -1);
+  std::vector<uint8_t> escapes(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (group_of_op[i] >= 0)
+      for (int v : g.ops[i].outputs) owner[static_cast<size_t>(v)] = group_of_op[i];
+  for (int v : g.outputs) escapes[static_cast<size_t>(Root(plan, v))] = 1;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    int r = Root(plan, static_cast<int>(v));
+    if (static_cast<size_t>(r) != v && g.values[v].NumElements() != g.values[static_cast<size_t>(r)].NumElements())
+      escapes[static_cast<size_t>(r)] = 1;
+  }
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (!Runs(plan, i)) continue;
+    const mps::Op& op = g.ops[i];
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      int src = j < 2 ? plan.matmul_source[i][j] : -1;
+      size_t r = static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]));
+      if (owner[r] != group_of_op[i]) escapes[r] = 1;
+    }
+  }
+  plan.tile_slot.assign(g.values.size(), -1);
+  for (size_t gi = 0; gi < plan.fused.size(); ++gi) {
+    FusedGroup& f = plan.fused[gi];
+    std::map<int, size_t> last_use;  // internal value -> position of its last reader in the group
+    std::map<int, size_t> made_at;   // value -> position of the op making it
+    for (size_t k = 0; k < f.ops.size(); ++k) {
+      const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
+      for (int v : op.inputs) last_use[Root(plan, v)] = k;
+      for (int v : op.outputs) {
+        last_use.emplace(v, k);  // a value nobody reads dies where it is made
+        made_at[v] = k;
+      }
+    }
+    auto k_of_maker = [&](int v) {
+      auto it = made_at.find(v);
+      return it == made_at.end() ? f.ops.size() : it->second;
+    };
+    std::vector<int> free_slots;
+    size_t width = 1;
+    f.once.assign(f.ops.size(), 0);
+    for (size_t k = 0; k < f.ops.size(); ++k) {
+      const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
+      for (int v : op.outputs) {
+        size_t sv = static_cast<size_t>(v);
+        if (owner[sv] != static_cast<int>(gi) || escapes[sv]) continue;
+        width = std::max(width, ByteSize(g.values[sv].dtype));
+        if (op.kind == mps::OpKind::kBroadcast) {  // the same in every tile: its own slot, filled once
+          f.once[k] = 1;
+          plan.tile_slot[sv] = f.slots++;
+          continue;
+        }
+        if (free_slots.empty()) free_slots.push_back(f.slots++);
+        plan.tile_slot[sv] = free_slots.back();
+        free_slots.pop_back();
+      }
+      // Slots free after this op's outputs are placed, so no output shares a slot with its own input.
+      for (auto& [v, last] : last_use)
+        if (last == k && plan.tile_slot[static_cast<size_t>(v)] >= 0 && k_of_maker(v) < f.ops.size() &&
+            !f.once[k_of_maker(v)] && owner[static_cast<size_t>(v)] == static_cast<int>(gi))
+          free_slots.push_back(plan.tile_slot[static_cast<size_t>(v)]);
+    }
+    f.slot_bytes = AlignUp(static_cast<size_t>(kTile) * width);
+    for (int i : f.ops) {
+      f.operand_first.push_back(f.operands.size());
+      const mps::Op& op = g.ops[static_cast<size_t>(i)];
+      for (int v : op.inputs) {
+        int r = Root(plan, v);
+        f.operands.push_back(r);
+        size_t maker = k_of_maker(r);
+        f.splat_slot.push_back(plan.tile_slot[static_cast<size_t>(r)] >= 0 && maker < f.ops.size() && f.once[maker]);
+      }
+      for (int v : op.outputs) {
+        f.operands.push_back(v);
+        f.splat_slot.push_back(0);
+      }
+    }
+    f.operand_first.push_back(f.operands.size());
+    f.profile_key = "Fused(" + std::to_string(f.ops.size()) + " ops) " + std::to_string(f.count) + " elements";
+  }
+}
+
+}  // namespace
+
+bool MadeInTiles(const mps::Graph& g, const mps::Op& op) {
+  return FusionEnabled() && ElementwiseKind(op.kind) && op.outputs.size() == 1 &&
+         g.type(op.outputs[0]).NumElements() >= kMinFusedElements;
+}
+
+void FuseElementwise(Plan& plan) {
+  const mps::Graph& g = *plan.graph;
+  plan.steps.clear();
+  plan.fused.clear();
+  std::vector<int> group_of_op(g.ops.size(), -1);
+  std::vector<int> made_by_group(g.values.size(), -1);  // per root value: the open group making it
+  FusedGroup open;
+  auto flush = [&] {
+    if (open.ops.size() >= 2) {
+      int gi = static_cast<int>(plan.fused.size());
+      for (int i : open.ops) group_of_op[static_cast<size_t>(i)] = gi;
+      plan.steps.push_back(-1 - gi);
+      plan.fused.push_back(std::move(open));
+    } else {
+      for (int i : open.ops) plan.steps.push_back(i);
+    }
+    open = FusedGroup{};
+  };
+  const bool enabled = FusionEnabled();
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (!Runs(plan, i)) continue;
+    const mps::Op& op = g.ops[i];
+    if (!open.ops.empty()) {
+      if (Fusible(plan, i, open.count)) {
+        open.ops.push_back(static_cast<int>(i));
+        for (int v : op.outputs) made_by_group[static_cast<size_t>(v)] = static_cast<int>(plan.fused.size());
+        continue;
+      }
+      // An op that reads nothing the open group makes runs before the group, which stays open; this
+      // keeps the scalar bookkeeping between a chain's ops from cutting the chain.
+      bool depends = false;
+      for (size_t j = 0; j < op.inputs.size(); ++j) {
+        int src = j < 2 ? plan.matmul_source[i][j] : -1;
+        depends |= made_by_group[static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]))] ==
+                   static_cast<int>(plan.fused.size());
+      }
+      if (!depends) {
+        plan.steps.push_back(static_cast<int>(i));
+        continue;
+      }
+      flush();
+    }
+    int64_t n = op.outputs.size() == 1 ? g.type(op.outputs[0]).NumElements() : 0;
+    if (enabled && n >= kMinFusedElements && Fusible(plan, i, n)) {
+      open.count = n;
+      open.ops.push_back(static_cast<int>(i));
+      for (int v : op.outputs) made_by_group[static_cast<size_t>(v)] = static_cast<int>(plan.fused.size());
+    } else {
+      plan.steps.push_back(static_cast<int>(i));
+    }
+  }
+  flush();
+  AssignTileSlots(plan, group_of_op);
+}
+
+Status RunFused(const Plan& plan, const FusedGroup& f, uint8_t* arena, const std::vector<const uint8_t*>& inputs) {
+  const mps::Graph& g = *plan.graph;
+  // Per operand: its tile slot, or its memory and how far a tile moves it (0: one element, never moved).
+  struct Ref {
+    uint8_t* ptr;
+    int slot;
+    size_t step;
+    bool uniform;
+  };
+  std::vector<Ref> refs(f.operands.size());
+  for (size_t k = 0; k < f.operands.size(); ++k) {
+    int v = f.operands[k];
+    const mps::TensorType& t = g.type(v);
+    int slot = plan.tile_slot[static_cast<size_t>(v)];
+    refs[k] = {slot >= 0 ? nullptr : ValuePtr(plan, arena, inputs, v), slot,
+               t.NumElements() == 1 && f.count != 1 ? 0 : ByteSize(t.dtype), f.splat_slot[k] != 0};
+  }
+  const int64_t tiles = (f.count + kTile - 1) / kTile;
+  std::mutex mu;
+  Status failure;
+  std::atomic<bool> failed{false};
+  auto run_tiles = [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<uint8_t> storage;
+    thread_local std::vector<const uint8_t*> in;
+    thread_local std::vector<uint8_t*> out;
+    size_t need = static_cast<size_t>(f.slots) * f.slot_bytes + kAlign;
+    if (storage.size() < need) storage.resize(need);
+    uint8_t* scratch = storage.data() + (kAlign - reinterpret_cast<uintptr_t>(storage.data()) % kAlign) % kAlign;
+    for (int64_t t = t0 - 1; t < t1 && !failed.load(std::memory_order_relaxed); ++t) {
+      // t0 - 1: the splats, once for all this thread's tiles.
+      const bool splats = t < t0;
+      const int64_t base = splats ? 0 : t * kTile, count = splats ? kTile : std::min(kTile, f.count - base);
+      for (size_t k = 0; k < f.ops.size(); ++k) {
+        if (f.once[k] != splats) continue;
+        const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
+        in.clear();
+        out.clear();
+        OpArgs a{op, g, std::move(in), std::move(out)};
+        a.count = count;
+        a.base = base;
+        size_t first = f.operand_first[k];
+        for (size_t j = first; j < f.operand_first[k + 1]; ++j) {
+          const Ref& r = refs[j];
+          uint8_t* p = r.slot >= 0 ? scratch + static_cast<size_t>(r.slot) * f.slot_bytes
+                                   : r.ptr + static_cast<size_t>(base) * r.step;
+          if (j - first < op.inputs.size()) {
+            if (j - first < 2) a.uniform[j - first] = r.uniform;
+            a.in.push_back(p);
+          } else
+            a.out.push_back(p);
+        }
+        Status s = RunOp(a, plan, static_cast<size_t>(f.ops[k]));
+        in = std::move(a.in);
+        out = std::move(a.out);
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failed.exchange(true)) failure = std::move(s);
+          return;
+        }
+      }
+    }
+  };
+  const bool profile = ProfilingEnabled();
+  auto start = std::chrono::steady_clock::now();
+  ParallelFor(tiles, 1, run_tiles);
+  if (profile) RecordTime(f.profile_key, std::chrono::steady_clock::now() - start);
+  return failure;
+}
+
+}  // namespace jmp::exec::host
