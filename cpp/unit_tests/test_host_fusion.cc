@@ -102,5 +102,38 @@ JMP_TEST(HostFusion, FusedRunsGiveThePlainValues) {
   }
 }
 
+// Two chains of different sizes, interleaved as a training step's weight and bias updates are, and a
+// bias row broadcast over a batch: two groups, and the values plain C++ gives.
+JMP_TEST(HostFusion, InterleavedChainsOfTwoSizesAndABiasRow) {
+  GraphBuilder b;
+  int x = b.Input(DType::kF32, {64, 256});
+  int bias = b.Input(DType::kF32, {256});
+  int y = b.Input(DType::kF32, {8, 256});
+  int two = b.Apply(OpKind::kConstant, {}, DType::kF32, {1, 1}, [](mps::Op& op) { op.data = Bytes<float>({2.0f}); });
+  int two_big = b.Apply(OpKind::kBroadcast, {two}, DType::kF32, {64, 256});
+  int two_small = b.Apply(OpKind::kBroadcast, {two}, DType::kF32, {8, 256});
+  int xs = b.Apply(OpKind::kMultiply, {x, two_big}, DType::kF32, {64, 256});
+  int ys = b.Apply(OpKind::kMultiply, {y, two_small}, DType::kF32, {8, 256});
+  int rows = b.Apply(OpKind::kBroadcast, {bias}, DType::kF32, {64, 256});
+  int xb = b.Apply(OpKind::kAdd, {xs, rows}, DType::kF32, {64, 256});
+  int yy = b.Apply(OpKind::kAdd, {ys, y}, DType::kF32, {8, 256});
+  b.Output(b.Apply(OpKind::kTanh, {xb}, DType::kF32, {64, 256}));
+  b.Output(yy);
+  auto plan = exec::host::MakePlan(b.graph());
+  EXPECT_SAME(FusedGroups(*plan), size_t{2});
+  std::vector<float> xv(64 * 256), bv(256), yv(8 * 256);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>(i) * 0.001f;
+  for (size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<float>(i % 13);
+  auto r = RunOnHost(b.graph(), {Bytes(xv), Bytes(bv), Bytes(yv)});
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return;
+  std::vector<float> t = Values<float>(r.value()[0]), u = Values<float>(r.value()[1]);
+  size_t wrong = 0;
+  for (size_t i = 0; i < xv.size(); ++i) wrong += std::fabs(t[i] - std::tanh(xv[i] * 2.0f + bv[i % 256])) > 4e-7f * 4;
+  for (size_t i = 0; i < yv.size(); ++i) wrong += u[i] != yv[i] * 3.0f;
+  EXPECT_SAME(wrong, size_t{0});
+}
+
 }  // namespace
 }  // namespace jmp::unit

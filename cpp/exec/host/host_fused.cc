@@ -33,8 +33,28 @@ bool FusesAsOp(mps::OpKind k) {
   return k == K::kSelect || k == K::kClamp || k == K::kCast || k == K::kBroadcast || k == K::kCoordinateAlongAxis;
 }
 
+int Root(const Plan& plan, int v) {
+  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
+  return v;
+}
+
+}  // namespace
+
+// A broadcast whose source is the output's trailing dims (after leading 1s): output element i is source
+// element i mod the source's size. One element is the commonest case (a splat), a bias row the next.
+bool TrailingBroadcast(const mps::Graph& g, const mps::Op& op) {
+  const std::vector<int64_t>& in = g.type(op.inputs[0]).shape;
+  const std::vector<int64_t>& out = g.type(op.outputs[0]).shape;
+  if (in.size() > out.size()) return false;
+  size_t lead = out.size() - in.size(), d = 0;
+  while (d < in.size() && in[d] == 1) ++d;  // leading 1s of the source
+  for (; d < in.size(); ++d)
+    if (in[d] != out[lead + d]) return false;
+  return true;
+}
+
 // The kinds whose kernels can run one tile: every unary and binary row, and the few others above.
-bool ElementwiseKind(mps::OpKind kind) {
+bool TileKind(mps::OpKind kind) {
   switch (kind) {
 #define JMP_MPS_UNARY(Name, macos, selector) \
   case mps::OpKind::k##Name: return true;
@@ -49,24 +69,22 @@ bool ElementwiseKind(mps::OpKind kind) {
   return false;
 }
 
-int Root(const Plan& plan, int v) {
-  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
-  return v;
-}
+namespace {
 
 // Whether op i can be in a group of `count` elements: one output of that many elements, every input
-// that many too, except a Select's predicate and a Broadcast's source, which may be one element.
+// that many too, except a Select's predicate (which may be one element) and a Broadcast's source (the
+// output's trailing dims).
 bool Fusible(const Plan& plan, size_t i, int64_t count) {
   const mps::Graph& g = *plan.graph;
   const mps::Op& op = g.ops[i];
-  if (!Runs(plan, i) || !ElementwiseKind(op.kind) || op.outputs.size() != 1 || !op.subgraphs.empty()) return false;
+  if (!Runs(plan, i) || !TileKind(op.kind) || op.outputs.size() != 1 || !op.subgraphs.empty()) return false;
   if (g.type(op.outputs[0]).NumElements() != count) return false;
+  if (op.kind == mps::OpKind::kBroadcast) return op.inputs.size() == 1 && TrailingBroadcast(g, op);
   for (size_t j = 0; j < op.inputs.size(); ++j) {
     int64_t n = g.type(op.inputs[j]).NumElements();
-    bool one_ok = (op.kind == mps::OpKind::kSelect && j == 0) || op.kind == mps::OpKind::kBroadcast;
-    if (n != count && !(one_ok && n == 1)) return false;
+    if (n != count && !(op.kind == mps::OpKind::kSelect && j == 0 && n == 1)) return false;
   }
-  return op.kind != mps::OpKind::kBroadcast || g.type(op.inputs[0]).NumElements() == 1;
+  return true;
 }
 
 bool FusionEnabled() {
@@ -127,7 +145,8 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
         size_t sv = static_cast<size_t>(v);
         if (owner[sv] != static_cast<int>(gi) || escapes[sv]) continue;
         width = std::max(width, ByteSize(g.values[sv].dtype));
-        if (op.kind == mps::OpKind::kBroadcast) {  // the same in every tile: its own slot, filled once
+        int64_t source = op.kind == mps::OpKind::kBroadcast ? g.type(op.inputs[0]).NumElements() : 0;
+        if (source > 0 && kTile % source == 0) {  // the same in every tile: its own slot, filled once
           f.once[k] = 1;
           plan.tile_slot[sv] = f.slots++;
           continue;
@@ -150,11 +169,16 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
         int r = Root(plan, v);
         f.operands.push_back(r);
         size_t maker = k_of_maker(r);
-        f.splat_slot.push_back(plan.tile_slot[static_cast<size_t>(r)] >= 0 && maker < f.ops.size() && f.once[maker]);
+        const mps::Op* made = maker < f.ops.size() ? &g.ops[static_cast<size_t>(f.ops[maker])] : nullptr;
+        f.uniform.push_back(plan.tile_slot[static_cast<size_t>(r)] >= 0 && made &&
+                            made->kind == mps::OpKind::kBroadcast && g.type(made->inputs[0]).NumElements() == 1);
+        // A broadcast's source and a one-element predicate are read whole by every tile.
+        f.moves.push_back(op.kind != mps::OpKind::kBroadcast && g.type(r).NumElements() == f.count);
       }
       for (int v : op.outputs) {
         f.operands.push_back(v);
-        f.splat_slot.push_back(0);
+        f.uniform.push_back(0);
+        f.moves.push_back(1);
       }
     }
     f.operand_first.push_back(f.operands.size());
@@ -165,8 +189,9 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
 }  // namespace
 
 bool MadeInTiles(const mps::Graph& g, const mps::Op& op) {
-  return FusionEnabled() && ElementwiseKind(op.kind) && op.outputs.size() == 1 &&
-         g.type(op.outputs[0]).NumElements() >= kMinFusedElements;
+  return FusionEnabled() && TileKind(op.kind) && op.outputs.size() == 1 &&
+         g.type(op.outputs[0]).NumElements() >= kMinFusedElements &&
+         (op.kind != mps::OpKind::kBroadcast || TrailingBroadcast(g, op));
 }
 
 void FuseElementwise(Plan& plan) {
@@ -174,53 +199,51 @@ void FuseElementwise(Plan& plan) {
   plan.steps.clear();
   plan.fused.clear();
   std::vector<int> group_of_op(g.ops.size(), -1);
-  std::vector<int> made_by_group(g.values.size(), -1);  // per root value: the open group making it
-  FusedGroup open;
-  auto flush = [&] {
-    if (open.ops.size() >= 2) {
+  // Groups still open, one per element count (a step's parameter update and its bias update are chains
+  // of different sizes, interleaved). Per root value: the open group making it (its key), or -1.
+  std::map<int64_t, FusedGroup> open;
+  std::vector<int64_t> made_by(g.values.size(), -1);
+  auto flush = [&](int64_t count) {
+    FusedGroup& f = open[count];
+    if (f.ops.size() >= 2) {
       int gi = static_cast<int>(plan.fused.size());
-      for (int i : open.ops) group_of_op[static_cast<size_t>(i)] = gi;
+      for (int i : f.ops) group_of_op[static_cast<size_t>(i)] = gi;
       plan.steps.push_back(-1 - gi);
-      plan.fused.push_back(std::move(open));
+      plan.fused.push_back(std::move(f));
     } else {
-      for (int i : open.ops) plan.steps.push_back(i);
+      for (int i : f.ops) plan.steps.push_back(i);
     }
-    open = FusedGroup{};
+    for (int i : open[count].ops)
+      for (int v : g.ops[static_cast<size_t>(i)].outputs) made_by[static_cast<size_t>(v)] = -1;
+    open.erase(count);
+  };
+  // An op runs after every open group it reads from; the others stay open, so an op that reads nothing a
+  // chain makes (the scalar bookkeeping between its ops) runs before the chain instead of cutting it.
+  auto flush_inputs_of = [&](size_t i, int64_t keep) {
+    const mps::Op& op = g.ops[i];
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      int src = j < 2 ? plan.matmul_source[i][j] : -1;
+      int64_t c = made_by[static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]))];
+      if (c >= 0 && c != keep) flush(c);
+    }
   };
   const bool enabled = FusionEnabled();
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (!Runs(plan, i)) continue;
     const mps::Op& op = g.ops[i];
-    if (!open.ops.empty()) {
-      if (Fusible(plan, i, open.count)) {
-        open.ops.push_back(static_cast<int>(i));
-        for (int v : op.outputs) made_by_group[static_cast<size_t>(v)] = static_cast<int>(plan.fused.size());
-        continue;
-      }
-      // An op that reads nothing the open group makes runs before the group, which stays open; this
-      // keeps the scalar bookkeeping between a chain's ops from cutting the chain.
-      bool depends = false;
-      for (size_t j = 0; j < op.inputs.size(); ++j) {
-        int src = j < 2 ? plan.matmul_source[i][j] : -1;
-        depends |= made_by_group[static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]))] ==
-                   static_cast<int>(plan.fused.size());
-      }
-      if (!depends) {
-        plan.steps.push_back(static_cast<int>(i));
-        continue;
-      }
-      flush();
-    }
     int64_t n = op.outputs.size() == 1 ? g.type(op.outputs[0]).NumElements() : 0;
     if (enabled && n >= kMinFusedElements && Fusible(plan, i, n)) {
-      open.count = n;
-      open.ops.push_back(static_cast<int>(i));
-      for (int v : op.outputs) made_by_group[static_cast<size_t>(v)] = static_cast<int>(plan.fused.size());
-    } else {
-      plan.steps.push_back(static_cast<int>(i));
+      flush_inputs_of(i, n);
+      FusedGroup& f = open[n];
+      f.count = n;
+      f.ops.push_back(static_cast<int>(i));
+      for (int v : op.outputs) made_by[static_cast<size_t>(v)] = n;
+      continue;
     }
+    flush_inputs_of(i, -1);
+    plan.steps.push_back(static_cast<int>(i));
   }
-  flush();
+  while (!open.empty()) flush(open.begin()->first);
   AssignTileSlots(plan, group_of_op);
 }
 
@@ -238,8 +261,8 @@ Status RunFused(const Plan& plan, const FusedGroup& f, uint8_t* arena, const std
     int v = f.operands[k];
     const mps::TensorType& t = g.type(v);
     int slot = plan.tile_slot[static_cast<size_t>(v)];
-    refs[k] = {slot >= 0 ? nullptr : ValuePtr(plan, arena, inputs, v), slot,
-               t.NumElements() == 1 && f.count != 1 ? 0 : ByteSize(t.dtype), f.splat_slot[k] != 0};
+    refs[k] = {slot >= 0 ? nullptr : ValuePtr(plan, arena, inputs, v), slot, f.moves[k] ? ByteSize(t.dtype) : 0,
+               f.uniform[k] != 0};
   }
   const int64_t tiles = (f.count + kTile - 1) / kTile;
   std::mutex mu;

@@ -21,12 +21,21 @@ void FoldConstants(Plan& plan) {
   plan.folded_offset.assign(g.values.size(), -1);
   plan.folded_op.assign(g.ops.size(), 0);
   std::vector<uint8_t> known(g.values.size(), 0);
+  // A large splat or iota read only by elementwise ops is made tile by tile in their fused group; one
+  // read by anything else (a loop's zero-initialised carry) is folded as before.
+  std::vector<uint8_t> read_whole(g.values.size(), 0);
+  for (const mps::Op& op : g.ops)
+    if (!TileKind(op.kind))
+      for (int v : op.inputs) read_whole[static_cast<size_t>(v)] = 1;
+  for (int v : g.outputs) read_whole[static_cast<size_t>(v)] = 1;
   size_t bytes = 0;
   constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     // A callback has side effects: it runs every time, even on inputs known now.
-    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback && !MadeInTiles(g, op);
+    bool tiles = MadeInTiles(g, op);
+    for (int v : op.outputs) tiles = tiles && !read_whole[static_cast<size_t>(v)];
+    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback && !tiles;
     for (int v : op.inputs) all &= known[static_cast<size_t>(v)] != 0;
     size_t out_bytes = 0;
     for (int v : op.outputs) out_bytes += AlignUp(g.type(v).ByteSize());

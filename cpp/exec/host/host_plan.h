@@ -23,8 +23,9 @@ struct FusedGroup {
   int64_t count = 0;     // elements of every op's output
   std::vector<int> operands;
   std::vector<size_t> operand_first;  // per op, then one past the end
-  std::vector<uint8_t> once;          // per op: a splat (Broadcast of one element) filled once per thread
-  std::vector<uint8_t> splat_slot;    // per operand: it is such a splat
+  std::vector<uint8_t> once;          // per op: a Broadcast whose tiles are all alike, filled once per thread
+  std::vector<uint8_t> uniform;       // per operand: a splat of one element (OpArgs::uniform)
+  std::vector<uint8_t> moves;         // per operand: a tile reads its own part (else the whole value)
   int slots = 0;                      // tile scratch slots
   size_t slot_bytes = 0;
   std::string profile_key;
@@ -67,6 +68,8 @@ inline bool Runs(const Plan& plan, size_t op) {
 // host_fused.cc: whether an op, were its inputs known at compile time, is still better made at run time,
 // tile by tile in a fused group (large splats and iotas: folded, they would be memory to stream).
 bool MadeInTiles(const mps::Graph& g, const mps::Op& op);
+bool TileKind(mps::OpKind kind);  // kinds whose kernels can run one tile (every unary/binary row, ...)
+bool TrailingBroadcast(const mps::Graph& g, const mps::Op& op);  // source = the output's trailing dims
 // host_fused.cc: forms the fused groups and the run order (JMP_HOST_FUSE=0: no groups), and runs one group.
 void FuseElementwise(Plan& plan);
 Status RunFused(const Plan& plan, const FusedGroup& group, uint8_t* arena, const std::vector<const uint8_t*>& inputs);

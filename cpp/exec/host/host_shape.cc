@@ -192,9 +192,20 @@ Status RunTranspose(const OpArgs& a) {
 Status RunBroadcast(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
-  if (a.count >= 0) {  // a fused tile: only broadcasts of one element fuse
-    if (a.InType(0).NumElements() != 1) return Internal("fused Broadcast of more than one element");
-    FillTile(a.out[0], a.in[0], Width(a), a.count);
+  if (a.count >= 0) {  // a fused tile: the source is the output's trailing dims (TrailingBroadcast)
+    int64_t source = a.InType(0).NumElements();
+    size_t w = Width(a);
+    if (source == 1) {
+      FillTile(a.out[0], a.in[0], w, a.count);
+    } else {
+      for (int64_t j = 0, s = a.base % source; j < a.count;) {  // runs of the source, wrapping around
+        int64_t run = std::min(a.count - j, source - s);
+        std::memcpy(a.out[0] + static_cast<size_t>(j) * w, a.in[0] + static_cast<size_t>(s) * w,
+                    static_cast<size_t>(run) * w);
+        j += run;
+        s = 0;
+      }
+    }
     return Status::Ok();
   }
   if (in.size() > out.size()) return a.Unsupported("broadcasts to a lower rank");
