@@ -10,9 +10,17 @@
 #include <cstdint>
 #include <cstring>
 
+// Always inlined: the loops calling them are also built for AVX2 (JMP_VECTOR_CLONES), and GCC will not
+// inline a plain function into such a clone on its own; called out of line, they run one element at a time.
+#if defined(__GNUC__)
+#define JMP_FASTMATH inline __attribute__((always_inline))
+#else
+#define JMP_FASTMATH inline
+#endif
+
 namespace jmp::exec::host::fastmath {
 
-inline float BitsToFloat(int32_t i) {
+JMP_FASTMATH float BitsToFloat(int32_t i) {
   float f;
   std::memcpy(&f, &i, sizeof f);
   return f;
@@ -20,7 +28,7 @@ inline float BitsToFloat(int32_t i) {
 
 // Round to the nearest integer (ties to even) for |v| < 2^22, as a float: adding and removing
 // 1.5 * 2^23 leaves no fraction bits.
-inline float RoundSmall(float v) { return (v + 12582912.0f) - 12582912.0f; }
+JMP_FASTMATH float RoundSmall(float v) { return (v + 12582912.0f) - 12582912.0f; }
 
 constexpr float kLog2E = 1.44269504088896341f;
 // ln 2 split so that n * kLn2Hi is exact for |n| < 2^8 (kLn2Hi has 16 significant bits).
@@ -28,13 +36,13 @@ constexpr float kLn2Hi = 0.693145751953125f;
 constexpr float kLn2Lo = 1.42860676533018e-06f;
 
 // x = n ln 2 + r with n = round(x / ln 2), |r| <= ln(2)/2 (|x| < 2^22 ln 2).
-inline float ReduceLn2(float x, float* n) {
+JMP_FASTMATH float ReduceLn2(float x, float* n) {
   *n = RoundSmall(x * kLog2E);
   return (x - *n * kLn2Hi) - *n * kLn2Lo;
 }
 
 // expm1(r) for |r| <= ln(2)/2 from its Taylor series to r^8 (truncation below 1e-9 relative).
-inline float Expm1Reduced(float r) {
+JMP_FASTMATH float Expm1Reduced(float r) {
   float p = 1.0f / 40320;
   p = p * r + 1.0f / 5040;
   p = p * r + 1.0f / 720;
@@ -47,7 +55,7 @@ inline float Expm1Reduced(float r) {
 }
 
 // exp(x) = 2^n (1 + expm1(r)); 2^n is applied as two factors so subnormal results round once.
-inline float Exp(float x) {
+JMP_FASTMATH float Exp(float x) {
   float xc = x == x ? x : 0.0f;
   xc = xc < -104.0f ? -104.0f : xc;
   xc = xc > 89.0f ? 89.0f : xc;
@@ -61,7 +69,7 @@ inline float Exp(float x) {
 
 // expm1(y) for 0 <= y <= 18: 2^n expm1(r) + (2^n - 1), both terms exact or nearly so (no
 // cancellation: for n >= 1, 2^n expm1(r) >= -0.3 * 2^n while 2^n - 1 >= 2^(n-1)).
-inline float Expm1Small(float y) {
+JMP_FASTMATH float Expm1Small(float y) {
   float n;
   float p = Expm1Reduced(ReduceLn2(y, &n));
   float s = BitsToFloat((static_cast<int32_t>(n) + 127) << 23);
@@ -69,7 +77,7 @@ inline float Expm1Small(float y) {
 }
 
 // tanh(x) = sign(x) e / (e + 2) with e = expm1(2|x|); |x| >= 9 rounds to ±1 in float.
-inline float Tanh(float x) {
+JMP_FASTMATH float Tanh(float x) {
   float a = x < 0 ? -x : x;
   a = a == a ? a : 0.0f;
   a = a > 9.0f ? 9.0f : a;
@@ -78,6 +86,6 @@ inline float Tanh(float x) {
   return x == x ? t : x;
 }
 
-inline float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
+JMP_FASTMATH float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
 
 }  // namespace jmp::exec::host::fastmath
