@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "exec/host/host_memory.h"
 #include "exec/host/host_plan.h"
 
 namespace jmp::exec::host {
@@ -33,9 +34,15 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
       else if (body.in_place_carry_op[i] >= 0)
         kind[i] = Carry::kInPlace;
     }
-  std::vector<std::vector<uint8_t>> buffers[2];
-  buffers[0].resize(n);
-  buffers[1].resize(n);
+  // A carry's value lives in the op's own output buffer (copied in once, so no copy out), and a swapped
+  // carry's other buffer comes from the shared block cache (no fresh pages every run of the loop).
+  struct Temp {
+    uint8_t* p = nullptr;
+    size_t cls = 0;
+    ~Temp() { SharedBlocks()->Give(p, cls); }
+  };
+  std::vector<Temp> temps(n);
+  std::vector<uint8_t*> buffers[2] = {std::vector<uint8_t*>(n), std::vector<uint8_t*>(n)};
   std::vector<int> current(n, 0);
   std::vector<const uint8_t*> ins(n);
   std::vector<uint8_t*> outs(n);
@@ -46,17 +53,22 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
       outs[i] = const_cast<uint8_t*>(a.in[i]);  // ExecutePlan skips an output that is its source
       continue;
     }
-    buffers[0][i].assign(a.in[i], a.in[i] + bytes);
-    if (kind[i] == Carry::kSwapped) buffers[1][i].resize(bytes);
+    buffers[0][i] = a.out[i];
+    if (bytes && a.out[i] != a.in[i]) std::memmove(a.out[i], a.in[i], bytes);
+    if (kind[i] == Carry::kSwapped && bytes) {
+      temps[i].cls = BlockCache::SizeClass(bytes);
+      temps[i].p = buffers[1][i] = SharedBlocks()->Take(temps[i].cls);
+      if (!temps[i].p) return ResourceExhausted("host executor: out of memory for a loop carry");
+    }
   }
   uint8_t pred = 0;
   const std::vector<uint8_t*> pred_out{&pred};
   for (;;) {
     for (size_t i = 0; i < n; ++i) {
       if (kind[i] == Carry::kPassthrough) continue;
-      uint8_t* now = buffers[current[i]][i].data();
+      uint8_t* now = buffers[current[i]][i];
       ins[i] = now;
-      outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i].data();
+      outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i];
     }
     JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, pred_out));
     if (!pred) break;
@@ -66,8 +78,11 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   }
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
-    const uint8_t* final_value = kind[i] == Carry::kPassthrough ? a.in[i] : buffers[current[i]][i].data();
-    if (bytes) std::memcpy(a.out[i], final_value, bytes);
+    if (!bytes) continue;
+    if (kind[i] == Carry::kPassthrough)
+      std::memcpy(a.out[i], a.in[i], bytes);
+    else if (current[i] == 1)
+      std::memcpy(a.out[i], buffers[1][i], bytes);
   }
   return Status::Ok();
 }
