@@ -12,6 +12,16 @@ namespace jmp::pjrt {
 
 namespace {
 
+// What XLA:CPU also runs on the caller's thread: a program of a few small ops.
+bool RunsInline(const mps::Graph& g) {
+  constexpr size_t kInlineBytes = size_t{256} << 10;
+  size_t bytes = 0;
+  for (const mps::Op& op : g.ops)
+    if (!op.subgraphs.empty() || mps::OpKindHostOnly(op.kind)) return false;
+  for (const mps::TensorType& t : g.values) bytes += t.ByteSize();
+  return bytes <= kInlineBytes;
+}
+
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
   for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
@@ -36,6 +46,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->donated = std::move(donation.donated);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   program->in_place = program->executable->OutputsMayAliasInputs();
+  program->runs_inline = RunsInline(program->graph);
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
   program->code.assign(code, code + code_size);

@@ -32,7 +32,10 @@ struct CompiledProgram {
   // (tf.aliasing_output) or -1, and whether the input is donated at all (aliased or jax.buffer_donor).
   std::vector<int64_t> aliased_output;
   std::vector<bool> donated;
-  bool in_place = false;      // the executable runs with outputs sharing memory with inputs
+  bool in_place = false;  // the executable runs with outputs sharing memory with inputs
+  // Small enough (no loops or host-only ops, little data) that when nothing is queued the calling thread
+  // runs it at once: handing it to the queue's thread and waiting costs more than the run.
+  bool runs_inline = false;
   std::vector<uint8_t> code;  // the VHLO artifact it was compiled from (what serialization keeps)
 };
 

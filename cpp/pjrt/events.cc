@@ -60,6 +60,11 @@ void ReadGate::Leave() {
   cv_.notify_all();
 }
 
+bool ReadGate::Idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return readers_ == 0;
+}
+
 void ReadGate::WaitIdle() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return readers_ == 0; });
@@ -71,12 +76,17 @@ WorkQueue::WorkQueue() {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        cv_.wait(lock, [&] { return (stop_ && !busy_) || (!tasks_.empty() && !busy_); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        busy_ = true;
       }
       task();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
+      }
     }
   });
 }
@@ -88,6 +98,23 @@ WorkQueue::~WorkQueue() {
   }
   cv_.notify_all();
   worker_.join();
+}
+
+bool WorkQueue::RunIfIdle(const std::function<void()>& task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_ || !tasks_.empty() || stop_) return false;
+    busy_ = true;
+  }
+  task();
+  bool pushed_meanwhile;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    pushed_meanwhile = !tasks_.empty();
+  }
+  if (pushed_meanwhile) cv_.notify_one();  // otherwise waking the worker would only put it back to sleep
+  return true;
 }
 
 void WorkQueue::Push(std::function<void()> task) {

@@ -41,6 +41,7 @@ class ReadGate {
   void Enter();
   void Leave();
   void WaitIdle();
+  bool Idle();
 
  private:
   std::mutex mu_;
@@ -55,11 +56,15 @@ class WorkQueue {
   WorkQueue();
   ~WorkQueue();
   void Push(std::function<void()> task);
+  // Runs `task` on the calling thread if nothing is queued or running, holding back work pushed
+  // meanwhile until it returns (so order is kept); false, having run nothing, otherwise.
+  bool RunIfIdle(const std::function<void()>& task);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  bool busy_ = false;  // a task runs, on the worker or inline
   bool stop_ = false;
   std::thread worker_;
 };

@@ -160,6 +160,13 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     (*run)();
     return Status::Ok();
   }
+  // A small program whose arguments are all ready runs here when the queue is idle (no thread handoff,
+  // as XLA:CPU runs such programs); the rest, and everything while the queue works, is queued.
+  bool ready = program->runs_inline;
+  for (size_t i = 0; ready && i < run->waits.size(); ++i) ready = run->waits[i]->ready();
+  for (size_t i = 0; ready && i < run->overwritten.size(); ++i) ready = run->overwritten[i]->Idle();
+  // Still under the submit lock: no run submitted after this one may slip in before it.
+  if (ready && client.queue.RunIfIdle([&run] { (*run)(); })) return Status::Ok();
   client.queue.Push([run = std::move(run)] { (*run)(); });
   return Status::Ok();
 }
