@@ -135,5 +135,30 @@ JMP_TEST(HostFusion, InterleavedChainsOfTwoSizesAndABiasRow) {
   EXPECT_SAME(wrong, size_t{0});
 }
 
+// A keepdims row statistic broadcast back over its row (softmax, layer norm): the leading-dims form.
+JMP_TEST(HostFusion, ARowStatisticBroadcastBackOverItsRow) {
+  GraphBuilder b;
+  int x = b.Input(DType::kF32, {48, 100});
+  int m = b.Input(DType::kF32, {48, 1});
+  int rows = b.Apply(OpKind::kBroadcast, {m}, DType::kF32, {48, 100});
+  int d = b.Apply(OpKind::kSubtract, {x, rows}, DType::kF32, {48, 100});
+  b.Output(b.Apply(OpKind::kMultiply, {d, d}, DType::kF32, {48, 100}));
+  auto plan = exec::host::MakePlan(b.graph());
+  EXPECT_SAME(FusedGroups(*plan), size_t{1});
+  std::vector<float> xv(4800), mv(48);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(i % 31) * 0.5f;
+  for (size_t i = 0; i < mv.size(); ++i) mv[i] = static_cast<float>(i);
+  auto r = RunOnHost(b.graph(), {Bytes(xv), Bytes(mv)});
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return;
+  std::vector<float> got = Values<float>(r.value()[0]);
+  size_t wrong = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    float dd = xv[i] - mv[i / 100];
+    wrong += got[i] != dd * dd;
+  }
+  EXPECT_SAME(wrong, size_t{0});
+}
+
 }  // namespace
 }  // namespace jmp::unit

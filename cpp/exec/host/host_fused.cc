@@ -40,19 +40,6 @@ int Root(const Plan& plan, int v) {
 
 }  // namespace
 
-// A broadcast whose source is the output's trailing dims (after leading 1s): output element i is source
-// element i mod the source's size. One element is the commonest case (a splat), a bias row the next.
-bool TrailingBroadcast(const mps::Graph& g, const mps::Op& op) {
-  const std::vector<int64_t>& in = g.type(op.inputs[0]).shape;
-  const std::vector<int64_t>& out = g.type(op.outputs[0]).shape;
-  if (in.size() > out.size()) return false;
-  size_t lead = out.size() - in.size(), d = 0;
-  while (d < in.size() && in[d] == 1) ++d;  // leading 1s of the source
-  for (; d < in.size(); ++d)
-    if (in[d] != out[lead + d]) return false;
-  return true;
-}
-
 // The kinds whose kernels can run one tile: every unary and binary row, and the few others above.
 bool TileKind(mps::OpKind kind) {
   switch (kind) {
@@ -79,7 +66,9 @@ bool Fusible(const Plan& plan, size_t i, int64_t count) {
   const mps::Op& op = g.ops[i];
   if (!Runs(plan, i) || !TileKind(op.kind) || op.outputs.size() != 1 || !op.subgraphs.empty()) return false;
   if (g.type(op.outputs[0]).NumElements() != count) return false;
-  if (op.kind == mps::OpKind::kBroadcast) return op.inputs.size() == 1 && TrailingBroadcast(g, op);
+  if (op.kind == mps::OpKind::kBroadcast)
+    return op.inputs.size() == 1 &&
+           TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind != TiledBroadcast::kNone;
   for (size_t j = 0; j < op.inputs.size(); ++j) {
     int64_t n = g.type(op.inputs[j]).NumElements();
     if (n != count && !(op.kind == mps::OpKind::kSelect && j == 0 && n == 1)) return false;
@@ -146,7 +135,9 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
         if (owner[sv] != static_cast<int>(gi) || escapes[sv]) continue;
         width = std::max(width, ByteSize(g.values[sv].dtype));
         int64_t source = op.kind == mps::OpKind::kBroadcast ? g.type(op.inputs[0]).NumElements() : 0;
-        if (source > 0 && kTile % source == 0) {  // the same in every tile: its own slot, filled once
+        bool trailing = source > 0 && TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind ==
+                                          TiledBroadcast::kTrailing;
+        if (trailing && kTile % source == 0) {  // the same in every tile: its own slot, filled once
           f.once[k] = 1;
           plan.tile_slot[sv] = f.slots++;
           continue;
@@ -191,7 +182,8 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
 bool MadeInTiles(const mps::Graph& g, const mps::Op& op) {
   return FusionEnabled() && TileKind(op.kind) && op.outputs.size() == 1 &&
          g.type(op.outputs[0]).NumElements() >= kMinFusedElements &&
-         (op.kind != mps::OpKind::kBroadcast || TrailingBroadcast(g, op));
+         (op.kind != mps::OpKind::kBroadcast ||
+          TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind != TiledBroadcast::kNone);
 }
 
 void FuseElementwise(Plan& plan) {

@@ -44,6 +44,14 @@ Status RunCast(const OpArgs& a);
 Status RunCopyLike(const OpArgs& a);  // Identity, Reshape, ReinterpretCast
 Status RunTranspose(const OpArgs& a);
 Status RunBroadcast(const OpArgs& a);
+// How a fused tile makes a Broadcast's output from its whole source (host_fused.cc fuses only these):
+// the source is the output's trailing dims (element i is source[i mod its size]: a splat, a bias row),
+// or its leading dims (element i is source[i / repeat]: a keepdims reduction broadcast back).
+struct TiledBroadcast {
+  enum Kind { kNone, kTrailing, kLeading } kind = kNone;
+  int64_t repeat = 1;  // kLeading: output elements per source element
+};
+TiledBroadcast TiledBroadcastOf(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
 Status RunSlice(const OpArgs& a);
 Status RunConcat(const OpArgs& a);
 Status RunPad(const OpArgs& a);

@@ -69,7 +69,6 @@ inline bool Runs(const Plan& plan, size_t op) {
 // tile by tile in a fused group (large splats and iotas: folded, they would be memory to stream).
 bool MadeInTiles(const mps::Graph& g, const mps::Op& op);
 bool TileKind(mps::OpKind kind);  // kinds whose kernels can run one tile (every unary/binary row, ...)
-bool TrailingBroadcast(const mps::Graph& g, const mps::Op& op);  // source = the output's trailing dims
 // host_fused.cc: forms the fused groups and the run order (JMP_HOST_FUSE=0: no groups), and runs one group.
 void FuseElementwise(Plan& plan);
 Status RunFused(const Plan& plan, const FusedGroup& group, uint8_t* arena, const std::vector<const uint8_t*>& inputs);

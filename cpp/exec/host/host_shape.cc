@@ -189,15 +189,35 @@ Status RunTranspose(const OpArgs& a) {
   return Status::Ok();
 }
 
+TiledBroadcast TiledBroadcastOf(const Shape& in, const Shape& out) {
+  if (in.size() > out.size()) return {};
+  Shape padded(out.size() - in.size(), 1);
+  padded.insert(padded.end(), in.begin(), in.end());
+  size_t d = 0;
+  while (d < padded.size() && padded[d] == 1) ++d;
+  bool trailing = true;
+  for (size_t k = d; k < padded.size(); ++k) trailing &= padded[k] == out[k];
+  if (trailing) return {TiledBroadcast::kTrailing, 1};
+  size_t k = 0;
+  while (k < padded.size() && padded[k] == out[k]) ++k;
+  int64_t repeat = 1;
+  for (size_t r = k; r < padded.size(); ++r) {
+    if (padded[r] != 1) return {};
+    repeat *= out[r];
+  }
+  return {TiledBroadcast::kLeading, repeat};
+}
+
 Status RunBroadcast(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
-  if (a.count >= 0) {  // a fused tile: the source is the output's trailing dims (TrailingBroadcast)
+  if (a.count >= 0) {  // a fused tile (TiledBroadcastOf)
+    TiledBroadcast how = TiledBroadcastOf(in, out);
     int64_t source = a.InType(0).NumElements();
     size_t w = Width(a);
     if (source == 1) {
       FillTile(a.out[0], a.in[0], w, a.count);
-    } else {
+    } else if (how.kind == TiledBroadcast::kTrailing) {
       for (int64_t j = 0, s = a.base % source; j < a.count;) {  // runs of the source, wrapping around
         int64_t run = std::min(a.count - j, source - s);
         std::memcpy(a.out[0] + static_cast<size_t>(j) * w, a.in[0] + static_cast<size_t>(s) * w,
@@ -205,6 +225,14 @@ Status RunBroadcast(const OpArgs& a) {
         j += run;
         s = 0;
       }
+    } else if (how.kind == TiledBroadcast::kLeading) {
+      for (int64_t j = 0, s = a.base / how.repeat, o = a.base % how.repeat; j < a.count; ++s, o = 0) {
+        int64_t run = std::min(a.count - j, how.repeat - o);  // one source element repeated
+        FillTile(a.out[0] + static_cast<size_t>(j) * w, a.in[0] + static_cast<size_t>(s) * w, w, run);
+        j += run;
+      }
+    } else {
+      return Internal("a fused Broadcast the tile cannot make");
     }
     return Status::Ok();
   }
