@@ -159,6 +159,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
         a.transposed[j] = true;
       }
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    a.transposed_out = plan.matmul_transposed_out[i] != 0;
     if (writable_carries && plan.in_place_op_input[i] >= 0)
       a.out[0] = const_cast<uint8_t*>(inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
     Status status;

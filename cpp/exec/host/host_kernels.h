@@ -19,6 +19,8 @@ struct OpArgs {
   // MatMul only: operand i arrives as the input of the Transpose (of its last two dims) that made it,
   // which the plan skipped; BLAS applies the transpose.
   bool transposed[2] = {false, false};
+  // MatMul only: write the product's last two dims transposed (a Transpose reading it was folded in).
+  bool transposed_out = false;
   // A fused run (host_fused.cc) hands elementwise kernels one tile: `count` elements starting at flat
   // element `base` of the output, every operand pointer already at the tile (a one-element operand
   // where the op takes one: not moved). -1: the whole output.

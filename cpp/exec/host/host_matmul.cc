@@ -70,11 +70,20 @@ void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c
 // untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
 template <typename T>
 void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  const bool ta = a.transposed[0], tb = a.transposed[1];
+  bool ta = a.transposed[0], tb = a.transposed[1];
+  const uint8_t* in0 = a.in[0];
+  const uint8_t* in1 = a.in[1];
+  if (a.transposed_out) {  // C^T = B^T A^T: the operands swap, each read through the other trans flag
+    std::swap(in0, in1);
+    std::swap(m, n);
+    std::swap(ta, tb);
+    ta = !ta;
+    tb = !tb;
+  }
   const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
   auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
-    const T* A = reinterpret_cast<const T*>(a.in[0]) + b * m * k + (ta ? r0 : r0 * k);
-    const T* B = reinterpret_cast<const T*>(a.in[1]) + b * k * n;
+    const T* A = reinterpret_cast<const T*>(in0) + b * m * k + (ta ? r0 : r0 * k);
+    const T* B = reinterpret_cast<const T*>(in1) + b * k * n;
     T* C = reinterpret_cast<T*>(a.out[0]) + b * m * n + r0 * n;
     Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), A, lda, B, ldb, C,
          static_cast<int>(n));

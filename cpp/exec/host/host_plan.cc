@@ -106,6 +106,33 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const st
     size_t v = static_cast<size_t>(op.outputs[0]);
     if (folded_uses[v] > 0 && folded_uses[v] == uses[v] && !is_output[v]) plan.skipped_op[i] = 1;
   }
+  // A Transpose (of the last two dims) that is the only reader of a MatMul's result: the MatMul writes
+  // its result transposed (BLAS computes B^T A^T) and the Transpose becomes a view of it (a weight
+  // gradient, x^T g, is often transposed straight back).
+  plan.matmul_transposed_out.assign(g.ops.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& t = g.ops[i];
+    if (t.kind != mps::OpKind::kTranspose || plan.skipped_op[i] || plan.folded_op[i] || t.outputs.size() != 1 ||
+        folded_uses[static_cast<size_t>(t.outputs[0])] > 0)  // a MatMul reads its source already
+      continue;
+    size_t r = t.axes.size();
+    if (r < 2 || g.type(t.inputs[0]).shape.size() != r) continue;
+    bool swap_last_two = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
+    for (size_t d = 0; d + 2 < r; ++d) swap_last_two &= t.axes[d] == static_cast<int64_t>(d);
+    int src = t.inputs[0];
+    int p = producer[static_cast<size_t>(src)];
+    if (!swap_last_two || p < 0 || plan.folded_op[static_cast<size_t>(p)] || uses[static_cast<size_t>(src)] != 1 ||
+        is_output[static_cast<size_t>(src)] || folded_uses[static_cast<size_t>(src)] > 0)
+      continue;
+    const mps::Op& mm = g.ops[static_cast<size_t>(p)];
+    DType dt = g.type(src).dtype;
+    if (mm.kind != mps::OpKind::kMatMul || mm.inputs.size() != 2 ||
+        (dt != DType::kF32 && dt != DType::kF64 && dt != DType::kC64 && dt != DType::kC128))
+      continue;
+    plan.matmul_transposed_out[static_cast<size_t>(p)] = 1;
+    plan.alias_of[static_cast<size_t>(t.outputs[0])] = src;
+    plan.view_op[i] = 1;
+  }
 }
 
 void FindInPlaceCarries(Plan& plan, const std::vector<int>& uses) {

@@ -44,6 +44,7 @@ struct Plan {
   std::vector<uint8_t> view_op;                   // per op: 1 when it is such a view (skipped at run time)
   std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
   std::vector<uint8_t> skipped_op;                // per op: 1 for a Transpose every reader of which reads its source
+  std::vector<uint8_t> matmul_transposed_out;     // per op: a MatMul writing its result transposed (OpArgs)
   // Per input p: the ScatterND/ScatterAlongAxis that is p's only reader and makes output p, or -1. In a
   // while body that scatter may write straight into p's buffer (RunWhile). Per op: the inverse.
   std::vector<int> in_place_carry_op;
