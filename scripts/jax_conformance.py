@@ -38,10 +38,12 @@ FILES = ["lax_test", "lax_numpy_test", "lax_control_flow_test", "fft_test", "ran
          "lax_autodiff_test", "lax_vmap_test", "lax_vmap_op_test", "nn_test", "lax_scipy_test",
          "lax_numpy_operators_test", "lax_numpy_einsum_test", "lax_numpy_vectorize_test", "ann_test",
          "polynomial_test", "random_test", "batching_test", "api_test"]
-# Skips that are not the plugin's: JAX's own device tagging (on every accelerator), written as a decorator
-# or inline for GPU-only (CUDA) tests, configuration flags (x64 off, an upgrade flag off, threefry
-# partitionable on, skip the same tests on CPU), the installed scipy's version (lpmn removed), and skips a test makes unconditionally on every platform (lax_vmap_op_test's float64
-# and rank > 2 cases, lax_vmap_test's @unittest.skip of testBroadcastInDim). Every other skip, device-count skips included, counts as a failure.
+# Skips that are not the plugin's, since they happen on CPU too: JAX's own device tagging (on every
+# accelerator), as a decorator or inline for GPU-only (CUDA) tests; configuration flags (x64 off, an
+# upgrade flag off, threefry partitionable on); the installed scipy's version (lpmn removed); and skips a
+# test makes unconditionally on every platform (lax_vmap_op_test's float64 and rank > 2 cases,
+# lax_vmap_test's @unittest.skip of testBroadcastInDim). Every other skip, device-count skips included,
+# counts as a failure.
 NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for CPU|[Tt]est enabled only for "
                       r"(CPU|cpu)|run_on_devices|skip_on_devices|requires jax_enable_x64|"
                       r"not supported when FLAGS\.|Test requires GPU|Tests only for GPU|"
