@@ -55,7 +55,15 @@ NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for 
                       r"scipy\.special\.\w+ has been removed|^Skipped$|^not implemented$|^Expected failure\.$|"
                       r"^TODO\(\w+\): re-enable|broken by convert_element_type change|Cannot locate autodidax\.py|"
                       r"Works only with simplified Jaxpr consts|new-remat-of-scan doesn't convert numpy\.ndarray|"
-                      r"JVP for SVD not implemented for full matrices|differs from jnp in 32 bit mode")
+                      r"JVP for SVD not implemented for full matrices|differs from jnp in 32 bit mode|"
+                      # lax_numpy_test's skips by parameter or by the installed NumPy, on CPU too
+                      r"NumPy doesn't correctly handle bfloat16 arrays|requires https://github\.com/seberg/"
+                      r"numpy-dispatch|XLA support for int1/int2 is incomplete|Too many indices to be unique|"
+                      r"^too many indices$|Test fails on CI, perhaps due to JIT caching|Only run float64 testcase "
+                      r"when float64 is enabled|NumPy 2\.3\.0 now throws warnings|dtype=object requires "
+                      r"allow_pickle=True|gets promoted to <class 'numpy\.float16'>, which is not supported|"
+                      r"Integer rounding with decimals < 0 not implemented|Known failure for complex inputs; "
+                      r"see #9107|np\.arctanh & jnp\.arctanh have mismatched NaNs")
 
 
 def tree_version(tree):
