@@ -63,7 +63,11 @@ NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for 
                       r"when float64 is enabled|NumPy 2\.3\.0 now throws warnings|dtype=object requires "
                       r"allow_pickle=True|gets promoted to <class 'numpy\.float16'>, which is not supported|"
                       r"Integer rounding with decimals < 0 not implemented|Known failure for complex inputs; "
-                      r"see #9107|np\.arctanh & jnp\.arctanh have mismatched NaNs")
+                      r"see #9107|np\.arctanh & jnp\.arctanh have mismatched NaNs|"
+                      # random_lax_test's: x64 off, untyped keys, and unconditional skips
+                      r"Expected failure: Python int too large|^relies on typed key arrays$|"
+                      r"sensitive to random key - https://github\.com/jax-ml/jax/issues/|"
+                      r"skip test except on X64|8-bit types not supported with RBG PRNG")
 
 
 def tree_version(tree):
