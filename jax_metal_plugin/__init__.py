@@ -34,7 +34,7 @@ def initialize() -> None:
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
     from jax._src import xla_bridge
 
-    from . import _callbacks, _jax_internals, _linalg_lowerings, _platform_clash
+    from . import _approx_top_k, _callbacks, _jax_internals, _linalg_lowerings, _platform_clash
 
     clashes = _platform_clash.others() or _platform_clash.registered_elsewhere(
         getattr(xla_bridge, "_backend_factories", {}))
@@ -47,6 +47,7 @@ def initialize() -> None:
     _jax_internals.enable_eigh()
     _callbacks.install(path)
     _linalg_lowerings.enable()
+    _approx_top_k.enable()
 
 
 class PlatformClashWarning(UserWarning):

@@ -5,7 +5,8 @@ on the host with LAPACK (Accelerate on macOS). JAX has no generic lowering for e
 lu and svd for other platforms through algorithms built on float32-only pieces, so for those dtypes
 (and for eig always) these rules emit custom calls the plugin maps to its LAPACK ops
 (cpp/mps/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
-and XLA's ``Eigh`` for eigh. cholesky, triangular_solve and qr need nothing here: JAX's generic
+and XLA's ``Eigh`` for eigh; tridiagonal (sytrd/hetrd, lowered by JAX for cpu and gpu only) always
+goes to ``jax_metal.lapack.tridiagonal``. cholesky, triangular_solve and qr need nothing here: JAX's generic
 lowerings already reach the plugin, which chooses by dtype.
 
 Everything used from JAX is internal: a name a JAX release lacks turns the feature off (an error naming
@@ -136,7 +137,14 @@ def enable() -> None:
 
         return rule
 
+    def tridiagonal_rule():
+        def rule(ctx, operand, *, lower, **params):
+            return call(ctx, "jax_metal.lapack.tridiagonal", operand, list(ctx.avals_out), f"{int(lower)}")
+
+        return rule
+
     register("eig_p", eig_rule)
     register("lu_p", lu_rule)
     register("svd_p", svd_rule)
     register("eigh_p", eigh_rule)
+    register("tridiagonal_p", tridiagonal_rule)

@@ -98,6 +98,17 @@ def test_reductions_and_scans():
                     k=[2 * 6 + 2, 2 * 7 + 2, 2 * 42 + 2])
 
 
+def test_max_and_min_order_by_real_then_imaginary():
+    # Ties in the real part (small integers) so the imaginary part decides; the reduce body
+    # (compare real, then imaginary, then select) runs on whole halves of the operand.
+    re = RNG.integers(0, 3, (3, 4, 5)).astype(np.float32)
+    im = RNG.integers(-4, 4, (3, 4, 5)).astype(np.float32)
+    z = (re + 1j * im).astype(np.complex64)
+    check(lambda z: (jnp.max(z), jnp.min(z, axis=0), jnp.max(z, axis=(1, 2)),
+                     lax.reduce(z, np.complex64(np.inf), lax.min, (0, 2))), z, exact=True)
+    check(jax.grad(lambda z: jnp.max(z, axis=1).real.sum()), z, exact=True)
+
+
 def test_scans_stay_linear():
     from jax_metal_plugin import tools
     z = np.ones((4, 512), np.complex64)

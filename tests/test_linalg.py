@@ -113,6 +113,18 @@ def test_cholesky_of_a_matrix_that_is_not_positive_definite():
     assert np.isnan(want[0][np.tril_indices(5)]).all() and not np.isnan(want[1]).any()
 
 
+def test_cholesky_of_a_singular_positive_semidefinite_matrix_fails():
+    # A zero pivot fails as LAPACK's potrf decides (pivot <= 0), rank-deficient covariances included:
+    # ones((2, 2)) leaves exactly 0 for the last pivot, and sqrt(0) would pass as a factor.
+    v = np.array([[1.0], [2.0], [-1.0]], np.float32)
+    batch = np.stack([np.ones((2, 2), np.float32), np.eye(2, dtype=np.float32)])
+    want = check(jnp.linalg.cholesky, batch, **TOL)
+    assert np.isnan(want[0][np.tril_indices(2)]).all() and not np.isnan(want[1]).any()
+    check(jnp.linalg.cholesky, (v @ v.T).astype(np.float32), **TOL)
+    check(lambda m: jax.random.multivariate_normal(jax.random.key(0), jnp.zeros(2), m, (4,), method="cholesky"),
+          np.ones((2, 2), np.float32), **TOL)
+
+
 def test_grads_vmap_and_low_precision():
     a = well_conditioned((5, 5))
     s = spd((5, 5))

@@ -1,4 +1,6 @@
 // real, imag and complex: complex64 (complex128) built from and taken apart into float32 (float64) parts.
+// Results take their operand's shape, not the declared one: in a body lowered inline on lanes (the
+// compare-and-select reduce body of complex max/min) the declared type is a scalar.
 #include "mps/lower_context.h"
 
 namespace jmp::mps {
@@ -11,10 +13,10 @@ Status Part(LowerContext& cx) {
   const shlo::Type& out = cx.OutType(0);
   if (!IsComplex(cx.DTypeOf(x))) {
     // real/imag of a real value: itself, or zeros.
-    cx.Bind(0, K == OpKind::kRealPart ? x : cx.Splat(out.dtype, out.shape, 0));
+    cx.Bind(0, K == OpKind::kRealPart ? x : cx.Splat(out.dtype, cx.ShapeOf(x), 0));
     return Status::Ok();
   }
-  cx.Bind(0, cx.Emit(K, {x}, RealOf(cx.DTypeOf(x)), out.shape));
+  cx.Bind(0, cx.Emit(K, {x}, RealOf(cx.DTypeOf(x)), cx.ShapeOf(x)));
   return Status::Ok();
 }
 
@@ -24,7 +26,8 @@ Status ComplexOp(LowerContext& cx) {
   const shlo::Type& out = cx.OutType(0);
   if (!IsComplex(out.dtype) || cx.DTypeOf(re) != RealOf(out.dtype) || cx.DTypeOf(im) != RealOf(out.dtype))
     return cx.Unsupported("complex parts of another type");
-  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, out.dtype, out.shape));
+  if (cx.ShapeOf(re) != cx.ShapeOf(im)) return cx.Unsupported("complex parts of different shapes");
+  cx.Bind(0, cx.Emit(OpKind::kComplexFromParts, {re, im}, out.dtype, cx.ShapeOf(re)));
   return Status::Ok();
 }
 

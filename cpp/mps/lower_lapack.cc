@@ -105,6 +105,20 @@ Status Eig(LowerContext& cx) {
   return EmitAndBind(cx, OpKind::kLapackEig, {a}, f, {{c, With(s, 1, {})}, {c, s}, {c, s}});
 }
 
+// jax_metal.lapack.tridiagonal, backend_config "lower": (a) -> (packed, d, e, taus), as
+// lax.linalg.tridiagonal_p; LAPACK for float32 too (no MPS kernel).
+Status Tridiagonal(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, true));
+  const int64_t n = s.back();
+  if (n < 1) return cx.Unsupported("needs matrices of at least 1x1");
+  LapackAttrs f;
+  f.lower = Flag(ConfigFlags(cx), 0);
+  const DType t = cx.DTypeOf(a), r = RealOf(t);
+  return EmitAndBind(cx, OpKind::kLapackTridiagonal, {a}, f,
+                     {cx.Type(a), {r, With(s, 2, {n})}, {r, With(s, 2, {n - 1})}, {t, With(s, 2, {n - 1})}});
+}
+
 }  // namespace
 
 Status LapackCholesky(LowerContext& cx) {
@@ -165,6 +179,7 @@ void RegisterLapackRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "custom_call:jax_metal.lapack.lu", &Lu);
   RegisterRule(r, "custom_call:jax_metal.lapack.svd", &Svd);
   RegisterRule(r, "custom_call:jax_metal.lapack.eig", &Eig);
+  RegisterRule(r, "custom_call:jax_metal.lapack.tridiagonal", &Tridiagonal);
 }
 
 }  // namespace jmp::mps

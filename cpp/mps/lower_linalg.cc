@@ -103,7 +103,8 @@ Status TriangularSolve(LowerContext& cx) {
 // Cholesky-Crout, one column per iteration: c = A[:, j] - L L[j, :]^T, L_jj = sqrt(c_j), L_ij = c_i /
 // L_jj below the diagonal. Only a's lower triangle is read (its upper one for lower = false, by
 // factoring the transpose); the result's other triangle is zero. A matrix that is not positive
-// definite gives a factor of NaNs, as XLA's CPU backend does.
+// definite (a pivot <= 0, as potrf decides: positive semidefinite singular matrices fail too) gives a
+// factor of NaNs, as XLA's CPU backend does.
 Status Cholesky(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
   if (UsesLapack(cx.DTypeOf(a))) return LapackCholesky(cx);
@@ -128,7 +129,11 @@ Status Cholesky(LowerContext& cx) {
         int lj = PickAlong(cx, c[1], j, rows);  // row j of L: zero from column j on
         int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column);
         int col = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[0], j, cols), products);
-        int diag = cx.BroadcastTo(cx.Unary(OpKind::kSquareRoot, PickAlong(cx, col, j, rows)), column);
+        // A pivot that is not positive (zero included: a singular matrix) fails, as LAPACK's potrf does.
+        int pivot = PickAlong(cx, col, j, rows);
+        int positive = cx.Compare(OpKind::kGreaterThan, pivot, cx.Splat(ct, cx.ShapeOf(pivot), 0));
+        int root = cx.Select(positive, cx.Unary(OpKind::kSquareRoot, pivot), cx.Splat(ct, cx.ShapeOf(pivot), NAN));
+        int diag = cx.BroadcastTo(root, column);
         int scaled =
             cx.Select(CoordinateIs(cx, OpKind::kEqual, column, rows, j), diag, cx.Binary(OpKind::kDivide, col, diag));
         int kept = cx.Select(CoordinateIs(cx, OpKind::kGreaterThanOrEqualTo, column, rows, j), scaled,

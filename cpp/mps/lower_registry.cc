@@ -26,6 +26,7 @@ void RegisterEighRules(Rules& rules);
 void RegisterRandomRules(Rules& rules);
 void RegisterCallbackRules(Rules& rules);
 void RegisterLapackRules(Rules& rules);
+void RegisterCollectiveRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -50,6 +51,7 @@ const Rules& LowerRules() {
     RegisterRandomRules(*r);
     RegisterCallbackRules(*r);
     RegisterLapackRules(*r);
+    RegisterCollectiveRules(*r);
     return r;
   }();
   return *rules;

@@ -146,7 +146,7 @@ Status CheckAttrs(const Op& op) {
       (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
     return Internal("needs a token count within its inputs");
   if (is({K::kLapackCholesky, K::kLapackTriangularSolve, K::kLapackLu, K::kLapackQr, K::kLapackHouseholderProduct,
-          K::kLapackEigh, K::kLapackSvd, K::kLapackEig}) &&
+          K::kLapackEigh, K::kLapackSvd, K::kLapackEig, K::kLapackTridiagonal}) &&
       (op.int_attr < 0 || op.int_attr >= (int64_t{1} << kLapackFlags)))
     return Internal("unknown LAPACK flags " + std::to_string(op.int_attr));
   return Status::Ok();

@@ -39,7 +39,8 @@ Status CheckLapack(const Graph& g, const Op& op) {
   const bool square = m == n;
   std::vector<TensorType> want;
   using K = OpKind;
-  if (op.kind == K::kLapackCholesky || op.kind == K::kLapackEigh || op.kind == K::kLapackEig) {
+  if (op.kind == K::kLapackCholesky || op.kind == K::kLapackEigh || op.kind == K::kLapackEig ||
+      op.kind == K::kLapackTridiagonal) {
     if (!square) return Internal("needs square matrices");
   }
   if (op.kind == K::kLapackCholesky) {
@@ -71,6 +72,9 @@ Status CheckLapack(const Graph& g, const Op& op) {
     }
   } else if (op.kind == K::kLapackEig) {
     want = {{cplx, with({n})}, {cplx, a.shape}, {cplx, a.shape}};
+  } else if (op.kind == K::kLapackTridiagonal) {
+    if (n == 0) return Internal("needs matrices of at least 1x1");
+    want = {a, {real, with({n})}, {real, with({n - 1})}, {a.dtype, with({n - 1})}};
   } else {
     return Internal("not a LAPACK op");
   }
@@ -235,7 +239,8 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kLapackHouseholderProduct:
     case OpKind::kLapackEigh:
     case OpKind::kLapackSvd:
-    case OpKind::kLapackEig: return CheckLapack(g, op);
+    case OpKind::kLapackEig:
+    case OpKind::kLapackTridiagonal: return CheckLapack(g, op);
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

@@ -94,5 +94,6 @@ Status RunLapackHouseholderProduct(const OpArgs& a);
 Status RunLapackEigh(const OpArgs& a);
 Status RunLapackSvd(const OpArgs& a);
 Status RunLapackEig(const OpArgs& a);
+Status RunLapackTridiagonal(const OpArgs& a);
 
 }  // namespace jmp::exec::host

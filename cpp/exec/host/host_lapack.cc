@@ -1,5 +1,6 @@
 // The LAPACK factorisations of op_kinds.def's "LAPACK" rows: Cholesky (potrf), triangular solves
-// (trsm), LU (getrf), QR (geqrf) and its Householder product (orgqr/ungqr), one batch matrix at a time.
+// (trsm), LU (getrf), QR (geqrf) and its Householder product (orgqr/ungqr), and the Hermitian
+// tridiagonal reduction (sytrd/hetrd), one batch matrix at a time.
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -150,6 +151,39 @@ Status HouseholderProduct(const OpArgs& a) {
   return Status::Ok();
 }
 
+template <typename T>
+Status Tridiagonal(const OpArgs& a) {
+  using R = Real<T>;
+  const Shape& s = a.InType(0).shape;
+  const int64_t n = s.back(), batch = BatchOf(s);
+  if (!FitsLapack(n, n) || n < 1) return a.Unsupported("has a matrix too large for LAPACK, or empty");
+  const char uplo = mps::LapackAttrs::Of(a.op).lower ? 'L' : 'U';
+  const T* in = Typed<T>(a.in[0]);
+  T* out = Typed<T>(a.out[0]);
+  R* d = Typed<R>(a.out[1]);
+  R* e = Typed<R>(a.out[2]);
+  T* taus = Typed<T>(a.out[3]);
+  std::vector<T> w(static_cast<size_t>(n * n));
+  const int ni = static_cast<int>(n);
+  T query{};
+  int info = 0;
+  lapack::hetrd(uplo, ni, w.data(), ni, d, e, taus, &query, -1, &info);
+  std::vector<T> work(static_cast<size_t>(WorkSize(query)));
+  for (int64_t b = 0; b < batch; ++b, in += n * n, out += n * n, d += n, e += n - 1, taus += n - 1) {
+    ToColumnMajor(in, n, n, w.data());
+    info = 0;
+    lapack::hetrd(uplo, ni, w.data(), ni, d, e, taus, work.data(), static_cast<int>(work.size()), &info);
+    if (info != 0) {
+      FillNaN(w.data(), n * n);
+      FillNaN(d, n);
+      FillNaN(e, n - 1);
+      FillNaN(taus, n - 1);
+    }
+    FromColumnMajor(w.data(), n, n, n, out);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunLapackCholesky(const OpArgs& a) {
@@ -166,6 +200,10 @@ Status RunLapackQr(const OpArgs& a) {
 }
 Status RunLapackHouseholderProduct(const OpArgs& a) {
   return ForLapackType(a, a.InType(0).dtype, [&](auto t) { return HouseholderProduct<decltype(t)>(a); });
+}
+
+Status RunLapackTridiagonal(const OpArgs& a) {
+  return ForLapackType(a, a.InType(0).dtype, [&](auto t) { return Tridiagonal<decltype(t)>(a); });
 }
 
 }  // namespace jmp::exec::host

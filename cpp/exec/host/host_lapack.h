@@ -65,7 +65,9 @@ void scipy_zungqr_(const int* m, const int* n, const int* k, jmp::exec::host::la
                          size_t);                                                                                      \
   void scipy_##p##geev_(const char* jobvl, const char* jobvr, const int* n, T* a, const int* lda, T* wr, T* wi, T* vl, \
                         const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, int* info, size_t,         \
-                        size_t);
+                        size_t);                                                                                       \
+  void scipy_##p##sytrd_(const char* uplo, const int* n, T* a, const int* lda, T* d, T* e, T* tau, T* work,            \
+                         const int* lwork, int* info, size_t);
 JMP_DECLARE_REAL(s, float)
 JMP_DECLARE_REAL(d, double)
 #undef JMP_DECLARE_REAL
@@ -79,7 +81,9 @@ JMP_DECLARE_REAL(d, double)
                          int* info, size_t);                                                                      \
   void scipy_##p##geev_(const char* jobvl, const char* jobvr, const int* n, T* a, const int* lda, T* w, T* vl,    \
                         const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, R* rwork, int* info,  \
-                        size_t, size_t);
+                        size_t, size_t);                                                                          \
+  void scipy_##p##hetrd_(const char* uplo, const int* n, T* a, const int* lda, R* d, R* e, T* tau, T* work,       \
+                         const int* lwork, int* info, size_t);
 JMP_DECLARE_COMPLEX(c, jmp::exec::host::lapack::c64, float)
 JMP_DECLARE_COMPLEX(z, jmp::exec::host::lapack::c128, double)
 #undef JMP_DECLARE_COMPLEX
@@ -130,6 +134,17 @@ JMP_OVERLOAD_ORGQR(zungqr, c128)
 JMP_OVERLOAD_REAL(s, float)
 JMP_OVERLOAD_REAL(d, double)
 #undef JMP_OVERLOAD_REAL
+
+// Hermitian (symmetric) tridiagonal reduction: sytrd for real types, hetrd for complex ones.
+#define JMP_OVERLOAD_TRD(name, T, R)                                                                      \
+  inline void hetrd(char uplo, int n, T* a, int lda, R* d, R* e, T* tau, T* work, int lwork, int* info) { \
+    JMP_LAPACK(name)(&uplo, &n, a, &lda, d, e, tau, work, &lwork, info JMP_STRLEN(1));                    \
+  }
+JMP_OVERLOAD_TRD(ssytrd, float, float)
+JMP_OVERLOAD_TRD(dsytrd, double, double)
+JMP_OVERLOAD_TRD(chetrd, c64, float)
+JMP_OVERLOAD_TRD(zhetrd, c128, double)
+#undef JMP_OVERLOAD_TRD
 
 #define JMP_OVERLOAD_COMPLEX(p, T, R)                                                                                 \
   inline void eigh(char jobz, char uplo, int n, T* a, int lda, R* w, T* work, int lwork, R* rwork, int lrwork,        \
