@@ -375,11 +375,9 @@ int LowerContext::OneSource(int v) {
   return it == one_source_.end() ? -1 : it->second;
 }
 
-int LowerContext::SplatOf(int one, const Shape& shape) { return BroadcastTo(one, shape); }
-
 int LowerContext::Unary(OpKind kind, int x) {
   TensorType t = Type(x);
-  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(kind, {s}, t.dtype, ShapeOf(s)), t.shape);
+  if (int s = OneSource(x); s >= 0) return BroadcastTo(Emit(kind, {s}, t.dtype, ShapeOf(s)), t.shape);
   return Emit(kind, {x}, t.dtype, t.shape);
 }
 
@@ -387,7 +385,7 @@ int LowerContext::Binary(OpKind kind, int a, int b) {
   TensorType t = Type(a);
   int sa = OneSource(a), sb = OneSource(b);
   if (sa >= 0 && sb >= 0 && ShapeOf(sa) == ShapeOf(sb))
-    return SplatOf(Emit(kind, {sa, sb}, t.dtype, ShapeOf(sa)), t.shape);
+    return BroadcastTo(Emit(kind, {sa, sb}, t.dtype, ShapeOf(sa)), t.shape);
   return Emit(kind, {a, b}, t.dtype, t.shape);
 }
 
@@ -395,7 +393,7 @@ int LowerContext::Compare(OpKind kind, int a, int b) {
   Shape shape = ShapeOf(a);
   int sa = OneSource(a), sb = OneSource(b);
   if (sa >= 0 && sb >= 0 && ShapeOf(sa) == ShapeOf(sb))
-    return SplatOf(Emit(kind, {sa, sb}, DType::kBool, ShapeOf(sa)), shape);
+    return BroadcastTo(Emit(kind, {sa, sb}, DType::kBool, ShapeOf(sa)), shape);
   return Emit(kind, {a, b}, DType::kBool, shape);
 }
 
@@ -403,7 +401,7 @@ int LowerContext::Select(int pred, int on_true, int on_false) {
   TensorType t = Type(on_true);
   int sp = ShapeOf(pred) == t.shape ? OneSource(pred) : -1, st = OneSource(on_true), sf = OneSource(on_false);
   if (sp >= 0 && st >= 0 && sf >= 0 && ShapeOf(sp) == ShapeOf(st) && ShapeOf(st) == ShapeOf(sf))
-    return SplatOf(Emit(OpKind::kSelect, {sp, st, sf}, t.dtype, ShapeOf(st)), t.shape);
+    return BroadcastTo(Emit(OpKind::kSelect, {sp, st, sf}, t.dtype, ShapeOf(st)), t.shape);
   // A splat predicate stays one element (the op takes it so): one copy of the chosen operand.
   if (sp >= 0) pred = sp;
   if (ShapeOf(pred) != t.shape && Type(pred).NumElements() != 1) pred = BroadcastTo(pred, t.shape);
@@ -413,14 +411,14 @@ int LowerContext::Select(int pred, int on_true, int on_false) {
 int LowerContext::Cast(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
-  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(OpKind::kCast, {s}, to, ShapeOf(s)), shape);
+  if (int s = OneSource(x); s >= 0) return BroadcastTo(Emit(OpKind::kCast, {s}, to, ShapeOf(s)), shape);
   return Emit(OpKind::kCast, {x}, to, shape);
 }
 
 int LowerContext::Reinterpret(int x, DType to) {
   if (DTypeOf(x) == to) return x;
   Shape shape = ShapeOf(x);
-  if (int s = OneSource(x); s >= 0) return SplatOf(Emit(OpKind::kReinterpretCast, {s}, to, ShapeOf(s)), shape);
+  if (int s = OneSource(x); s >= 0) return BroadcastTo(Emit(OpKind::kReinterpretCast, {s}, to, ShapeOf(s)), shape);
   return Emit(OpKind::kReinterpretCast, {x}, to, shape);
 }
 

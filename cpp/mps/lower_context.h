@@ -160,7 +160,6 @@ class LowerContext {
   std::map<std::pair<const Graph*, int>, int> one_source_;
   std::map<std::pair<const Graph*, int>, size_t> constant_at_;  // a Constant's op index in its graph
   int OneSource(int v);
-  int SplatOf(int one, const Shape& shape);
 };
 
 // Attribute values from an artifact that sizes are computed from must be small enough that no

@@ -76,7 +76,7 @@ WorkQueue::WorkQueue() {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return (stop_ && !busy_) || (!tasks_.empty() && !busy_); });
+        cv_.wait(lock, [&] { return !busy_ && (stop_ || !tasks_.empty()); });
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
