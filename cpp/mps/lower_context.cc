@@ -228,6 +228,8 @@ StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& param
     it = it->first.first == &sub ? one_source_.erase(it) : std::next(it);
   for (auto it = constant_at_.begin(); it != constant_at_.end();)
     it = it->first.first == &sub ? constant_at_.erase(it) : std::next(it);
+  for (auto it = transpose_of_.begin(); it != transpose_of_.end();)
+    it = it->first.first == &sub ? transpose_of_.erase(it) : std::next(it);
   if (!outputs.ok()) return outputs.status();
   sub.outputs = *outputs;
   captures->clear();
@@ -454,9 +456,18 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == static_cast<int64_t>(i);
   if (identity) return x;
+  // A transpose of a transpose is one transpose of the first one's operand: one pass over the data
+  // instead of two (attention's head split followed by a key transpose, and their gradients).
+  if (auto it = transpose_of_.find({&graph(), x}); it != transpose_of_.end()) {
+    std::vector<int64_t> composed;
+    for (int64_t p : perm) composed.push_back(it->second.second[static_cast<size_t>(p)]);
+    return Transpose(it->second.first, composed);
+  }
   Shape in = ShapeOf(x), out;
   for (int64_t p : perm) out.push_back(in[static_cast<size_t>(p)]);
-  return Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, AxesAttrs{perm});
+  int y = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, AxesAttrs{perm});
+  transpose_of_[{&graph(), y}] = {x, perm};
+  return y;
 }
 
 int LowerContext::BroadcastTo(int x, Shape shape) {
