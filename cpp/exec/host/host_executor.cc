@@ -143,23 +143,27 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   ScratchLease scratch;
   std::vector<const uint8_t*>& in_list = scratch.lists->in;
   std::vector<uint8_t*>& out_list = scratch.lists->out;
+  // Results go straight into their outputs unless an output is an input's memory (a donated buffer),
+  // which an op could overwrite while a later op still reads the input.
+  const RunMemory memory{arena.get(), inputs, outputs_alias_inputs ? nullptr : &outputs, writable_carries};
   for (int step : plan.steps) {
     if (step < 0) {
-      JMP_RETURN_IF_ERROR(RunFused(plan, plan.fused[static_cast<size_t>(-1 - step)], arena.get(), inputs));
+      JMP_RETURN_IF_ERROR(RunFused(plan, plan.fused[static_cast<size_t>(-1 - step)], memory));
       continue;
     }
     const size_t i = static_cast<size_t>(step);
+    if (writable_carries && plan.skipped_scatter[i]) continue;  // its update was made in the carry
     const mps::Op& op = g.ops[i];
     in_list.clear();
     out_list.clear();
     OpArgs a{op, g, std::move(in_list), std::move(out_list)};
-    for (int v : op.inputs) a.in.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    for (int v : op.inputs) a.in.push_back(ValuePtr(plan, memory, v));
     for (size_t j = 0; j < 2; ++j)
       if (int src = plan.matmul_source[i][j]; src >= 0) {
-        a.in[j] = ValuePtr(plan, arena.get(), inputs, src);
+        a.in[j] = ValuePtr(plan, memory, src);
         a.transposed[j] = true;
       }
-    for (int v : op.outputs) a.out.push_back(ValuePtr(plan, arena.get(), inputs, v));
+    for (int v : op.outputs) a.out.push_back(ValuePtr(plan, memory, v));
     a.transposed_out = plan.matmul_transposed_out[i] != 0;
     if (writable_carries && plan.in_place_op_input[i] >= 0)
       a.out[0] = const_cast<uint8_t*>(inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
@@ -182,7 +186,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   std::vector<const uint8_t*>& src = in_list;  // its allocation again
   src.assign(n, nullptr);
   std::vector<std::vector<uint8_t>> staged;
-  for (size_t i = 0; i < n; ++i) src[i] = ValuePtr(plan, arena.get(), inputs, g.outputs[i]);
+  for (size_t i = 0; i < n; ++i) src[i] = ValuePtr(plan, memory, g.outputs[i]);
   if (writable_carries)
     for (size_t i = 0; i < n && i < inputs.size(); ++i)
       if (plan.in_place_carry_op[i] >= 0) src[i] = inputs[i];

@@ -28,14 +28,14 @@ constexpr int64_t kTile = 2048;
 // Fewer elements than this: no group (a loop body on a few elements runs its ops as they are).
 constexpr int64_t kMinFusedElements = 1024;
 
+// How a tile would make this Broadcast's output (host_kernels.h), kNone when it cannot.
+TiledBroadcast::Kind Tiling(const mps::Graph& g, const mps::Op& op) {
+  return TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind;
+}
+
 bool FusesAsOp(mps::OpKind k) {
   using K = mps::OpKind;
   return k == K::kSelect || k == K::kClamp || k == K::kCast || k == K::kBroadcast || k == K::kCoordinateAlongAxis;
-}
-
-int Root(const Plan& plan, int v) {
-  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
-  return v;
 }
 
 }  // namespace
@@ -66,9 +66,7 @@ bool Fusible(const Plan& plan, size_t i, int64_t count) {
   const mps::Op& op = g.ops[i];
   if (!Runs(plan, i) || !TileKind(op.kind) || op.outputs.size() != 1 || !op.subgraphs.empty()) return false;
   if (g.type(op.outputs[0]).NumElements() != count) return false;
-  if (op.kind == mps::OpKind::kBroadcast)
-    return op.inputs.size() == 1 &&
-           TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind != TiledBroadcast::kNone;
+  if (op.kind == mps::OpKind::kBroadcast) return op.inputs.size() == 1 && Tiling(g, op) != TiledBroadcast::kNone;
   for (size_t j = 0; j < op.inputs.size(); ++j) {
     int64_t n = g.type(op.inputs[j]).NumElements();
     if (n != count && !(op.kind == mps::OpKind::kSelect && j == 0 && n == 1)) return false;
@@ -103,9 +101,10 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
     if (!Runs(plan, i)) continue;
     const mps::Op& op = g.ops[i];
     for (size_t j = 0; j < op.inputs.size(); ++j) {
-      int src = j < 2 ? plan.matmul_source[i][j] : -1;
-      size_t r = static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]));
-      if (owner[r] != group_of_op[i]) escapes[r] = 1;
+      const int r = ReadRoot(plan, i, j);
+      ForEachStorage(plan, r, [&](int v) {  // read through a slice view: read whole, from the arena
+        if (owner[static_cast<size_t>(v)] != group_of_op[i] || v != r) escapes[static_cast<size_t>(v)] = 1;
+      });
     }
   }
   plan.tile_slot.assign(g.values.size(), -1);
@@ -135,8 +134,7 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
         if (owner[sv] != static_cast<int>(gi) || escapes[sv]) continue;
         width = std::max(width, ByteSize(g.values[sv].dtype));
         int64_t source = op.kind == mps::OpKind::kBroadcast ? g.type(op.inputs[0]).NumElements() : 0;
-        bool trailing = source > 0 && TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind ==
-                                          TiledBroadcast::kTrailing;
+        bool trailing = source > 0 && Tiling(g, op) == TiledBroadcast::kTrailing;
         if (trailing && kTile % source == 0) {  // the same in every tile: its own slot, filled once
           f.once[k] = 1;
           plan.tile_slot[sv] = f.slots++;
@@ -182,8 +180,7 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
 bool MadeInTiles(const mps::Graph& g, const mps::Op& op) {
   return FusionEnabled() && TileKind(op.kind) && op.outputs.size() == 1 &&
          g.type(op.outputs[0]).NumElements() >= kMinFusedElements &&
-         (op.kind != mps::OpKind::kBroadcast ||
-          TiledBroadcastOf(g.type(op.inputs[0]).shape, g.type(op.outputs[0]).shape).kind != TiledBroadcast::kNone);
+         (op.kind != mps::OpKind::kBroadcast || Tiling(g, op) != TiledBroadcast::kNone);
 }
 
 void FuseElementwise(Plan& plan) {
@@ -197,6 +194,8 @@ void FuseElementwise(Plan& plan) {
   std::vector<int64_t> made_by(g.values.size(), -1);
   auto flush = [&](int64_t count) {
     FusedGroup& f = open[count];
+    for (int i : f.ops)
+      for (int v : g.ops[static_cast<size_t>(i)].outputs) made_by[static_cast<size_t>(v)] = -1;
     if (f.ops.size() >= 2) {
       int gi = static_cast<int>(plan.fused.size());
       for (int i : f.ops) group_of_op[static_cast<size_t>(i)] = gi;
@@ -205,8 +204,6 @@ void FuseElementwise(Plan& plan) {
     } else {
       for (int i : f.ops) plan.steps.push_back(i);
     }
-    for (int i : open[count].ops)
-      for (int v : g.ops[static_cast<size_t>(i)].outputs) made_by[static_cast<size_t>(v)] = -1;
     open.erase(count);
   };
   // An op runs after every open group it reads from; the others stay open, so an op that reads nothing a
@@ -214,9 +211,11 @@ void FuseElementwise(Plan& plan) {
   auto flush_inputs_of = [&](size_t i, int64_t keep) {
     const mps::Op& op = g.ops[i];
     for (size_t j = 0; j < op.inputs.size(); ++j) {
-      int src = j < 2 ? plan.matmul_source[i][j] : -1;
-      int64_t c = made_by[static_cast<size_t>(Root(plan, src >= 0 ? src : op.inputs[j]))];
-      if (c >= 0 && c != keep) flush(c);
+      const int r = ReadRoot(plan, i, j);
+      ForEachStorage(plan, r, [&](int v) {  // what a slice view reads must be whole before the op runs
+        int64_t c = made_by[static_cast<size_t>(v)];
+        if (c >= 0 && (c != keep || v != r)) flush(c);
+      });
     }
   };
   const bool enabled = FusionEnabled();
@@ -239,7 +238,7 @@ void FuseElementwise(Plan& plan) {
   AssignTileSlots(plan, group_of_op);
 }
 
-Status RunFused(const Plan& plan, const FusedGroup& f, uint8_t* arena, const std::vector<const uint8_t*>& inputs) {
+Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) {
   const mps::Graph& g = *plan.graph;
   // Per operand: its tile slot, or its memory and how far a tile moves it (0: one element, never moved).
   struct Ref {
@@ -253,7 +252,7 @@ Status RunFused(const Plan& plan, const FusedGroup& f, uint8_t* arena, const std
     int v = f.operands[k];
     const mps::TensorType& t = g.type(v);
     int slot = plan.tile_slot[static_cast<size_t>(v)];
-    refs[k] = {slot >= 0 ? nullptr : ValuePtr(plan, arena, inputs, v), slot, f.moves[k] ? ByteSize(t.dtype) : 0,
+    refs[k] = {slot >= 0 ? nullptr : ValuePtr(plan, memory, v), slot, f.moves[k] ? ByteSize(t.dtype) : 0,
                f.uniform[k] != 0};
   }
   const int64_t tiles = (f.count + kTile - 1) / kTile;

@@ -3,6 +3,7 @@
 // other value an arena slot by liveness.
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -73,33 +74,71 @@ void FoldConstants(Plan& plan) {
   }
 }
 
-// A MatMul operand made by a Transpose of its last two dims is read untransposed (BLAS transposes),
-// and the Transpose is skipped when nothing else reads its result.
-void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const std::vector<int>& uses) {
+// Whether a Transpose swaps its operand's last two dims and keeps the others in place.
+bool SwapsLastTwo(const mps::Graph& g, const mps::Op& t) {
+  size_t r = t.axes.size();
+  if (t.kind != mps::OpKind::kTranspose || r < 2 || g.type(t.inputs[0]).shape.size() != r) return false;
+  bool swap = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
+  for (size_t d = 0; d + 2 < r; ++d) swap &= t.axes[d] == static_cast<int64_t>(d);
+  return swap;
+}
+
+// Whether a MatMul operand, a view of Transpose t's result, is t's operand read transposed in
+// its last two dims: t swaps the last two dims, or t rotates the dims of its operand (a transpose of it
+// seen as one matrix, as dot_general makes for a weight gradient, x^T g over batch and sequence) and
+// the operand is that matrix.
+bool ReadsTransposed(const mps::Graph& g, const mps::Op& t, const mps::TensorType& operand) {
+  const std::vector<int64_t>& as = operand.shape;
+  if (t.kind != mps::OpKind::kTranspose || t.outputs.size() != 1 || as.size() < 2) return false;
+  const std::vector<int64_t>& in = g.type(t.inputs[0]).shape;
+  const size_t r = in.size(), n = as.size();
+  if (SwapsLastTwo(g, t)) {  // read through a reshape that only regroups the batch dims
+    const std::vector<int64_t>& out = g.type(t.outputs[0]).shape;
+    return as[n - 2] == out[r - 2] && as[n - 1] == out[r - 1] &&
+           g.type(t.outputs[0]).NumElements() == operand.NumElements();
+  }
+  if (t.axes.size() != r) return false;
+  for (size_t s = 1; s < r; ++s) {
+    bool rotation = true;
+    for (size_t d = 0; d < r; ++d) rotation &= t.axes[d] == static_cast<int64_t>((s + d) % r);
+    if (!rotation) continue;
+    int64_t cols = 1, rows = 1, batch = 1;
+    for (size_t d = 0; d < r; ++d) (d < s ? cols : rows) *= in[d];
+    for (size_t d = 0; d + 2 < n; ++d) batch *= as[d];
+    return batch == 1 && as[n - 2] == rows && as[n - 1] == cols;
+  }
+  return false;
+}
+
+// A MatMul operand made by a Transpose that ReadsTransposed is read untransposed (BLAS transposes), and
+// the Transpose is skipped when nothing else reads its result.
+void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
   const mps::Graph& g = *plan.graph;
   plan.matmul_source.assign(g.ops.size(), {-1, -1});
-  std::vector<int> folded_uses(g.values.size(), 0);
+  // Per root value: its readers at run time (a reshape's readers read it too) and those folded here.
+  std::vector<int> uses(g.values.size(), 0), folded_uses(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (plan.view_op[i] && op.outputs.size() == 1 && plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0) continue;
+    for (int v : op.inputs) ++uses[static_cast<size_t>(Root(plan, v))];
+  }
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kMatMul || plan.folded_op[i] || op.inputs.size() != 2) continue;
     DType t = g.type(op.outputs[0]).dtype;
     if (t != DType::kF32 && t != DType::kF64 && t != DType::kC64 && t != DType::kC128) continue;  // BLAS types
-
     for (size_t j = 0; j < 2; ++j) {
-      int p = producer[static_cast<size_t>(op.inputs[j])];
+      const int r = Root(plan, op.inputs[j]);
+      int p = producer[static_cast<size_t>(r)];
       if (p < 0 || plan.folded_op[static_cast<size_t>(p)]) continue;
-      const mps::Op& t = g.ops[static_cast<size_t>(p)];
-      size_t r = t.axes.size();
-      if (t.kind != mps::OpKind::kTranspose || r < 2 || g.type(t.inputs[0]).shape.size() != r) continue;
-      bool swap_last_two = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
-      for (size_t d = 0; d + 2 < r; ++d) swap_last_two &= t.axes[d] == static_cast<int64_t>(d);
-      if (!swap_last_two) continue;
-      plan.matmul_source[i][j] = t.inputs[0];
-      ++folded_uses[static_cast<size_t>(op.inputs[j])];
+      const mps::Op& tr = g.ops[static_cast<size_t>(p)];
+      if (!ReadsTransposed(g, tr, g.type(op.inputs[j]))) continue;
+      plan.matmul_source[i][j] = tr.inputs[0];
+      ++folded_uses[static_cast<size_t>(r)];
     }
   }
   std::vector<uint8_t> is_output(g.values.size(), 0);
-  for (int v : g.outputs) is_output[static_cast<size_t>(v)] = 1;
+  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kTranspose || op.outputs.size() != 1) continue;
@@ -115,13 +154,9 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const st
     if (t.kind != mps::OpKind::kTranspose || plan.skipped_op[i] || plan.folded_op[i] || t.outputs.size() != 1 ||
         folded_uses[static_cast<size_t>(t.outputs[0])] > 0)  // a MatMul reads its source already
       continue;
-    size_t r = t.axes.size();
-    if (r < 2 || g.type(t.inputs[0]).shape.size() != r) continue;
-    bool swap_last_two = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
-    for (size_t d = 0; d + 2 < r; ++d) swap_last_two &= t.axes[d] == static_cast<int64_t>(d);
     int src = t.inputs[0];
     int p = producer[static_cast<size_t>(src)];
-    if (!swap_last_two || p < 0 || plan.folded_op[static_cast<size_t>(p)] || uses[static_cast<size_t>(src)] != 1 ||
+    if (!SwapsLastTwo(g, t) || p < 0 || plan.folded_op[static_cast<size_t>(p)] || uses[static_cast<size_t>(src)] != 1 ||
         is_output[static_cast<size_t>(src)] || folded_uses[static_cast<size_t>(src)] > 0)
       continue;
     const mps::Op& mm = g.ops[static_cast<size_t>(p)];
@@ -132,6 +167,124 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer, const st
     plan.matmul_transposed_out[static_cast<size_t>(p)] = 1;
     plan.alias_of[static_cast<size_t>(t.outputs[0])] = src;
     plan.view_op[i] = 1;
+  }
+}
+
+// GatherNDs of one index row whose result is no graph output (outputs are written from their values'
+// storage last, and a view's offset is known only while the run's values are) become slice views.
+void FindSliceViews(Plan& plan) {
+  const mps::Graph& g = *plan.graph;
+  plan.slice_view.assign(g.values.size(), -1);
+  std::vector<uint8_t> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (op.kind != mps::OpKind::kGatherND || plan.folded_op[i] || op.inputs.size() != 2 || op.outputs.size() != 1 ||
+        mps::GatherNDAttrs::Of(op).batch_dims != 0 || is_output[static_cast<size_t>(op.outputs[0])])
+      continue;
+    const mps::TensorType& data = g.type(op.inputs[0]);
+    const mps::TensorType& idx = g.type(op.inputs[1]);
+    if ((idx.dtype != DType::kI32 && idx.dtype != DType::kI64) || idx.shape.empty()) continue;
+    const int64_t k = idx.shape.back();
+    if (k < 1 || k > static_cast<int64_t>(data.shape.size()) || idx.NumElements() != k) continue;
+    SliceView view{op.inputs[0], op.inputs[1], {}, {}};
+    std::vector<int64_t> strides = RowMajorStrides(data.shape);
+    for (int64_t c = 0; c < k; ++c) {
+      view.dims.push_back(data.shape[static_cast<size_t>(c)]);
+      view.stride_bytes.push_back(strides[static_cast<size_t>(c)] * static_cast<int64_t>(ByteSize(data.dtype)));
+    }
+    plan.slice_view[static_cast<size_t>(op.outputs[0])] = static_cast<int>(plan.slice_views.size());
+    plan.slice_views.push_back(std::move(view));
+    plan.view_op[i] = 1;
+  }
+}
+
+// Per op, its position in the run order (Plan::steps), -1 when it does not run.
+std::vector<int> StepOf(const Plan& plan) {
+  std::vector<int> step_of(plan.graph->ops.size(), -1);
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    int step = plan.steps[s];
+    if (step >= 0)
+      step_of[static_cast<size_t>(step)] = static_cast<int>(s);
+    else
+      for (int i : plan.fused[static_cast<size_t>(-1 - step)].ops)
+        step_of[static_cast<size_t>(i)] = static_cast<int>(s);
+  }
+  return step_of;
+}
+
+// Makes `v` known before step `before`: the small ops (scalar index arithmetic) that make it after
+// that step move to just before it, in their order. False, and nothing moves, when v depends on
+// anything else made at or after that step. Such ops are pure and read only what is made earlier.
+bool MakeEarlier(Plan& plan, const std::vector<int>& producer, int v, int before) {
+  const mps::Graph& g = *plan.graph;
+  std::vector<int> step_of = StepOf(plan);
+  std::vector<uint8_t> moving(g.ops.size(), 0);
+  std::vector<int> todo{v};
+  while (!todo.empty()) {
+    size_t r = static_cast<size_t>(Root(plan, todo.back()));
+    todo.pop_back();
+    int p = producer[r];
+    if (p < 0 || plan.folded_offset[r] >= 0 || plan.input_index[r] >= 0) continue;
+    size_t op = static_cast<size_t>(p);
+    if (moving[op] || (step_of[op] >= 0 && step_of[op] < before)) continue;
+    const mps::Op& o = g.ops[op];
+    size_t bytes = 0;
+    for (int out : o.outputs) bytes += g.type(out).ByteSize();
+    if (step_of[op] < 0 || plan.steps[static_cast<size_t>(step_of[op])] != p || bytes > 64 || !o.subgraphs.empty() ||
+        o.kind == mps::OpKind::kPythonCallback || plan.slice_view[r] >= 0)
+      return false;
+    moving[op] = 1;
+    for (int in : o.inputs) todo.push_back(in);
+  }
+  std::vector<int> steps(plan.steps.begin(), plan.steps.begin() + before), later;
+  for (size_t s = static_cast<size_t>(before); s < plan.steps.size(); ++s) {
+    int step = plan.steps[s];
+    (step >= 0 && moving[static_cast<size_t>(step)] ? steps : later).push_back(step);
+  }
+  steps.insert(steps.end(), later.begin(), later.end());
+  plan.steps = std::move(steps);
+  return true;
+}
+
+// The in-place carry scatters (FindInPlaceCarries) that set one block of the carry to an update the
+// body makes in the arena: the update is made in the block instead, when the block's place can be known
+// before the update's maker runs (its indices are made earlier, or moved earlier) and the update is no
+// graph output. Nothing else reads the carry (it is the scatter's alone), so the block may be written
+// early.
+void FindCarryUpdates(Plan& plan, const std::vector<int>& producer) {
+  const mps::Graph& g = *plan.graph;
+  plan.made_in_carry.assign(g.values.size(), -1);
+  plan.skipped_scatter.assign(g.ops.size(), 0);
+  std::vector<uint8_t> is_output(g.values.size(), 0);
+  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (plan.in_place_op_input[i] < 0 || g.ops[i].kind != mps::OpKind::kScatterND) continue;
+    const mps::Op& op = g.ops[i];
+    if (mps::ScatterAttrs::Of(op).mode != mps::ScatterMode::kSet) continue;
+    const mps::TensorType& data = g.type(op.inputs[0]);
+    const mps::TensorType& idx = g.type(op.inputs[2]);
+    const size_t u = static_cast<size_t>(Root(plan, op.inputs[1]));
+    if ((idx.dtype != DType::kI32 && idx.dtype != DType::kI64) || idx.shape.empty()) continue;
+    const int64_t k = idx.shape.back();
+    if (k < 1 || k > static_cast<int64_t>(data.shape.size()) || idx.NumElements() != k) continue;
+    int64_t block = 1;
+    for (size_t d = static_cast<size_t>(k); d < data.shape.size(); ++d) block *= data.shape[d];
+    if (g.values[u].dtype != data.dtype || g.values[u].NumElements() != block || is_output[u] ||
+        plan.input_index[u] >= 0 || plan.folded_offset[u] >= 0 || plan.slice_view[u] >= 0 || plan.tile_slot[u] >= 0 ||
+        plan.made_in_carry[u] >= 0 || producer[u] < 0)
+      continue;
+    const int made = StepOf(plan)[static_cast<size_t>(producer[u])];
+    if (made < 0 || !MakeEarlier(plan, producer, op.inputs[2], made)) continue;
+    SliceView view{op.inputs[0], op.inputs[2], {}, {}};
+    std::vector<int64_t> strides = RowMajorStrides(data.shape);
+    for (int64_t c = 0; c < k; ++c) {
+      view.dims.push_back(data.shape[static_cast<size_t>(c)]);
+      view.stride_bytes.push_back(strides[static_cast<size_t>(c)] * static_cast<int64_t>(ByteSize(data.dtype)));
+    }
+    plan.made_in_carry[u] = static_cast<int>(plan.slice_views.size());
+    plan.slice_views.push_back(std::move(view));
+    plan.skipped_scatter[i] = 1;
   }
 }
 
@@ -158,11 +311,6 @@ void FindInPlaceCarries(Plan& plan, const std::vector<int>& uses) {
   }
 }
 
-int Root(const Plan& plan, int v) {
-  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
-  return v;
-}
-
 // Arena slots by liveness, in run order (Plan::steps): a value's slot is reused once its last reader has
 // run, so the working set stays small enough to live in cache. Best fit among free slots, no splitting.
 // Values a fused group keeps in tile scratch need none.
@@ -176,17 +324,14 @@ void AssignArenaSlots(Plan& plan) {
   std::vector<size_t> last_use(g.values.size(), 0);
   std::vector<uint8_t> needs_slot(g.values.size(), 0);
   auto reads = [&](int v, size_t at) {
-    size_t root = static_cast<size_t>(Root(plan, v));
-    last_use[root] = std::max(last_use[root], at);
+    ForEachStorage(plan, v,
+                   [&](int r) { last_use[static_cast<size_t>(r)] = std::max(last_use[static_cast<size_t>(r)], at); });
   };
   for (size_t s = 0; s < end; ++s)
     for (int oi : ops_of(s)) {
       size_t i = static_cast<size_t>(oi);
       const mps::Op& op = g.ops[i];
-      for (size_t j = 0; j < op.inputs.size(); ++j) {
-        int src = j < 2 ? plan.matmul_source[i][j] : -1;
-        reads(src >= 0 ? src : op.inputs[j], s);
-      }
+      for (size_t j = 0; j < op.inputs.size(); ++j) reads(ReadRoot(plan, i, j), s);
       for (int v : op.outputs) {
         needs_slot[static_cast<size_t>(v)] = plan.tile_slot[static_cast<size_t>(v)] < 0;
         last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s);
@@ -207,8 +352,9 @@ void AssignArenaSlots(Plan& plan) {
         first.inputs.size() == 3) {
       size_t data = static_cast<size_t>(Root(plan, first.inputs[0]));
       size_t out = static_cast<size_t>(first.outputs[0]);
-      bool sole_reader = last_use[data] == s && Root(plan, first.inputs[1]) != static_cast<int>(data) &&
-                         Root(plan, first.inputs[2]) != static_cast<int>(data);
+      bool sole_reader = last_use[data] == s && plan.slice_view[data] < 0;
+      for (size_t j = 1; j < 3; ++j)
+        ForEachStorage(plan, first.inputs[j], [&](int r) { sole_reader &= r != static_cast<int>(data); });
       if (sole_reader && plan.arena_offset[data] >= 0 && !handed_on[data] &&
           slot_size[data] >= g.values[out].ByteSize() && plan.arena_offset[out] < 0) {
         plan.arena_offset[out] = plan.arena_offset[data];
@@ -272,21 +418,66 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     plan->alias_of[static_cast<size_t>(op.outputs[0])] = op.inputs[0];
     plan->view_op[i] = 1;
   }
+  FindSliceViews(*plan);
+  plan->made_in_carry.assign(g.values.size(), -1);  // FindCarryUpdates decides, once groups are formed
   FindInPlaceCarries(*plan, uses);
-  FoldMatMulTransposes(*plan, producer, uses);
+  FoldMatMulTransposes(*plan, producer);
   FuseElementwise(*plan);
+  FindCarryUpdates(*plan, producer);
   AssignArenaSlots(*plan);
   for (int v : g.outputs) plan->output_bytes.push_back(g.type(v).ByteSize());
+  // A result made in the arena is made straight in its output instead (the first output it is, when
+  // it is several): nothing writes a value after its op, and an output's value is never handed on.
+  plan->direct_output.assign(g.values.size(), -1);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    size_t r = static_cast<size_t>(Root(*plan, g.outputs[i]));
+    if (plan->arena_offset[r] >= 0 && plan->slice_view[r] < 0 && plan->direct_output[r] < 0 &&
+        g.values[r].ByteSize() == plan->output_bytes[i])
+      plan->direct_output[r] = static_cast<int>(i);
+  }
   return plan;
 }
 
-uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v) {
-  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
+namespace {
+
+// The block of a slice view at its indices' run-time values. An index out of range is clamped, as the
+// lowering already clamps dynamic_slice and dynamic_update_slice starts: a block never lies outside its
+// data.
+uint8_t* BlockPtr(const Plan& plan, const RunMemory& memory, const SliceView& view) {
+  {
+    const uint8_t* idx = ValuePtr(plan, memory, view.indices);
+    const bool wide = plan.graph->type(view.indices).dtype == DType::kI64;
+    int64_t offset = 0;
+    for (size_t c = 0; c < view.dims.size(); ++c) {
+      int64_t at;
+      if (wide) {
+        std::memcpy(&at, idx + 8 * c, 8);
+      } else {
+        int32_t narrow;
+        std::memcpy(&narrow, idx + 4 * c, 4);
+        at = narrow;
+      }
+      offset += std::clamp<int64_t>(at, 0, view.dims[c] - 1) * view.stride_bytes[c];
+    }
+    return ValuePtr(plan, memory, view.data) + offset;
+  }
+}
+
+}  // namespace
+
+uint8_t* ValuePtr(const Plan& plan, const RunMemory& memory, int v) {
+  v = Root(plan, v);
+  if (int s = plan.slice_view[static_cast<size_t>(v)]; s >= 0)
+    return BlockPtr(plan, memory, plan.slice_views[static_cast<size_t>(s)]);
+  if (int s = plan.made_in_carry[static_cast<size_t>(v)]; s >= 0 && memory.writable_carries)
+    return BlockPtr(plan, memory, plan.slice_views[static_cast<size_t>(s)]);
   int64_t folded = plan.folded_offset[static_cast<size_t>(v)];
   if (folded >= 0) return const_cast<uint8_t*>(plan.folded.data()) + folded;
   int in = plan.input_index[static_cast<size_t>(v)];
-  if (in >= 0) return const_cast<uint8_t*>(inputs[static_cast<size_t>(in)]);
-  return arena + plan.arena_offset[static_cast<size_t>(v)];
+  if (in >= 0) return const_cast<uint8_t*>(memory.inputs[static_cast<size_t>(in)]);
+  int out = plan.direct_output[static_cast<size_t>(v)];
+  if (out >= 0 && memory.outputs) return (*memory.outputs)[static_cast<size_t>(out)];
+  return memory.arena + plan.arena_offset[static_cast<size_t>(v)];
 }
 
 }  // namespace jmp::exec::host

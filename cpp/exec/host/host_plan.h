@@ -31,6 +31,16 @@ struct FusedGroup {
   std::string profile_key;
 };
 
+// A dynamic slice, lowered as a GatherND of one index row, reads one contiguous block of its data at an
+// offset known only at run time: its result is a view of the data (ValuePtr adds the offset), not a
+// copy. A scan over stacked layers reads each layer's weights this way, and XLA reads them in place.
+struct SliceView {
+  int data = -1;
+  int indices = -1;                   // int32 or int64, one row of dims.size() components
+  std::vector<int64_t> dims;          // the data's dims the row indexes
+  std::vector<int64_t> stride_bytes;  // per indexed dim
+};
+
 // Where each value of a graph lives during a run.
 struct Plan {
   const mps::Graph* graph = nullptr;
@@ -45,6 +55,17 @@ struct Plan {
   std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
   std::vector<uint8_t> skipped_op;                // per op: 1 for a Transpose every reader of which reads its source
   std::vector<uint8_t> matmul_transposed_out;     // per op: a MatMul writing its result transposed (OpArgs)
+  std::vector<int> slice_view;                    // per value: its index in slice_views, or -1
+  std::vector<SliceView> slice_views;
+  // Per value: a block of a while body's in-place carry (an index in slice_views: the carry and the
+  // in-place scatter's indices) the value is made straight in when the run lets carries be written, or
+  // -1. The value is that scatter's update, so the scatter is then skipped (skipped_scatter): a scan's
+  // saved activations and stacked gradients are made where they belong, not copied there.
+  std::vector<int> made_in_carry;
+  std::vector<uint8_t> skipped_scatter;  // per op
+  // Per value: the graph output it is made straight into when no output is an input's memory (no copy
+  // out at the end of the run), or -1.
+  std::vector<int> direct_output;
   // Per input p: the ScatterND/ScatterAlongAxis that is p's only reader and makes output p, or -1. In a
   // while body that scatter may write straight into p's buffer (RunWhile). Per op: the inverse.
   std::vector<int> in_place_carry_op;
@@ -61,6 +82,33 @@ struct Plan {
   std::vector<int> tile_slot;  // per value: its slot in its group's tile scratch, or -1
 };
 
+// The value whose storage v shares (v itself unless v is a view).
+inline int Root(const Plan& plan, int v) {
+  while (plan.alias_of[static_cast<size_t>(v)] >= 0) v = plan.alias_of[static_cast<size_t>(v)];
+  return v;
+}
+
+// The storage op `i` reads as its operand j at run time: a MatMul reads a folded Transpose's source.
+inline int ReadRoot(const Plan& plan, size_t i, size_t j) {
+  int src = j < 2 ? plan.matmul_source[i][j] : -1;
+  return Root(plan, src >= 0 ? src : plan.graph->ops[i].inputs[j]);
+}
+
+// Calls fn on every value whose storage reading v reads: v's root and, for a slice view, its data and
+// indices (which must stay alive, unwritten and finished while the view is read).
+template <typename F>
+void ForEachStorage(const Plan& plan, int v, F&& fn) {
+  v = Root(plan, v);
+  fn(v);
+  if (int s = plan.slice_view[static_cast<size_t>(v)]; s >= 0) {
+    const SliceView& view = plan.slice_views[static_cast<size_t>(s)];
+    ForEachStorage(plan, view.data, fn);
+    ForEachStorage(plan, view.indices, fn);
+  }
+  if (int s = plan.made_in_carry[static_cast<size_t>(v)]; s >= 0)
+    ForEachStorage(plan, plan.slice_views[static_cast<size_t>(s)].indices, fn);
+}
+
 // Whether an op runs at all (not folded, not a view, not a skipped transpose).
 inline bool Runs(const Plan& plan, size_t op) {
   return !plan.folded_op[op] && !plan.view_op[op] && !plan.skipped_op[op];
@@ -72,12 +120,22 @@ bool MadeInTiles(const mps::Graph& g, const mps::Op& op);
 bool TileKind(mps::OpKind kind);  // kinds whose kernels can run one tile (every unary/binary row, ...)
 // host_fused.cc: forms the fused groups and the run order (JMP_HOST_FUSE=0: no groups), and runs one group.
 void FuseElementwise(Plan& plan);
-Status RunFused(const Plan& plan, const FusedGroup& group, uint8_t* arena, const std::vector<const uint8_t*>& inputs);
+struct RunMemory;
+Status RunFused(const Plan& plan, const FusedGroup& group, const RunMemory& memory);
 
 std::unique_ptr<Plan> MakePlan(const mps::Graph& g);
 
-// Where value v lives in a run: the plan's folded constants, one of `inputs`, or the arena.
-uint8_t* ValuePtr(const Plan& plan, uint8_t* arena, const std::vector<const uint8_t*>& inputs, int v);
+// The memory of one run of a plan: its arena, its inputs and, when results may be made straight in
+// them (no output is an input's memory), its outputs.
+struct RunMemory {
+  uint8_t* arena;
+  const std::vector<const uint8_t*>& inputs;
+  const std::vector<uint8_t*>* outputs;  // null: results are made in the arena and copied out last
+  bool writable_carries = false;         // ExecutePlan's
+};
+
+// Where value v lives in a run: the plan's folded constants, one of the inputs, an output, or the arena.
+uint8_t* ValuePtr(const Plan& plan, const RunMemory& memory, int v);
 
 // `outputs_alias_inputs`: some output is an input's memory (a donated buffer reused).
 // writable_carries: the caller (a while loop) lets in-place carries (Plan::in_place_carry_op) write
