@@ -463,6 +463,9 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
     for (int64_t p : perm) composed.push_back(it->second.second[static_cast<size_t>(p)]);
     return Transpose(it->second.first, composed);
   }
+  // The same transpose of the same value is made once (composition above makes such twins).
+  for (const auto& [key, made] : transpose_of_)
+    if (key.first == &graph() && made.first == x && made.second == perm) return key.second;
   Shape in = ShapeOf(x), out;
   for (int64_t p : perm) out.push_back(in[static_cast<size_t>(p)]);
   int y = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, AxesAttrs{perm});
