@@ -8,17 +8,6 @@
 #include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
 
-// The float32 transcendental loops are also built for AVX2+FMA, picked at load time, where the
-// compiler supports function multi-versioning (GCC on x86-64 Linux). The clone is chosen by ISA level
-// (x86-64-v3), not by CPU model: "arch=haswell" is only picked on Intel parts, never on AMD ones.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
-#define JMP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define JMP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define JMP_VECTOR_CLONES
-#endif
-
 namespace jmp::exec::host {
 
 namespace {
