@@ -2,7 +2,8 @@
 // of its data at an offset read at run time, results are made straight in their outputs or in their
 // loop carry's block, and a MatMul reads a transposed operand's source through
 // BLAS's transpose flag, for a swap of the last two dims behind a batch-regrouping reshape and for a
-// rotation of the dims (a matrix transpose of the source seen whole). Each plan decision is checked,
+// rotation of the dims (a matrix transpose of the source seen whole), or as strided matrices when the
+// transpose keeps one matrix dim contiguous (attention's per-head matrices). Each plan decision is checked,
 // and the run against plain C++.
 #include <cstdint>
 #include <vector>
@@ -130,6 +131,13 @@ JMP_TEST(HostViews, MatMulReadsARotationAsOneTransposedMatrix) {
   CheckFoldedTranspose(jmp_test_, {3, 4, 5}, {2, 0, 1}, {5, 12}, 2);
   // [b, t, h, d] -> [h, d, b, t] -> [h*d, b*t].
   CheckFoldedTranspose(jmp_test_, {2, 3, 2, 4}, {2, 3, 0, 1}, {8, 6}, 3);
+}
+
+JMP_TEST(HostViews, MatMulReadsPerHeadMatricesStrided) {
+  // [b, t, h, d] -> [b, h, t, d] (rows strided, columns contiguous) and -> [b, h, d, t] (transposed).
+  CheckFoldedTranspose(jmp_test_, {2, 3, 4, 5}, {0, 2, 1, 3}, {8, 3, 5}, 3);
+  CheckFoldedTranspose(jmp_test_, {2, 3, 4, 5}, {0, 2, 3, 1}, {8, 5, 3}, 2);
+  CheckFoldedTranspose(jmp_test_, {3, 2, 4}, {1, 0, 2}, {2, 3, 4}, 5);
 }
 
 // A while body that sets row i of its carry `stack` to x * x (dynamic_update_slice in a scan), with the

@@ -161,7 +161,11 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     for (size_t j = 0; j < 2; ++j)
       if (int src = plan.matmul_source[i][j]; src >= 0) {
         a.in[j] = ValuePtr(plan, memory, src);
-        a.transposed[j] = true;
+        const StridedMatrix& how = plan.matmul_strided[i][j];
+        if (how.ld > 0)
+          a.strided[j] = &how;
+        else
+          a.transposed[j] = true;
       }
     for (int v : op.outputs) a.out.push_back(ValuePtr(plan, memory, v));
     a.transposed_out = plan.matmul_transposed_out[i] != 0;

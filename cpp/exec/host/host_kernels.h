@@ -10,6 +10,24 @@
 
 namespace jmp::exec::host {
 
+// A MatMul operand read where a Transpose's source holds it (the plan skipped the Transpose): matrix
+// b of the operand's batch starts at the offset its batch index has by `batch_strides` (over
+// `batch_shape`, row-major), and each matrix has leading dimension `ld`, read transposed when `trans`
+// (its columns, not its rows, are contiguous). Attention's per-head matrices, for instance.
+struct StridedMatrix {
+  bool trans = false;
+  int64_t ld = 0;
+  std::vector<int64_t> batch_shape, batch_strides;  // in elements
+  int64_t BatchOffset(int64_t b) const {
+    int64_t off = 0;
+    for (size_t d = batch_shape.size(); d-- > 0;) {
+      off += (b % batch_shape[d]) * batch_strides[d];
+      b /= batch_shape[d];
+    }
+    return off;
+  }
+};
+
 // What a kernel sees of one op: its buffers and types.
 struct OpArgs {
   const mps::Op& op;
@@ -19,6 +37,7 @@ struct OpArgs {
   // MatMul only: operand i arrives as the input of the Transpose (of its last two dims) that made it,
   // which the plan skipped; BLAS applies the transpose.
   bool transposed[2] = {false, false};
+  const StridedMatrix* strided[2] = {nullptr, nullptr};  // MatMul only: an operand read in place, strided
   // MatMul only: write the product's last two dims transposed (a Transpose reading it was folded in).
   bool transposed_out = false;
   // A fused run (host_fused.cc) hands elementwise kernels one tile: `count` elements starting at flat

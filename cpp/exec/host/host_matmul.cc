@@ -70,23 +70,29 @@ void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c
 // untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
 template <typename T>
 void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  bool ta = a.transposed[0], tb = a.transposed[1];
+  const StridedMatrix* sa = a.strided[0];
+  const StridedMatrix* sb = a.strided[1];
+  bool ta = sa ? sa->trans : a.transposed[0], tb = sb ? sb->trans : a.transposed[1];
   const uint8_t* in0 = a.in[0];
   const uint8_t* in1 = a.in[1];
+  int64_t lda = sa ? sa->ld : (ta ? m : k), ldb = sb ? sb->ld : (tb ? k : n);
+  int64_t stride_a = m * k, stride_b = k * n;  // between matrices, when not strided
   if (a.transposed_out) {  // C^T = B^T A^T: the operands swap, each read through the other trans flag
     std::swap(in0, in1);
+    std::swap(sa, sb);
     std::swap(m, n);
     std::swap(ta, tb);
+    std::swap(lda, ldb);
+    std::swap(stride_a, stride_b);
     ta = !ta;
     tb = !tb;
   }
-  const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
   auto rows = [&](int64_t b, int64_t r0, int64_t r1) {
-    const T* A = reinterpret_cast<const T*>(in0) + b * m * k + (ta ? r0 : r0 * k);
-    const T* B = reinterpret_cast<const T*>(in1) + b * k * n;
+    const T* A = reinterpret_cast<const T*>(in0) + (sa ? sa->BatchOffset(b) : b * stride_a) + (ta ? r0 : r0 * lda);
+    const T* B = reinterpret_cast<const T*>(in1) + (sb ? sb->BatchOffset(b) : b * stride_b);
     T* C = reinterpret_cast<T*>(a.out[0]) + b * m * n + r0 * n;
-    Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), A, lda, B, ldb, C,
-         static_cast<int>(n));
+    Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k), A, static_cast<int>(lda), B,
+         static_cast<int>(ldb), C, static_cast<int>(n));
   };
   // A task's share: about this many multiply-adds of real numbers (a complex one is four).
   constexpr int64_t kFlopsPerTask = int64_t{1} << 18;

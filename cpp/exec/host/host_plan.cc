@@ -110,11 +110,35 @@ bool ReadsTransposed(const mps::Graph& g, const mps::Op& t, const mps::TensorTyp
   return false;
 }
 
+// Whether a MatMul operand, a view of Transpose t's result that keeps its last two dims, can be read in
+// t's source as strided matrices: one of the two matrix dims is contiguous in the source (attention's
+// head split [b, t, h, d] -> [b, h, t, d], its key transpose [b, h, d, t]). Fills `how`.
+bool ReadsStrided(const mps::Graph& g, const mps::Op& t, const mps::TensorType& operand, StridedMatrix* how) {
+  const std::vector<int64_t>& as = operand.shape;
+  if (t.kind != mps::OpKind::kTranspose || t.outputs.size() != 1 || as.size() < 2) return false;
+  const std::vector<int64_t>& in = g.type(t.inputs[0]).shape;
+  const std::vector<int64_t>& os = g.type(t.outputs[0]).shape;
+  const size_t r = in.size(), n = as.size();
+  if (t.axes.size() != r || r < 2 || as[n - 2] != os[r - 2] || as[n - 1] != os[r - 1] ||
+      operand.NumElements() != g.type(t.outputs[0]).NumElements())
+    return false;
+  std::vector<int64_t> strides = RowMajorStrides(in);
+  const int64_t row = strides[static_cast<size_t>(t.axes[r - 2])], col = strides[static_cast<size_t>(t.axes[r - 1])];
+  if (col != 1 && row != 1) return false;
+  how->trans = col != 1;
+  how->ld = col == 1 ? row : col;
+  how->batch_shape.assign(os.begin(), os.end() - 2);
+  how->batch_strides.clear();
+  for (size_t d = 0; d + 2 < r; ++d) how->batch_strides.push_back(strides[static_cast<size_t>(t.axes[d])]);
+  return how->ld > 0;
+}
+
 // A MatMul operand made by a Transpose that ReadsTransposed is read untransposed (BLAS transposes), and
 // the Transpose is skipped when nothing else reads its result.
 void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
   const mps::Graph& g = *plan.graph;
   plan.matmul_source.assign(g.ops.size(), {-1, -1});
+  plan.matmul_strided.assign(g.ops.size(), {});
   // Per root value: its readers at run time (a reshape's readers read it too) and those folded here.
   std::vector<int> uses(g.values.size(), 0), folded_uses(g.values.size(), 0);
   for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -132,7 +156,9 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
       int p = producer[static_cast<size_t>(r)];
       if (p < 0 || plan.folded_op[static_cast<size_t>(p)]) continue;
       const mps::Op& tr = g.ops[static_cast<size_t>(p)];
-      if (!ReadsTransposed(g, tr, g.type(op.inputs[j]))) continue;
+      if (!ReadsTransposed(g, tr, g.type(op.inputs[j])) &&
+          !ReadsStrided(g, tr, g.type(op.inputs[j]), &plan.matmul_strided[i][j]))
+        continue;
       plan.matmul_source[i][j] = tr.inputs[0];
       ++folded_uses[static_cast<size_t>(r)];
     }

@@ -50,12 +50,13 @@ struct Plan {
   std::vector<int64_t> folded_offset;  // per value: offset in `folded`, or -1
   std::vector<uint8_t> folded_op;      // per op: 1 when its outputs are folded
   // Reshapes and reinterpretations are views: their output reads the input's bytes, no copy.
-  std::vector<int> alias_of;                      // per value: the value whose storage it shares, or -1
-  std::vector<uint8_t> view_op;                   // per op: 1 when it is such a view (skipped at run time)
-  std::vector<std::array<int, 2>> matmul_source;  // per op: a MatMul operand read untransposed, or -1
-  std::vector<uint8_t> skipped_op;                // per op: 1 for a Transpose every reader of which reads its source
-  std::vector<uint8_t> matmul_transposed_out;     // per op: a MatMul writing its result transposed (OpArgs)
-  std::vector<int> slice_view;                    // per value: its index in slice_views, or -1
+  std::vector<int> alias_of;                                 // per value: the value whose storage it shares, or -1
+  std::vector<uint8_t> view_op;                              // per op: 1 when it is such a view (skipped at run time)
+  std::vector<std::array<int, 2>> matmul_source;             // per op: a MatMul operand read untransposed, or -1
+  std::vector<std::array<StridedMatrix, 2>> matmul_strided;  // per op: how, when strided (ld > 0)
+  std::vector<uint8_t> skipped_op;             // per op: 1 for a Transpose every reader of which reads its source
+  std::vector<uint8_t> matmul_transposed_out;  // per op: a MatMul writing its result transposed (OpArgs)
+  std::vector<int> slice_view;                 // per value: its index in slice_views, or -1
   std::vector<SliceView> slice_views;
   // Per value: a block of a while body's in-place carry (an index in slice_views: the carry and the
   // in-place scatter's indices) the value is made straight in when the run lets carries be written, or
