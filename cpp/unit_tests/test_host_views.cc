@@ -154,7 +154,7 @@ JMP_TEST(HostViews, AnUpdateIsMadeInItsCarrysBlock) {
   int start = b.Apply(OpKind::kMaximum, {i, zero}, DType::kI32, {});
   int index = b.Apply(OpKind::kReshape, {start}, DType::kI32, {1, 1});
   int set = b.Apply(OpKind::kScatterND, {stack, row, index}, DType::kF32, {4, 8},
-                    [](mps::Op& op) { op.int_attr = static_cast<int64_t>(mps::ScatterMode::kSet); });
+                    [](mps::Op& op) { mps::Encode(op, mps::ScatterAttrs{mps::ScatterMode::kSet}); });
   b.Output(set);
   b.Output(i);
   b.Output(x);
