@@ -14,7 +14,9 @@ which skip on every accelerator, and flag-dependent skips such as x64-only tests
 every other skip counts as a failure); peak RSS; and the pass rate
 passed / (passed + failed). Known failures live in scripts/jax_conformance_known.txt, one test id a line
 with its root cause; a test that fails and is not listed, or is listed and passes, makes the script exit
-1, so the list only ever shrinks on purpose.
+1, so the list only ever shrinks on purpose. An entry that holds only from (or only before) a JAX release
+carries a marker after its test id, `[>=0.11.0]` or `[<0.11.0]`, and is ignored for other installed
+versions; an entry without a marker holds for every version.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ FILES = ["lax_test", "lax_numpy_test", "lax_control_flow_test", "fft_test", "ran
 # CPU and GPU or of every PJRT C API plugin, among them.
 NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for CPU|[Tt]est enabled only for "
                       r"(CPU|cpu)|run_on_devices|skip_on_devices|requires jax_enable_x64|"
-                      r"not supported when FLAGS\.|Test requires GPU|Tests only for GPU|"
+                      r"not supported when FLAGS\.|Test requires GPU(?! or CPU)|Tests only for GPU|"
                       r"compute capability \d+\.\d+ or higher|only applies when upgrade flag enabled|"
                       r"Skipping big tests under sanitizers due to slowdown|this test has failures in some cases|"
                       r"changed random bit values|relies on typed key upgrade flag|"
@@ -85,14 +87,27 @@ def tree_version(tree):
     return m.group(1) if m else None
 
 
-def load_known(path):
+def _version_tuple(v):
+    return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
+
+
+def load_known(path, version):
+    """The entries that hold for jax `version`: `test_id [>=X.Y.Z]  # cause` (the marker is optional)."""
     known = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 test, _, cause = line.partition("#")
-                if test.strip():
-                    known[test.strip()] = cause.strip()
+                m = re.fullmatch(r"(\S+)(?:\s+\[(>=|<)\s*([\d.]+)\])?", test.strip())
+                if not test.strip():
+                    continue
+                if not m:
+                    sys.exit(f"{path}: malformed entry: {line.strip()}")
+                if m.group(2):
+                    newer = _version_tuple(version) >= _version_tuple(m.group(3))
+                    if newer != (m.group(2) == ">="):
+                        continue
+                known[m.group(1)] = cause.strip()
     return known
 
 
@@ -152,7 +167,7 @@ def main():
     version = tree_version(args.jax_tree)
     if version != jax.__version__ and not args.any_version:
         sys.exit(f"the tree is jax {version}, the installed jax is {jax.__version__}: use the matching tag")
-    known = load_known(args.known)
+    known = load_known(args.known, jax.__version__)
     out_dir = tempfile.mkdtemp(prefix="jax-conformance-")
     tests_dir = os.path.join(out_dir, "tests")
     shutil.copytree(os.path.join(args.jax_tree, "tests"), tests_dir)
