@@ -126,14 +126,21 @@ def test_int4_wraps_and_reduces(dtype):
     check_exact(lambda a: jnp.sort(a, axis=1), v)
 
 
-@pytest.mark.parametrize("to", [jnp.int4, jnp.uint4, jnp.int8, jnp.uint8, jnp.int32, jnp.float16, jnp.float32,
-                                jnp.float8_e4m3fn], ids=IDS)
-@pytest.mark.parametrize("frm", [jnp.int4, jnp.uint4, jnp.int8, jnp.uint8, jnp.int32, jnp.float16, jnp.float32,
-                                 jnp.float8_e5m2], ids=IDS)
+def _width(d):
+    return 4 if d in INT4 else np.dtype(d).itemsize * 8
+
+
+# Every pair with a 4-bit or float8 side (the others are the existing bitcast tests' business).
+BITCAST_PAIRS = [(f, t) for f in [jnp.int4, jnp.uint4, jnp.int8, jnp.uint8, jnp.int32, jnp.float16, jnp.float32,
+                                  jnp.float8_e5m2]
+                 for t in [jnp.int4, jnp.uint4, jnp.int8, jnp.uint8, jnp.int32, jnp.float16, jnp.float32,
+                           jnp.float8_e4m3fn]
+                 if 4 in (_width(f), _width(t)) or {f, t} & set(F8)]
+
+
+@pytest.mark.parametrize("frm,to", BITCAST_PAIRS, ids=lambda d: np.dtype(d).name)
 def test_bitcast_convert(frm, to):
-    fb, tb = (4 if d in INT4 else np.dtype(d).itemsize * 8 for d in (frm, to))
-    if 4 not in (fb, tb) and not {frm, to} & set(F8):
-        pytest.skip("covered by the other bitcast tests")
+    fb, tb = _width(frm), _width(to)
     rng = np.random.default_rng(fb * 100 + tb)
     shape = (3, tb // fb) if fb < tb else (3, 4)
     raw = rng.integers(0, 256, size=(*shape, fb // 8 if fb >= 8 else 1), dtype=np.uint8)
@@ -193,3 +200,23 @@ def test_unsupported_op_on_narrow_type_is_an_error():
     with pytest.raises(Exception, match=r"custom_call on i4 is not supported"):
         jax.block_until_ready(f(x))
     assert np.asarray(jax.jit(lambda v: v + v)(x)).tolist() == [2, -4, 6]
+
+
+def test_control_flow_scatter_and_indexing():
+    x4 = np.arange(-8, 8).astype(jnp.int4)
+    xf = np.linspace(-3, 3, 16).astype(jnp.float8_e4m3fn)
+    loop = lambda a, b: lax.fori_loop(0, 5, lambda i, c: (c[0] * 3 + 1, (c[1] * b).astype(b.dtype)), (a, b))  # noqa: E731
+    check_exact(loop, x4, xf, what="fori_loop")
+    branch = lambda p, a, b: lax.cond(p, lambda: (a + a, b * b), lambda: (-a, -b))  # noqa: E731
+    check_exact(branch, True, x4, xf, what="cond true")
+    check_exact(branch, False, x4, xf, what="cond false")
+    check_exact(lambda a: lax.scan(lambda c, r: (c + r, c * r), a[0], a), x4.reshape(4, 4), what="scan")
+    check_exact(lambda b: (jnp.max(b), jnp.argmax(b), jnp.min(b.reshape(4, 4), axis=0),
+                           b[jnp.array([3, 1])].astype(jnp.float16)), xf, what="max/argmax")
+    check_exact(lambda a, i, u: a.at[i].set(u), xf, np.array([1, 5]), xf[:2], what="scatter f8")
+    check_exact(lambda a, i, u: a.at[i].add(u), x4, np.array([1, 5, 5]), x4[:3], what="scatter-add int4")
+    check_exact(lambda n: (jnp.eye(3, dtype=jnp.int4) * n, jnp.arange(20, dtype=jnp.uint4) + n.astype(jnp.uint4)),
+                np.array(1, jnp.int4), what="iota")
+    check_exact(lambda a: lax.clamp(jnp.int4(-3), a, jnp.int4(5)), x4, what="clamp")
+    check_exact(lambda a: jnp.dot(a.reshape(4, 4), a.reshape(4, 4), preferred_element_type=jnp.int4), x4,
+                what="int4 dot")

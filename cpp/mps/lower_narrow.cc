@@ -43,26 +43,51 @@ bool In(const std::set<std::string>& s, const std::string& name) { return s.coun
 
 // Ops that only move, copy or select elements: exact on the storage bits whatever they mean.
 const std::set<std::string> kMovesData = {
-    "stablehlo.reshape",        "stablehlo.transpose",   "stablehlo.broadcast_in_dim",
-    "stablehlo.broadcast",      "stablehlo.slice",       "stablehlo.dynamic_slice",
-    "stablehlo.dynamic_update_slice", "stablehlo.concatenate", "stablehlo.pad",
-    "stablehlo.gather",         "stablehlo.reverse",     "stablehlo.select",
-    "stablehlo.tuple",          "stablehlo.get_tuple_element", "stablehlo.optimization_barrier",
-    "stablehlo.return",         "func.return",           "func.call",
-    "stablehlo.constant",       "stablehlo.all_gather",  "stablehlo.all_to_all",
-    "stablehlo.collective_permute", "stablehlo.collective_broadcast", "stablehlo.copy",
+    "stablehlo.reshape",
+    "stablehlo.transpose",
+    "stablehlo.broadcast_in_dim",
+    "stablehlo.broadcast",
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.dynamic_update_slice",
+    "stablehlo.concatenate",
+    "stablehlo.pad",
+    "stablehlo.gather",
+    "stablehlo.reverse",
+    "stablehlo.select",
+    "stablehlo.tuple",
+    "stablehlo.get_tuple_element",
+    "stablehlo.optimization_barrier",
+    "stablehlo.return",
+    "func.return",
+    "func.call",
+    "stablehlo.constant",
+    "stablehlo.all_gather",
+    "stablehlo.all_to_all",
+    "stablehlo.collective_permute",
+    "stablehlo.collective_broadcast",
+    "stablehlo.copy",
+    "stablehlo.composite",
+    "builtin.unrealized_conversion_cast",
+    "sdy.sharding_constraint",
+    "sdy.reshard",
+};
+// custom_call targets the lowering passes through (lower_shape.cc): they move nothing either.
+const std::set<std::string> kPassThroughTargets = {
+    "dce_sink", "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
 };
 // Control flow: their regions are rewritten like any block; their results need nothing.
 const std::set<std::string> kControlFlow = {"stablehlo.while", "stablehlo.if", "stablehlo.case"};
 // Ops whose region is a scalar computation applied by the op (reduce's body, sort's comparator, ...).
 const std::set<std::string> kComputeRegions = {
-    "stablehlo.reduce",  "stablehlo.reduce_window", "stablehlo.scatter",    "stablehlo.select_and_scatter",
-    "stablehlo.sort",    "stablehlo.map",           "stablehlo.all_reduce", "stablehlo.reduce_scatter",
+    "stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",    "stablehlo.select_and_scatter",
+    "stablehlo.sort",   "stablehlo.map",           "stablehlo.all_reduce", "stablehlo.reduce_scatter",
 };
 // Ops with effects or opaque semantics that no rewrite can make exact.
 const std::set<std::string> kRefused = {
-    "stablehlo.custom_call", "stablehlo.rng", "stablehlo.rng_bit_generator", "stablehlo.infeed",
-    "stablehlo.outfeed",     "stablehlo.send", "stablehlo.recv",             "stablehlo.fft",
+    "stablehlo.custom_call", "stablehlo.rng",     "stablehlo.rng_bit_generator",
+    "stablehlo.infeed",      "stablehlo.outfeed", "stablehlo.send",
+    "stablehlo.recv",        "stablehlo.fft",
 };
 
 // A float8 format: exponent and mantissa bits, bias.
@@ -77,8 +102,8 @@ float DecodeFloat8(uint8_t b, DType t) {
   const int e = (b & 0x7f) >> f.man_bits, m = b & ((1 << f.man_bits) - 1);
   const bool nan = t == DType::kF8E4M3FN ? (b & 0x7f) == 0x7f : e == (1 << f.exp_bits) - 1 && m != 0;
   const bool inf = t == DType::kF8E5M2 && e == (1 << f.exp_bits) - 1 && m == 0;
-  float v = nan   ? std::numeric_limits<float>::quiet_NaN()
-            : inf ? std::numeric_limits<float>::infinity()
+  float v = nan      ? std::numeric_limits<float>::quiet_NaN()
+            : inf    ? std::numeric_limits<float>::infinity()
             : e == 0 ? std::ldexp(static_cast<float>(m), 1 - f.bias - f.man_bits)
                      : std::ldexp(static_cast<float>((1 << f.man_bits) | m), e - f.bias - f.man_bits);
   return (b & 0x80) ? -v : v;
@@ -200,8 +225,7 @@ class Rewriter {
     int normal = Binary("stablehlo.add", Binary("stablehlo.shift_left", mag, Like(mag, 23 - M)),
                         Like(mag, static_cast<uint64_t>(127 - f.bias) << 23));
     // A subnormal is m * 2^(1 - bias - M): exact in float32.
-    int sub_f = Binary("stablehlo.multiply", Convert(m, DType::kF32),
-                       FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M)));
+    int sub_f = Binary("stablehlo.multiply", Convert(m, DType::kF32), FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M)));
     int bits = Select(Compare("EQ", e, Like(e, 0), "UNSIGNED"), Bitcast(sub_f, DType::kU32), normal);
     if (fmt_type == DType::kF8E4M3FN) {  // 0x7f / 0xff are NaN, there is no infinity
       bits = Select(Compare("EQ", mag, Like(mag, 0x7f), "UNSIGNED"), Like(mag, 0x7fc00000u), bits);
@@ -331,7 +355,9 @@ class Rewriter {
     if (op.name == "stablehlo.constant" && any_f8 && op.results.size() == 1 && copy.Find("value"))
       f8_constants_[op.results[0]] = copy.Find("value")->data;
     for (auto& [name, a] : copy.attrs) RetypeAttr(a);
-    if ((!any_f8 && !any_i4) || retype_only || In(kMovesData, op.name) || In(kControlFlow, op.name)) {
+    const Attr* target = op.Find("call_target_name");
+    const bool passes_through = op.name == "stablehlo.custom_call" && target && In(kPassThroughTargets, target->s);
+    if ((!any_f8 && !any_i4) || retype_only || passes_through || In(kMovesData, op.name) || In(kControlFlow, op.name)) {
       JMP_RETURN_IF_ERROR(RewriteRegions(op, &copy, retype_only));
       out_->push_back(std::move(copy));
       return Status::Ok();
@@ -495,8 +521,8 @@ class Rewriter {
     }
     if (IsFloat8(to)) {
       // float64 -> float8 rounds twice (through float32): MPSGraph has no float64 to do better.
-      const bool narrow_float = to == DType::kF8E5M2 && (IsFloat8(DTypeOfValue(op.operands[0])) ||
-                                                         from == DType::kF16 || from == DType::kBF16);
+      const bool narrow_float = to == DType::kF8E5M2 &&
+                                (IsFloat8(DTypeOfValue(op.operands[0])) || from == DType::kF16 || from == DType::kBF16);
       if (from != DType::kF32) x = Convert(x, DType::kF32);
       Encode(x, to, r, narrow_float);
     } else if (IsInt4(to)) {
@@ -534,7 +560,7 @@ class Rewriter {
       return Status::Ok();
     }
     const std::vector<int64_t> in_shape = TypeOf(x).shape;  // a copy: types_ grows below
-    if (fw == 4) {  // [S, k] nibbles -> [S], nibble j at bits 4j
+    if (fw == 4) {                                          // [S, k] nibbles -> [S], nibble j at bits 4j
       const DType u = UnsignedOfWidth(tw);
       const int64_t k = tw / 4;
       std::vector<int64_t> out_shape(in_shape.begin(), in_shape.end() - 1);
@@ -617,7 +643,8 @@ class Rewriter {
   std::vector<Op>* out_ = nullptr;
   std::string loc_;
   std::map<int, DType> promoted_;
-  std::map<int, std::vector<uint8_t>> f8_constants_;  // float8 constants by value id: their bits  // float8 values of applied regions, now float32: their format
+  std::map<int, std::vector<uint8_t>> f8_constants_;  // float8 constants by value id: their bits  // float8 values of
+                                                      // applied regions, now float32: their format
 };
 
 }  // namespace

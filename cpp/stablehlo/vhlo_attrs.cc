@@ -286,7 +286,8 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
       JMP_RETURN_IF_ERROR(ReadAPInt(r, bits, &v));
       if (bits < 64) {
         v &= (uint64_t{1} << bits) - 1;
-        if ((IsSignedInt(t->dtype) || t->dtype == DType::kI4) && (v >> (bits - 1)) & 1) v |= ~((uint64_t{1} << bits) - 1);
+        if ((IsSignedInt(t->dtype) || t->dtype == DType::kI4) && (v >> (bits - 1)) & 1)
+          v |= ~((uint64_t{1} << bits) - 1);
       }
       out->kind = Attr::Kind::kInt;
       out->type = *t;

@@ -34,9 +34,9 @@ enum class DType : uint8_t {
   kF8E5M2,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
-                                       DType::kU8,   DType::kU16, DType::kU32, DType::kU64, DType::kF16,
-                                       DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128,
+inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16,      DType::kI32,   DType::kI64,
+                                       DType::kU8,   DType::kU16, DType::kU32,      DType::kU64,   DType::kF16,
+                                       DType::kBF16, DType::kF32, DType::kF64,      DType::kC64,   DType::kC128,
                                        DType::kI4,   DType::kU4,  DType::kF8E4M3FN, DType::kF8E5M2};
 
 constexpr size_t ByteSize(DType t) {
