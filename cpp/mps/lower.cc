@@ -1,6 +1,7 @@
 #include "mps/lower.h"
 
 #include "mps/lower_context.h"
+#include "mps/lower_narrow.h"
 #include "mps/verify.h"
 
 namespace jmp::mps {
@@ -15,7 +16,11 @@ StatusOr<Graph> LowerMain(const shlo::Module& module);
 // its operand's rank, ...); bounds-checked accessors then throw, and that is a bad-input error.
 StatusOr<Graph> LowerModule(const shlo::Module& module) {
   try {
-    StatusOr<Graph> graph = LowerMain(module);
+    StatusOr<Graph> graph = [&]() -> StatusOr<Graph> {
+      if (!HasNarrowTypes(module)) return LowerMain(module);
+      JMP_ASSIGN_OR_RETURN(shlo::Module legal, LegalizeNarrowTypes(module));
+      return LowerMain(legal);
+    }();
     if (graph.ok()) JMP_RETURN_IF_ERROR(VerifyGraph(*graph));
     return graph;
   } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 #include "mps/lower_context.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -58,6 +59,11 @@ std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
       std::memcpy(out.data(), parts, 16);
       return out;
     }
+    // Narrow types never reach the lowering proper (lower_narrow.cc rewrites them to their storage).
+    case DType::kI4: return Bytes(static_cast<int8_t>(std::clamp(SaturateTo<int8_t>(v), int8_t{-8}, int8_t{7})));
+    case DType::kU4: return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), uint8_t{15})));
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return Bytes(uint8_t{0x7f});  // NaN in both: not a value the lowering uses
   }
   return {};
 }
@@ -83,6 +89,10 @@ double DecodeScalar(DType dtype, const uint8_t* p) {
     case DType::kF64: return load(double{});
     case DType::kC64: return load(float{});  // real part; only identity checks use this
     case DType::kC128: return load(double{});
+    case DType::kI4: return load(int8_t{});
+    case DType::kU4: return load(uint8_t{});
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return std::numeric_limits<double>::quiet_NaN();  // not decoded here (lower_narrow.cc)
   }
   return 0;
 }
@@ -109,7 +119,11 @@ double LowestValue(DType dtype) {
     case DType::kF32:
     case DType::kF64:
     case DType::kC64:
-    case DType::kC128: return -std::numeric_limits<double>::infinity();
+    case DType::kC128:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return -std::numeric_limits<double>::infinity();
+    case DType::kI4: return -8;
+    case DType::kU4: return 0;
   }
   return 0;
 }
@@ -130,7 +144,11 @@ double HighestValue(DType dtype) {
     case DType::kF32:
     case DType::kF64:
     case DType::kC64:
-    case DType::kC128: return std::numeric_limits<double>::infinity();
+    case DType::kC128:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return std::numeric_limits<double>::infinity();
+    case DType::kI4: return 7;
+    case DType::kU4: return 15;
   }
   return 0;
 }

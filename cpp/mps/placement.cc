@@ -25,7 +25,11 @@ bool MetalHasDType(DType dtype) {
     case DType::kF32:
     case DType::kC64: return true;
     case DType::kF64:
-    case DType::kC128: return false;
+    case DType::kC128:
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return false;
   }
   return false;
 }

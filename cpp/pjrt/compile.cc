@@ -50,9 +50,17 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
   program->code.assign(code, code + code_size);
-  for (int v : program->graph.outputs) {
-    const mps::TensorType& t = program->graph.type(v);
-    program->output_types.push_back(ToBufferType(t.dtype));
+  const shlo::Func& main = *module.FindFunc("main");
+  auto logical = [](const shlo::Type& declared, DType graph_type) {
+    return declared.kind == shlo::Type::Kind::kTensor && IsNarrow(declared.dtype) ? declared.dtype : graph_type;
+  };
+  for (size_t i = 0; i < program->graph.inputs.size(); ++i)
+    program->input_dtypes.push_back(logical(main.arg_types.at(i), program->graph.type(program->graph.inputs[i]).dtype));
+  for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
+    const mps::TensorType& t = program->graph.type(program->graph.outputs[j]);
+    const DType dtype = j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype;
+    program->output_dtypes.push_back(dtype);
+    program->output_types.push_back(ToBufferType(dtype));
     program->output_ranks.push_back(t.shape.size());
     program->output_dims_flat.insert(program->output_dims_flat.end(), t.shape.begin(), t.shape.end());
     program->output_memory_kinds.push_back("device");

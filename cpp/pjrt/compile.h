@@ -21,6 +21,11 @@ struct CompiledProgram {
   std::string fingerprint;
   mps::Graph graph;
   std::unique_ptr<exec::Executable> executable;
+  // Element types of @main's arguments and results as buffers hold them: the graph's own types except
+  // for narrow types (int4, float8), which the graph computes on in their storage type. Empty (a program
+  // built by hand, as the unit tests do): the graph's types.
+  std::vector<DType> input_dtypes;
+  std::vector<DType> output_dtypes;
   // Per output, in the forms the C API hands out by pointer.
   std::vector<PJRT_Buffer_Type> output_types;
   std::vector<int64_t> output_dims_flat;

@@ -37,6 +37,10 @@ PJRT_Buffer_Type ToBufferType(DType dtype) {
     case DType::kF64: return PJRT_Buffer_Type_F64;
     case DType::kC64: return PJRT_Buffer_Type_C64;
     case DType::kC128: return PJRT_Buffer_Type_C128;
+    case DType::kI4: return PJRT_Buffer_Type_S4;
+    case DType::kU4: return PJRT_Buffer_Type_U4;
+    case DType::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case DType::kF8E5M2: return PJRT_Buffer_Type_F8E5M2;
   }
   return PJRT_Buffer_Type_INVALID;
 }

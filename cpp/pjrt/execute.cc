@@ -104,7 +104,8 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     BufferState* b = arguments[i];
     if (!b) return InvalidArgument("argument " + std::to_string(i) + " is null");
     const mps::TensorType& t = g.type(g.inputs[i]);
-    if (b->dtype != t.dtype || b->dims != t.shape)
+    const DType want = i < program->input_dtypes.size() ? program->input_dtypes[i] : t.dtype;
+    if (b->dtype != want || b->dims != t.shape)
       return InvalidArgument("argument " + std::to_string(i) + " has the wrong type or shape");
     auto [it, fresh] = first_use.emplace(b, i);
     if (!fresh && (donate[i] || donate[it->second]))
@@ -149,7 +150,8 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   outputs.reserve(m);
   for (size_t j = 0; j < m; ++j) {
     const mps::TensorType& t = g.type(g.outputs[j]);
-    outputs.push_back(MakeBuffer(client.counters, t.dtype, t.shape, run->outputs[j], /*allocated=*/reuse[j] < 0));
+    const DType dtype = j < program->output_dtypes.size() ? program->output_dtypes[j] : t.dtype;
+    outputs.push_back(MakeBuffer(client.counters, dtype, t.shape, run->outputs[j], /*allocated=*/reuse[j] < 0));
   }
   run->results = outputs;
   run->done = std::make_shared<EventState>();

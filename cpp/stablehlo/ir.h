@@ -53,7 +53,8 @@ struct Attr {
   std::vector<int64_t> ints;  // kInts
   Type type;                  // kType; kTensor: the tensor's type; kInt/kFloat: the element type
   std::vector<uint8_t>
-      data;  // kTensor: little-endian elements, i1 one byte per element (0/1), every element present (splats expanded)
+      data;  // kTensor: little-endian elements, i1 one byte per element (0/1), i4/ui4 one byte per element holding
+             // the value (sign-/zero-extended), f8 one byte (its bits), every element present (splats expanded)
   std::vector<Attr> array;  // kArray
   AttrMap dict;             // kDict; also the fields of structured attributes such as
                             // dot_dimension_numbers { lhs_batching_dimensions: kInts, ... }

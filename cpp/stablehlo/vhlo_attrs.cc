@@ -43,12 +43,16 @@ enum VhloTypeCode {
   kF16T = 3,
   kF32T = 4,
   kF64T = 5,
+  kF8E4M3FNT = 6,
+  kF8E5M2T = 7,
   kFunctionT = 8,
   kIndexT = 9,
+  kSI4T = 10,
   kSI8T = 11,
   kSI16T = 12,
   kSI32T = 13,
   kSI64T = 14,
+  kUI4T = 15,
   kUI8T = 16,
   kUI16T = 17,
   kUI32T = 18,
@@ -99,6 +103,10 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
     case kF16T: return scalar(DType::kF16);
     case kF32T: return scalar(DType::kF32);
     case kF64T: return scalar(DType::kF64);
+    case kF8E4M3FNT: return scalar(DType::kF8E4M3FN);
+    case kF8E5M2T: return scalar(DType::kF8E5M2);
+    case kSI4T: return scalar(DType::kI4);
+    case kUI4T: return scalar(DType::kU4);
     case kSI8T: return scalar(DType::kI8);
     case kSI16T: return scalar(DType::kI16);
     case kSI32T: return scalar(DType::kI32);
@@ -271,14 +279,15 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
     }
     case kIntegerV1: {
       JMP_ASSIGN_OR_RETURN(const Type* t, table.ReadTypeRef(r, depth));
-      if (t->kind != Type::Kind::kTensor || !(IsInteger(t->dtype) || t->dtype == DType::kBool))
+      if (t->kind != Type::Kind::kTensor || !(IsInteger(t->dtype) || IsInt4(t->dtype) || t->dtype == DType::kBool))
         return r.Error("integer attribute of a non-integer type");
       int bits = BitWidth(t->dtype);
       uint64_t v;
       JMP_RETURN_IF_ERROR(ReadAPInt(r, bits, &v));
       if (bits < 64) {
         v &= (uint64_t{1} << bits) - 1;
-        if (IsSignedInt(t->dtype) && (v >> (bits - 1)) & 1) v |= ~((uint64_t{1} << bits) - 1);
+        if ((IsSignedInt(t->dtype) || t->dtype == DType::kI4) && (v >> (bits - 1)) & 1)
+          v |= ~((uint64_t{1} << bits) - 1);
       }
       out->kind = Attr::Kind::kInt;
       out->type = *t;
@@ -322,6 +331,11 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
         return r.Error("dense constant has " + std::to_string(raw.size()) + " bytes for " + std::to_string(count) +
                        " elements of " + std::string(DTypeName(t->dtype)));
       }
+      // MLIR stores a 4-bit element in a byte's low bits; ours is the value itself (ir.h).
+      if (t->dtype == DType::kI4)
+        for (uint8_t& b : out->data) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<uint8_t>(b << 4)) >> 4);
+      if (t->dtype == DType::kU4)
+        for (uint8_t& b : out->data) b &= 0x0f;
       return Status::Ok();
     }
     case kTypeV1: {

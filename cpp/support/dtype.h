@@ -24,17 +24,30 @@ enum class DType : uint8_t {
   kF64,
   kC64,
   kC128,
+  // Narrow types: StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one byte per element
+  // as ml_dtypes lays them out (int4/uint4: the 4-bit pattern in the low nibble, high nibble zero;
+  // float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
+  // (mps/lower_narrow.cc), so no MPS op graph ever holds one.
+  kI4,
+  kU4,
+  kF8E4M3FN,
+  kF8E5M2,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16, DType::kI32, DType::kI64,
-                                       DType::kU8,   DType::kU16, DType::kU32, DType::kU64, DType::kF16,
-                                       DType::kBF16, DType::kF32, DType::kF64, DType::kC64, DType::kC128};
+inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16,      DType::kI32,   DType::kI64,
+                                       DType::kU8,   DType::kU16, DType::kU32,      DType::kU64,   DType::kF16,
+                                       DType::kBF16, DType::kF32, DType::kF64,      DType::kC64,   DType::kC128,
+                                       DType::kI4,   DType::kU4,  DType::kF8E4M3FN, DType::kF8E5M2};
 
 constexpr size_t ByteSize(DType t) {
   switch (t) {
     case DType::kBool:
     case DType::kI8:
-    case DType::kU8: return 1;
+    case DType::kU8:
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return 1;
     case DType::kI16:
     case DType::kU16:
     case DType::kF16:
@@ -52,7 +65,20 @@ constexpr size_t ByteSize(DType t) {
 }
 
 // Bits of the integer or float type (bool counts as 1).
-constexpr int BitWidth(DType t) { return t == DType::kBool ? 1 : static_cast<int>(ByteSize(t) * 8); }
+constexpr int BitWidth(DType t) {
+  return t == DType::kBool ? 1 : t == DType::kI4 || t == DType::kU4 ? 4 : static_cast<int>(ByteSize(t) * 8);
+}
+
+// The narrow types (see DType) and the type each computes on inside the MPS op graph: int4 as int8
+// (sign-extended), uint4 as uint8, float8 as uint8 holding the bit pattern.
+constexpr bool IsNarrow(DType t) {
+  return t == DType::kI4 || t == DType::kU4 || t == DType::kF8E4M3FN || t == DType::kF8E5M2;
+}
+constexpr bool IsFloat8(DType t) { return t == DType::kF8E4M3FN || t == DType::kF8E5M2; }
+constexpr bool IsInt4(DType t) { return t == DType::kI4 || t == DType::kU4; }
+constexpr DType StorageOf(DType t) {
+  return t == DType::kI4 ? DType::kI8 : t == DType::kU4 || IsFloat8(t) ? DType::kU8 : t;
+}
 
 constexpr bool IsFloat(DType t) {
   return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
@@ -84,6 +110,10 @@ constexpr std::string_view DTypeName(DType t) {
     case DType::kF64: return "f64";
     case DType::kC64: return "complex<f32>";
     case DType::kC128: return "complex<f64>";
+    case DType::kI4: return "i4";
+    case DType::kU4: return "ui4";
+    case DType::kF8E4M3FN: return "f8E4M3FN";
+    case DType::kF8E5M2: return "f8E5M2";
   }
   return "?";
 }

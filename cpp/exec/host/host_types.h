@@ -83,6 +83,11 @@ auto Dispatch(DType dtype, F&& f) {
     case DType::kF64: return f(Tag<double>{});
     case DType::kC64: return f(Tag<c64>{});
     case DType::kC128: return f(Tag<std::complex<double>>{});
+    // Never in an MPS op graph (verify.cc refuses them); their storage types, for completeness.
+    case DType::kI4: return f(Tag<int8_t>{});
+    case DType::kU4:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return f(Tag<uint8_t>{});
   }
   return f(Tag<float>{});
 }

@@ -36,6 +36,12 @@ StatusOr<MPSDataType> ToMPS(DType t, const mps::Op* op) {
     case DType::kC128:
       return Unimplemented(std::string(op ? mps::OpKindName(op->kind) : "argument") +
                            ": float64 is not supported by MPSGraph");
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+      return Internal(std::string(op ? mps::OpKindName(op->kind) : "argument") + ": " + std::string(DTypeName(t)) +
+                      " reached the Metal executor (the lowering rewrites narrow types)");
   }
   return Internal("unknown dtype");
 }
