@@ -60,8 +60,12 @@ def test_device_put_get_round_trip(dtype):
     back = np.asarray(jax.device_put(x, jax.devices("metal")[0]))
     assert back.dtype == x.dtype and back.shape == x.shape
     np.testing.assert_array_equal(bits(back), bits(x))
-    # Through a program too: the identity and a copy.
-    check_exact(lambda a: (a, a.T, a[::-1]), x, what="identity")
+    # Through a program too: data movement keeps every bit, NaN payloads and signs included. Compared
+    # with NumPy's movement, not XLA:CPU's: at jax 0.12 XLA:CPU reverses float8_e5m2 through a float
+    # conversion that canonicalises NaNs, its choice of lowering, not the op's semantics.
+    out = run_on("metal", lambda a: (a, a.T, a[::-1]), x)
+    for got, want in zip(out, (x, x.T, x[::-1])):
+        np.testing.assert_array_equal(bits(got), bits(want), err_msg="identity, transpose, reverse")
 
 
 @pytest.mark.parametrize("to", [jnp.float32, jnp.bfloat16, jnp.float16, jnp.int8, jnp.int32, jnp.uint8,
@@ -162,7 +166,16 @@ def test_float8_arithmetic_every_pair(dtype):
     # NaN operand at most.
     both_nan = np.isnan(a.astype(np.float32)) & np.isnan(b.astype(np.float32))
     b = np.where(both_nan, np.ones_like(b), b)
-    check_exact(lambda p, q: (p + q, p * q, p - q, lax.max(p, q), p < q, p == q, -p), a, b)
+    # A NaN result's sign is the implementation's too (XLA:CPU gives 0x7f at jax 0.10 and the NaN
+    # operand's sign at 0.12): NaN results compare as NaN, every other result bit for bit.
+    fn = lambda p, q: (p + q, p * q, p - q, lax.max(p, q), p < q, p == q, -p)  # noqa: E731
+    got, want = run_on("metal", fn, a, b), run_on("cpu", fn, a, b)
+    for g, w in zip(got, want):
+        if np.dtype(w.dtype).kind == "V" or w.dtype in (np.dtype(jnp.float8_e4m3fn), np.dtype(jnp.float8_e5m2)):
+            nan_g, nan_w = np.isnan(g.astype(np.float32)), np.isnan(w.astype(np.float32))
+            np.testing.assert_array_equal(nan_g, nan_w)
+            g, w = np.where(nan_w, 0, bits(g)), np.where(nan_w, 0, bits(w))
+        assert_bits_equal(g, w)
 
 
 @pytest.mark.parametrize("dtype", F8, ids=IDS)
