@@ -12,7 +12,9 @@ shadow the installed package. Nothing of JAX's is copied into this repository.
 Per file it prints passed, failed, skipped (JAX's own device tagging, such as run_on_devices("cpu"),
 which skip on every accelerator, and flag-dependent skips such as x64-only tests, which skip on CPU too;
 every other skip counts as a failure); peak RSS; and the pass rate
-passed / (passed + failed). Known failures live in scripts/jax_conformance_known.txt, one test id a line
+passed / (passed + failed). JAX's in-memory caches are emptied after every test
+(scripts/jax_conformance_caches.py), so that peak RSS is the largest test's, not the sum of every
+program JAX compiled and kept; --keep-caches runs the files as plain pytest does. Known failures live in scripts/jax_conformance_known.txt, one test id a line
 with its root cause; a test that fails and is not listed, or is listed and passes, makes the script exit
 1, so the list only ever shrinks on purpose. An entry that holds only from (or only before) a JAX release
 carries a marker after its test id, `[>=0.11.0]` or `[<0.11.0]`, and is ignored for other installed
@@ -111,14 +113,16 @@ def load_known(path, version):
     return known
 
 
-def run_file(tests_dir, name, timeout, out_dir):
+def run_file(tests_dir, name, timeout, out_dir, keep_caches=False):
     """Runs one test file in its own process group; returns (results, peak RSS in bytes, seconds, note)."""
     report = os.path.join(out_dir, name + ".xml")
     # Sibling imports (lax_vmap_op_test imports lax_test) resolve in the copy, never in the tree's jax.
     env = dict(os.environ, JAX_PLATFORMS="metal",
-               PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, HERE, os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
            f"--junitxml={report}", "-o", "junit_family=xunit1", os.path.join(tests_dir, name + ".py")]
+    if not keep_caches:
+        cmd[3:3] = ["-p", "jax_conformance_caches"]
     start = time.monotonic()
     with open(os.path.join(out_dir, name + ".log"), "wb") as log:
         proc = subprocess.Popen(cmd, cwd=out_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -161,6 +165,8 @@ def main():
     ap.add_argument("--json", help="write every test's outcome here")
     ap.add_argument("--known", default=KNOWN, help="the known-failures list")
     ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
+    ap.add_argument("--keep-caches", action="store_true",
+                    help="keep JAX's caches of compiled programs for the whole file, as plain pytest does")
     args = ap.parse_args()
 
     import jax
@@ -172,11 +178,13 @@ def main():
     tests_dir = os.path.join(out_dir, "tests")
     shutil.copytree(os.path.join(args.jax_tree, "tests"), tests_dir)
 
-    print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, {len(args.files)} files, logs in {out_dir}")
+    caches = "kept" if args.keep_caches else "emptied after every test"
+    print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, JAX's caches {caches}, {len(args.files)} files, "
+          f"logs in {out_dir}")
     print(f"{'file':28} {'passed':>7} {'failed':>7} {'skipped':>8} {'rate':>8} {'peak RSS':>9} {'time':>7}")
     everything, problems = {}, []
     for name in args.files:
-        results, rss, seconds, note = run_file(tests_dir, name, args.timeout, out_dir)
+        results, rss, seconds, note = run_file(tests_dir, name, args.timeout, out_dir, args.keep_caches)
         everything.update(results)
         passed = sum(1 for s, _ in results.values() if s == "passed")
         failed = sum(1 for s, _ in results.values() if s == "failed")

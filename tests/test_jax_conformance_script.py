@@ -44,3 +44,22 @@ def test_the_repository_known_list_parses_for_both_versions():
 ])
 def test_skip_classification(reason, ours):
     assert (jc.NOT_OURS.search(reason) is None) == ours
+
+
+@pytest.mark.parametrize("keep_caches", [False, True])
+def test_caches_emptied_between_tests_unless_kept(tmp_path, keep_caches):
+    # test_b sees test_a's compiled program only when the script keeps JAX's caches.
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "two_test.py").write_text(
+        "import jax\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "def test_a():\n"
+        "    f(1.0)\n"
+        "    assert f._cache_size() == 1\n"
+        "def test_b():\n"
+        "    assert f._cache_size() == 0\n")
+    results, rss, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), keep_caches)
+    assert note == "" and rss > 0
+    assert results["two_test::two_test::test_a"][0] == "passed"
+    assert results["two_test::two_test::test_b"][0] == ("failed" if keep_caches else "passed")
