@@ -196,8 +196,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
       if (plan.in_place_carry_op[i] >= 0) src[i] = inputs[i];
   for (size_t i = 0; outputs_alias_inputs && i < n; ++i) {
     size_t bytes = plan.output_bytes[i];
-    int root = g.outputs[i];
-    while (plan.alias_of[static_cast<size_t>(root)] >= 0) root = plan.alias_of[static_cast<size_t>(root)];
+    const int root = Root(plan, g.outputs[i]);
     if (!bytes || src[i] == outputs[i] || plan.input_index[static_cast<size_t>(root)] < 0) continue;
     for (size_t j = 0; j < n; ++j) {
       size_t other = plan.output_bytes[j];

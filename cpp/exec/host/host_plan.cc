@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "exec/host/host_memory.h"
@@ -14,6 +15,30 @@
 namespace jmp::exec::host {
 
 namespace {
+
+// Per value, whether a graph output's storage is its (through the views decided so far).
+std::vector<uint8_t> OutputRoots(const Plan& plan) {
+  std::vector<uint8_t> is_output(plan.graph->values.size(), 0);
+  for (int v : plan.graph->outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  return is_output;
+}
+
+// The block of `data` that one row of integer indices addresses (its leading dims, the rest whole), or
+// nothing when `indices` is not such a row.
+std::optional<SliceView> BlockOf(const mps::Graph& g, int data, int indices) {
+  const mps::TensorType& d = g.type(data);
+  const mps::TensorType& idx = g.type(indices);
+  if ((idx.dtype != DType::kI32 && idx.dtype != DType::kI64) || idx.shape.empty()) return std::nullopt;
+  const int64_t k = idx.shape.back();
+  if (k < 1 || k > static_cast<int64_t>(d.shape.size()) || idx.NumElements() != k) return std::nullopt;
+  SliceView view{data, indices, {}, {}};
+  std::vector<int64_t> strides = RowMajorStrides(d.shape);
+  for (int64_t c = 0; c < k; ++c) {
+    view.dims.push_back(d.shape[static_cast<size_t>(c)]);
+    view.stride_bytes.push_back(strides[static_cast<size_t>(c)] * static_cast<int64_t>(ByteSize(d.dtype)));
+  }
+  return view;
+}
 
 // Runs, once, every op whose inputs are all known at compile time (splat broadcasts, iotas, constant
 // shape ops), keeping the results with the plan; runs then skip those ops.
@@ -163,8 +188,7 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
       ++folded_uses[static_cast<size_t>(r)];
     }
   }
-  std::vector<uint8_t> is_output(g.values.size(), 0);
-  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  const std::vector<uint8_t> is_output = OutputRoots(plan);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kTranspose || op.outputs.size() != 1) continue;
@@ -201,26 +225,16 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
 void FindSliceViews(Plan& plan) {
   const mps::Graph& g = *plan.graph;
   plan.slice_view.assign(g.values.size(), -1);
-  std::vector<uint8_t> is_output(g.values.size(), 0);
-  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  const std::vector<uint8_t> is_output = OutputRoots(plan);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kGatherND || plan.folded_op[i] || op.inputs.size() != 2 || op.outputs.size() != 1 ||
         mps::GatherNDAttrs::Of(op).batch_dims != 0 || is_output[static_cast<size_t>(op.outputs[0])])
       continue;
-    const mps::TensorType& data = g.type(op.inputs[0]);
-    const mps::TensorType& idx = g.type(op.inputs[1]);
-    if ((idx.dtype != DType::kI32 && idx.dtype != DType::kI64) || idx.shape.empty()) continue;
-    const int64_t k = idx.shape.back();
-    if (k < 1 || k > static_cast<int64_t>(data.shape.size()) || idx.NumElements() != k) continue;
-    SliceView view{op.inputs[0], op.inputs[1], {}, {}};
-    std::vector<int64_t> strides = RowMajorStrides(data.shape);
-    for (int64_t c = 0; c < k; ++c) {
-      view.dims.push_back(data.shape[static_cast<size_t>(c)]);
-      view.stride_bytes.push_back(strides[static_cast<size_t>(c)] * static_cast<int64_t>(ByteSize(data.dtype)));
-    }
+    std::optional<SliceView> view = BlockOf(g, op.inputs[0], op.inputs[1]);
+    if (!view) continue;
     plan.slice_view[static_cast<size_t>(op.outputs[0])] = static_cast<int>(plan.slice_views.size());
-    plan.slice_views.push_back(std::move(view));
+    plan.slice_views.push_back(std::move(*view));
     plan.view_op[i] = 1;
   }
 }
@@ -242,9 +256,9 @@ std::vector<int> StepOf(const Plan& plan) {
 // Makes `v` known before step `before`: the small ops (scalar index arithmetic) that make it after
 // that step move to just before it, in their order. False, and nothing moves, when v depends on
 // anything else made at or after that step. Such ops are pure and read only what is made earlier.
-bool MakeEarlier(Plan& plan, const std::vector<int>& producer, int v, int before) {
+// `step_of` is StepOf(plan), stale once this returns true.
+bool MakeEarlier(Plan& plan, const std::vector<int>& producer, const std::vector<int>& step_of, int v, int before) {
   const mps::Graph& g = *plan.graph;
-  std::vector<int> step_of = StepOf(plan);
   std::vector<uint8_t> moving(g.ops.size(), 0);
   std::vector<int> todo{v};
   while (!todo.empty()) {
@@ -282,34 +296,27 @@ void FindCarryUpdates(Plan& plan, const std::vector<int>& producer) {
   const mps::Graph& g = *plan.graph;
   plan.made_in_carry.assign(g.values.size(), -1);
   plan.skipped_scatter.assign(g.ops.size(), 0);
-  std::vector<uint8_t> is_output(g.values.size(), 0);
-  for (int v : g.outputs) is_output[static_cast<size_t>(Root(plan, v))] = 1;
+  const std::vector<uint8_t> is_output = OutputRoots(plan);
+  std::vector<int> step_of = StepOf(plan);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (plan.in_place_op_input[i] < 0 || g.ops[i].kind != mps::OpKind::kScatterND) continue;
     const mps::Op& op = g.ops[i];
     if (mps::ScatterAttrs::Of(op).mode != mps::ScatterMode::kSet) continue;
+    std::optional<SliceView> view = BlockOf(g, op.inputs[0], op.inputs[2]);
+    if (!view) continue;
     const mps::TensorType& data = g.type(op.inputs[0]);
-    const mps::TensorType& idx = g.type(op.inputs[2]);
     const size_t u = static_cast<size_t>(Root(plan, op.inputs[1]));
-    if ((idx.dtype != DType::kI32 && idx.dtype != DType::kI64) || idx.shape.empty()) continue;
-    const int64_t k = idx.shape.back();
-    if (k < 1 || k > static_cast<int64_t>(data.shape.size()) || idx.NumElements() != k) continue;
     int64_t block = 1;
-    for (size_t d = static_cast<size_t>(k); d < data.shape.size(); ++d) block *= data.shape[d];
+    for (size_t d = view->dims.size(); d < data.shape.size(); ++d) block *= data.shape[d];
     if (g.values[u].dtype != data.dtype || g.values[u].NumElements() != block || is_output[u] ||
         plan.input_index[u] >= 0 || plan.folded_offset[u] >= 0 || plan.slice_view[u] >= 0 || plan.tile_slot[u] >= 0 ||
         plan.made_in_carry[u] >= 0 || producer[u] < 0)
       continue;
-    const int made = StepOf(plan)[static_cast<size_t>(producer[u])];
-    if (made < 0 || !MakeEarlier(plan, producer, op.inputs[2], made)) continue;
-    SliceView view{op.inputs[0], op.inputs[2], {}, {}};
-    std::vector<int64_t> strides = RowMajorStrides(data.shape);
-    for (int64_t c = 0; c < k; ++c) {
-      view.dims.push_back(data.shape[static_cast<size_t>(c)]);
-      view.stride_bytes.push_back(strides[static_cast<size_t>(c)] * static_cast<int64_t>(ByteSize(data.dtype)));
-    }
+    const int made = step_of[static_cast<size_t>(producer[u])];
+    if (made < 0 || !MakeEarlier(plan, producer, step_of, op.inputs[2], made)) continue;
+    step_of = StepOf(plan);
     plan.made_in_carry[u] = static_cast<int>(plan.slice_views.size());
-    plan.slice_views.push_back(std::move(view));
+    plan.slice_views.push_back(std::move(*view));
     plan.skipped_scatter[i] = 1;
   }
 }
@@ -470,23 +477,21 @@ namespace {
 // lowering already clamps dynamic_slice and dynamic_update_slice starts: a block never lies outside its
 // data.
 uint8_t* BlockPtr(const Plan& plan, const RunMemory& memory, const SliceView& view) {
-  {
-    const uint8_t* idx = ValuePtr(plan, memory, view.indices);
-    const bool wide = plan.graph->type(view.indices).dtype == DType::kI64;
-    int64_t offset = 0;
-    for (size_t c = 0; c < view.dims.size(); ++c) {
-      int64_t at;
-      if (wide) {
-        std::memcpy(&at, idx + 8 * c, 8);
-      } else {
-        int32_t narrow;
-        std::memcpy(&narrow, idx + 4 * c, 4);
-        at = narrow;
-      }
-      offset += std::clamp<int64_t>(at, 0, view.dims[c] - 1) * view.stride_bytes[c];
+  const uint8_t* idx = ValuePtr(plan, memory, view.indices);
+  const bool wide = plan.graph->type(view.indices).dtype == DType::kI64;
+  int64_t offset = 0;
+  for (size_t c = 0; c < view.dims.size(); ++c) {
+    int64_t at;
+    if (wide) {
+      std::memcpy(&at, idx + 8 * c, 8);
+    } else {
+      int32_t narrow;
+      std::memcpy(&narrow, idx + 4 * c, 4);
+      at = narrow;
     }
-    return ValuePtr(plan, memory, view.data) + offset;
+    offset += std::clamp<int64_t>(at, 0, view.dims[c] - 1) * view.stride_bytes[c];
   }
+  return ValuePtr(plan, memory, view.data) + offset;
 }
 
 }  // namespace
