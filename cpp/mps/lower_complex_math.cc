@@ -1,6 +1,10 @@
-// Elementwise math on complex64 (complex128) that MPSGraph has no complex op for (op_kinds.def lists exp,
-// log and sqrt, and the arithmetic): written with the real and imaginary parts as float32 (float64) tensors. JAX itself
-// expands some of these before they reach us (sin, cos, log1p); other producers may not.
+// Elementwise math on complex64 (complex128) that MPSGraph has no complex op for (op_kinds.def lists log
+// and sqrt, and the arithmetic), and exp, whose limits at infinite parts MPSGraph does not document and
+// XLA's differ from C's: written with the real and imaginary parts as float32 (float64) tensors. JAX
+// itself expands some of these before they reach us (exp, sin, cos, log1p); CHLO's decompositions (cosh,
+// sinh) and other producers do not.
+#include <limits>
+
 #include "mps/lower_elementwise.h"
 
 namespace jmp::mps {
@@ -25,6 +29,10 @@ class Parts {
   int Div(int a, int b) { return cx_.Binary(OpKind::kDivide, a, b); }
   int Neg(int a) { return cx_.Unary(OpKind::kNegative, a); }
   int Less(int a, int b) { return cx_.Compare(OpKind::kLessThan, a, b); }
+  int Equal(int a, int b) { return cx_.Compare(OpKind::kEqual, a, b); }
+  int Or(int a, int b) { return cx_.Binary(OpKind::kLogicalOr, a, b); }
+  int IsFinite(int x) { return cx_.Emit(OpKind::kIsFinite, {x}, DType::kBool, shape_); }
+  int IsInf(int x) { return cx_.Emit(OpKind::kIsInfinite, {x}, DType::kBool, shape_); }
   int Select(int p, int a, int b) { return cx_.Select(p, a, b); }
   // copysign(1, x) for the real-valued limits: 1 for x >= +0, -1 for x <= -0.
   int SignOne(int x) {
@@ -45,7 +53,9 @@ class Parts {
 // tanh(x + iy) by Kahan's formula (as in the C libraries' ctanh): with t = tan(y), s = sinh(x),
 // b = 1 + t^2, rho = sqrt(1 + s^2): (b rho s + i t) / (1 + b s^2). For |x| >= 11, s^2 would lose
 // everything: tanh is then sign(x) + i 4 sin(y) cos(y) e^{-2|x|}. In float64 the cut is at 22 (as in C's
-// ctanh): below it 1 - tanh|x| ~ 2e^{-2|x|} is still above float64's epsilon.
+// ctanh): below it 1 - tanh|x| ~ 2e^{-2|x|} is still above float64's epsilon. The limits are C's
+// ctanh's, which XLA:CPU gives too: tanh(±inf + iy) = ±1 + i0 for any y; a finite x with an infinite
+// or NaN y gives NaN + iNaN; y = 0 keeps the imaginary part 0 (tanh(NaN + i0) = NaN + i0).
 std::pair<int, int> Tanh(Parts& p, int x, int y) {
   int t = p.U(OpKind::kTan, y);
   int s = p.U(OpKind::kSinh, x);
@@ -59,7 +69,24 @@ std::pair<int, int> Tanh(Parts& p, int x, int y) {
   int big = p.Less(p.F(p.real() == DType::kF64 ? 22 : 11), ax);
   int e = p.U(OpKind::kExponent, p.Neg(ax));
   int big_im = p.Mul(p.Mul(p.Mul(p.F(4), p.U(OpKind::kSin, y)), p.U(OpKind::kCos, y)), p.Mul(e, e));
-  return {p.Select(big, p.SignOne(x), re), p.Select(big, big_im, im)};
+  int y_finite = p.IsFinite(y), x_inf = p.IsInf(x);
+  int nan = p.F(std::numeric_limits<double>::quiet_NaN());
+  re = p.Select(big, p.Select(p.Or(y_finite, x_inf), p.SignOne(x), nan), re);
+  im = p.Select(big, p.Select(y_finite, big_im, p.Select(x_inf, p.F(0), nan)), im);
+  return {re, p.Select(p.Equal(y, p.F(0)), y, im)};
+}
+
+// e^x (cos y + i sin y), as XLA computes it: no limits of C's cexp (an infinite or NaN part gives NaN
+// where the product does). Where e^x overflows, (e^{x/2} cos y) e^{x/2} stays finite while the result
+// does; y = 0 keeps the imaginary part 0 (e^x sin 0 would be inf * 0).
+std::pair<int, int> Exp(Parts& p, int x, int y) {
+  int e = p.U(OpKind::kExponent, x);
+  int half = p.U(OpKind::kExponent, p.Mul(x, p.F(0.5)));
+  int overflow = p.IsInf(e);
+  int c = p.U(OpKind::kCos, y), s = p.U(OpKind::kSin, y);
+  int re = p.Select(overflow, p.Mul(p.Mul(half, c), half), p.Mul(e, c));
+  int im = p.Select(overflow, p.Mul(p.Mul(half, s), half), p.Mul(e, s));
+  return {re, p.Select(p.Equal(y, p.F(0)), y, im)};
 }
 
 }  // namespace
@@ -80,7 +107,10 @@ Status LowerComplexMath(LowerContext& cx) {
     result = cx.Binary(OpKind::kDivide, p.C(1), cx.Binary(OpKind::kAdd, p.C(1), e));
   } else {
     int x = p.Re(z), y = p.Im(z);
-    if (name == "stablehlo.sine") {
+    if (name == "stablehlo.exponential") {
+      auto [re, im] = Exp(p, x, y);
+      result = p.Complex(re, im);
+    } else if (name == "stablehlo.sine") {
       // sin x cosh y + i cos x sinh y
       result = p.Complex(p.Mul(p.U(OpKind::kSin, x), p.U(OpKind::kCosh, y)),
                          p.Mul(p.U(OpKind::kCos, x), p.U(OpKind::kSinh, y)));

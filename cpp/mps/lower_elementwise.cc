@@ -434,7 +434,7 @@ void RegisterElementwiseRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.negate", &Negate);
   RegisterRule(r, "stablehlo.abs", &Abs);
   RegisterRule(r, "stablehlo.sign", &Sign);
-  RegisterRule(r, "stablehlo.exponential", &FloatOrComplexUnary<OpKind::kExponent>);
+  RegisterRule(r, "stablehlo.exponential", &FloatUnary<OpKind::kExponent>);
   RegisterRule(r, "stablehlo.exponential_minus_one", &Expm1);
   RegisterRule(r, "stablehlo.log", &FloatOrComplexUnary<OpKind::kLogarithm>);
   RegisterRule(r, "stablehlo.log_plus_one", &Log1p);
