@@ -10,15 +10,16 @@ runs on CPU), under a time limit, from a temporary copy of tests/ so that the tr
 shadow the installed package. Nothing of JAX's is copied into this repository.
 
 Per file it prints passed, failed, skipped (JAX's own device tagging, such as run_on_devices("cpu"),
-which skip on every accelerator, and flag-dependent skips such as x64-only tests, which skip on CPU too;
-every other skip counts as a failure); peak RSS; and the pass rate
-passed / (passed + failed). JAX's in-memory caches are emptied after every test
+which skip on every accelerator, and skips that happen on JAX's CPU backend too, such as x64-only tests
+and tests needing two or more devices; every other skip counts as a failure); peak RSS; and the pass
+rate passed / (passed + failed). JAX's in-memory caches are emptied after every test
 (scripts/jax_conformance_caches.py), so that peak RSS is the largest test's, not the sum of every
-program JAX compiled and kept; --keep-caches runs the files as plain pytest does. Known failures live in scripts/jax_conformance_known.txt, one test id a line
-with its root cause; a test that fails and is not listed, or is listed and passes, makes the script exit
-1, so the list only ever shrinks on purpose. An entry that holds only from (or only before) a JAX release
-carries a marker after its test id, `[>=0.11.0]` or `[<0.11.0]`, and is ignored for other installed
-versions; an entry without a marker holds for every version.
+program JAX compiled and kept; --keep-caches runs the files as plain pytest does. Known failures live in
+scripts/jax_conformance_known.txt, one test id a line with its root cause; a test that fails and is not
+listed, or is listed and passes, makes the script exit 1, so the list only ever shrinks on purpose. An
+entry that holds only from (or only before) a JAX release carries a marker after its test id,
+`[>=0.11.0]` or `[<0.11.0]`, and is ignored for other installed versions; an entry without a marker
+holds for every version.
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ FILES = ["lax_test", "lax_numpy_test", "lax_control_flow_test", "fft_test", "ran
 # installed scipy's version, the Python version, a docs/ folder the extracted tree lacks); and skips a
 # test makes unconditionally on every platform (a bare @unittest.skip, TODO(owner) skips,
 # lax_vmap_op_test's float64 and rank > 2 cases, linalg_test's non-square full-matrices SVD JVP).
-# Every other skip counts as a failure: device-count skips, and JAX's skips of every platform but
-# CPU and GPU or of every PJRT C API plugin, among them.
-NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|Only for CPU|[Tt]est enabled only for "
-                      r"(CPU|cpu)|run_on_devices|skip_on_devices|requires jax_enable_x64|"
-                      r"not supported when FLAGS\.|Test requires GPU(?! or CPU)|Tests only for GPU|"
+# Skips for want of devices (a test that needs two or more) happen on JAX's CPU backend in its default
+# configuration too, which has one device, as metal has. Every other skip counts as a failure: JAX's skips
+# of every platform but CPU and GPU, or of every PJRT C API plugin, among them.
+NOT_OURS = re.compile(r"Skipped (unless running )?on devices with tags|"
+                      r"[Tt](his|est) requires (multiple|>= ?\d+) devices|number of devices is a multiple of \d|"
+                      r"Only for CPU|[Tt]est enabled only for (CPU|cpu)|run_on_devices|skip_on_devices|"
+                      r"requires jax_enable_x64|not supported when FLAGS\.|Test requires GPU(?! or CPU)|"
+                      r"Tests only for GPU|"
                       r"compute capability \d+\.\d+ or higher|only applies when upgrade flag enabled|"
                       r"Skipping big tests under sanitizers due to slowdown|this test has failures in some cases|"
                       r"changed random bit values|relies on typed key upgrade flag|"
