@@ -12,9 +12,10 @@ shadow the installed package. Nothing of JAX's is copied into this repository.
 Per file it prints passed, failed, skipped (JAX's own device tagging, such as run_on_devices("cpu"),
 which skip on every accelerator, and skips that happen on JAX's CPU backend too, such as x64-only tests
 and tests needing two or more devices; every other skip counts as a failure); peak RSS; and the pass
-rate passed / (passed + failed). JAX's in-memory caches are emptied after every test
-(scripts/jax_conformance_caches.py), so that peak RSS is the largest test's, not the sum of every
-program JAX compiled and kept; --keep-caches runs the files as plain pytest does. Known failures live in
+rate passed / (passed + failed). JAX's in-memory caches of compiled programs are emptied after any test
+that leaves the process above --rss-limit GiB (scripts/jax_conformance_caches.py), so that peak RSS is
+that limit plus the largest test's working set, not the sum of every program JAX compiled and kept;
+--keep-caches runs the files as plain pytest does. Known failures live in
 scripts/jax_conformance_known.txt, one test id a line with its root cause; a test that fails and is not
 listed, or is listed and passes, makes the script exit 1, so the list only ever shrinks on purpose. An
 entry that holds only from (or only before) a JAX release carries a marker after its test id,
@@ -117,11 +118,11 @@ def load_known(path, version):
     return known
 
 
-def run_file(tests_dir, name, timeout, out_dir, keep_caches=False):
+def run_file(tests_dir, name, timeout, out_dir, keep_caches=False, rss_limit=1.0):
     """Runs one test file in its own process group; returns (results, peak RSS in bytes, seconds, note)."""
     report = os.path.join(out_dir, name + ".xml")
     # Sibling imports (lax_vmap_op_test imports lax_test) resolve in the copy, never in the tree's jax.
-    env = dict(os.environ, JAX_PLATFORMS="metal",
+    env = dict(os.environ, JAX_PLATFORMS="metal", JAX_CONFORMANCE_RSS_LIMIT=str(int(rss_limit * 2**30)),
                PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, HERE, os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
            f"--junitxml={report}", "-o", "junit_family=xunit1", os.path.join(tests_dir, name + ".py")]
@@ -171,6 +172,9 @@ def main():
     ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
     ap.add_argument("--keep-caches", action="store_true",
                     help="keep JAX's caches of compiled programs for the whole file, as plain pytest does")
+    ap.add_argument("--rss-limit", type=float, default=1.0,
+                    help="GiB: JAX's caches are emptied after a test that leaves the process above this "
+                         "(0: after every test)")
     args = ap.parse_args()
 
     import jax
@@ -182,13 +186,14 @@ def main():
     tests_dir = os.path.join(out_dir, "tests")
     shutil.copytree(os.path.join(args.jax_tree, "tests"), tests_dir)
 
-    caches = "kept" if args.keep_caches else "emptied after every test"
+    caches = "kept" if args.keep_caches else f"emptied above {args.rss_limit:g} GiB"
     print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, JAX's caches {caches}, {len(args.files)} files, "
           f"logs in {out_dir}")
     print(f"{'file':28} {'passed':>7} {'failed':>7} {'skipped':>8} {'rate':>8} {'peak RSS':>9} {'time':>7}")
     everything, problems = {}, []
     for name in args.files:
-        results, rss, seconds, note = run_file(tests_dir, name, args.timeout, out_dir, args.keep_caches)
+        results, rss, seconds, note = run_file(tests_dir, name, args.timeout, out_dir, args.keep_caches,
+                                               args.rss_limit)
         everything.update(results)
         passed = sum(1 for s, _ in results.values() if s == "passed")
         failed = sum(1 for s, _ in results.values() if s == "failed")

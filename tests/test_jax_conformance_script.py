@@ -50,7 +50,8 @@ def test_skip_classification(reason, ours):
 
 @pytest.mark.parametrize("keep_caches", [False, True])
 def test_caches_emptied_between_tests_unless_kept(tmp_path, keep_caches):
-    # test_b sees test_a's compiled program only when the script keeps JAX's caches.
+    # With a limit of 0 GiB the caches are emptied after every test: test_b sees test_a's compiled
+    # program only when the script keeps JAX's caches.
     tests_dir = tmp_path / "tests"
     tests_dir.mkdir()
     (tests_dir / "two_test.py").write_text(
@@ -61,7 +62,21 @@ def test_caches_emptied_between_tests_unless_kept(tmp_path, keep_caches):
         "    assert f._cache_size() == 1\n"
         "def test_b():\n"
         "    assert f._cache_size() == 0\n")
-    results, rss, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), keep_caches)
+    results, rss, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), keep_caches, rss_limit=0)
     assert note == "" and rss > 0
     assert results["two_test::two_test::test_a"][0] == "passed"
     assert results["two_test::two_test::test_b"][0] == ("failed" if keep_caches else "passed")
+
+
+def test_caches_kept_below_the_limit(tmp_path):
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "two_test.py").write_text(
+        "import jax\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "def test_a():\n"
+        "    f(1.0)\n"
+        "def test_b():\n"
+        "    assert f._cache_size() == 1\n")
+    results, _, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), rss_limit=64.0)
+    assert note == "" and results["two_test::two_test::test_b"][0] == "passed"
