@@ -118,3 +118,27 @@ def test_results_made_straight_in_their_outputs():
         out = g(jax.device_put(x, dev), jax.device_put(y, dev))
         np.testing.assert_array_equal(np.asarray(out[0]), x * 2.0)
         np.testing.assert_array_equal(np.asarray(out[2]), x[::-1])
+
+
+def test_static_slices_of_one_block_read_in_place():
+    # Rows and halves of a stacked array read where they lie: the data made by a fused chain or an input,
+    # read again after a later op overwrites nothing, and a donated input whose memory an output reuses.
+    def f(x):
+        y = jnp.exp(jnp.sin(x) * 0.5)  # made whole before its halves are read
+        top, bottom = y[0], y[1]
+        return top * 2.0 - bottom, x[1, 1:3] + x[0, 0:2], y[:, ::2].sum(), x[2:3] * top
+
+    x = random_array(RNG, (3, 4, 257), np.float32)
+    check(f, x, rtol=2e-6, atol=1e-6)
+    check(lambda x: lax.fori_loop(0, 5, lambda i, c: jnp.stack([c[1] * 0.5, c[0] + c[1]]), x), x[:2], exact=True)
+    for platform in ("metal", "cpu"):
+        g = jax.jit(lambda x: (x[0] * 3.0, x[1] + x[0]), donate_argnums=(0,))
+        out = g(jax.device_put(x[:2], jax.devices(platform)[0]))
+        np.testing.assert_array_equal(np.asarray(out[0]), x[0] * np.float32(3.0))
+        np.testing.assert_array_equal(np.asarray(out[1]), x[1] + x[0])
+
+
+def test_bernoulli_in_high_mode_matches_cpu():
+    # Its threefry bits are made as one [2, n] array whose halves are then combined: read in place.
+    key = jax.random.key(3)
+    check(lambda k: jax.random.bernoulli(k, p=0.3, shape=(50_000,), mode="high"), key, exact=True)

@@ -1,6 +1,6 @@
 // Operands the host plan reads in place (exec/host/host_plan.cc): a GatherND of one index row is a view
-// of its data at an offset read at run time, results are made straight in their outputs or in their
-// loop carry's block, and a MatMul reads a transposed operand's source through
+// of its data at an offset read at run time, a Slice of one contiguous block a view at a fixed offset, results are made
+// straight in their outputs or in their loop carry's block, and a MatMul reads a transposed operand's source through
 // BLAS's transpose flag, for a swap of the last two dims behind a batch-regrouping reshape and for a
 // rotation of the dims (a matrix transpose of the source seen whole), or as strided matrices when the
 // transpose keeps one matrix dim contiguous (attention's per-head matrices). Each plan decision is checked,
@@ -62,6 +62,60 @@ JMP_TEST(HostViews, AGatherThatIsAGraphOutputIsCopied) {
   auto r = RunOnHost(b.graph(), {Bytes(x), Bytes<int32_t>({2})});
   EXPECT_TRUE(r.ok());
   if (r.ok()) EXPECT_SAME(Values<float>(r.value()[0]), (std::vector<float>(x.begin() + 8, x.end())));
+}
+
+// data f32[2, 3, 4]: Slices that read one contiguous block are views at a fixed offset (a row, a run of
+// rows inside one leading index); a strided or trailing-partial one is made, as is one that is an output.
+JMP_TEST(HostViews, AContiguousStaticSliceIsAViewAtAFixedOffset) {
+  GraphBuilder b;
+  int data = b.Input(DType::kF32, {2, 3, 4});
+  auto slice = [&](std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> strides,
+                   std::vector<int64_t> shape) {
+    return b.Apply(OpKind::kSlice, {data}, DType::kF32, shape,
+                   [&](mps::Op& op) { mps::Encode(op, mps::SliceAttrs{starts, ends, strides}); });
+  };
+  int second = slice({1, 0, 0}, {2, 3, 4}, {1, 1, 1}, {1, 3, 4});   // data[1]
+  int rows = slice({1, 1, 0}, {2, 3, 4}, {1, 1, 1}, {1, 2, 4});     // data[1, 1:3]
+  int strided = slice({0, 0, 0}, {2, 3, 4}, {1, 2, 1}, {2, 2, 4});  // data[:, ::2]
+  int columns = slice({0, 0, 1}, {2, 3, 3}, {1, 1, 1}, {2, 3, 2});  // data[..., 1:3]
+  int kept = slice({0, 2, 0}, {1, 3, 4}, {1, 1, 1}, {1, 1, 4});     // data[0, 2], itself an output
+  int sum = b.Apply(OpKind::kAdd, {rows, slice({0, 1, 0}, {1, 3, 4}, {1, 1, 1}, {1, 2, 4})}, DType::kF32, {1, 2, 4});
+  b.Output(b.Apply(OpKind::kNegative, {second}, DType::kF32, {1, 3, 4}));
+  b.Output(sum);
+  b.Output(b.Apply(OpKind::kNegative, {strided}, DType::kF32, {2, 2, 4}));
+  b.Output(b.Apply(OpKind::kNegative, {columns}, DType::kF32, {2, 3, 2}));
+  b.Output(kept);
+  auto plan = exec::host::MakePlan(b.graph());
+  for (int v : {second, rows}) {
+    int s = plan->slice_view[static_cast<size_t>(v)];
+    EXPECT_TRUE(s >= 0);
+    if (s >= 0) EXPECT_SAME(plan->slice_views[static_cast<size_t>(s)].indices, -1);
+  }
+  EXPECT_SAME(plan->slice_views[static_cast<size_t>(plan->slice_view[static_cast<size_t>(rows)])].fixed_offset,
+              int64_t{(12 + 4) * 4});
+  for (int v : {strided, columns, kept}) EXPECT_SAME(plan->slice_view[static_cast<size_t>(v)], -1);
+  std::vector<float> x = Ramp(24, 0.25f);
+  auto r = RunOnHost(b.graph(), {Bytes(x)});
+  EXPECT_TRUE(r.ok());
+  if (!r.ok()) return;
+  auto at = [&](size_t i, size_t j, size_t k) { return x[i * 12 + j * 4 + k]; };
+  std::vector<float> want_second, want_sum, want_strided, want_columns, want_kept;
+  for (size_t j = 0; j < 3; ++j)
+    for (size_t k = 0; k < 4; ++k) want_second.push_back(-at(1, j, k));
+  for (size_t j = 1; j < 3; ++j)
+    for (size_t k = 0; k < 4; ++k) want_sum.push_back(at(1, j, k) + at(0, j, k));
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 3; j += 2)
+      for (size_t k = 0; k < 4; ++k) want_strided.push_back(-at(i, j, k));
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 3; ++j)
+      for (size_t k = 1; k < 3; ++k) want_columns.push_back(-at(i, j, k));
+  for (size_t k = 0; k < 4; ++k) want_kept.push_back(at(0, 2, k));
+  EXPECT_SAME(Values<float>(r.value()[0]), want_second);
+  EXPECT_SAME(Values<float>(r.value()[1]), want_sum);
+  EXPECT_SAME(Values<float>(r.value()[2]), want_strided);
+  EXPECT_SAME(Values<float>(r.value()[3]), want_columns);
+  EXPECT_SAME(Values<float>(r.value()[4]), want_kept);
 }
 
 // x f32[rows..., k] viewed through `perm` and a reshape as the MatMul's left operand [m, k'] (batch

@@ -220,18 +220,41 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
   }
 }
 
-// GatherNDs of one index row whose result is no graph output (outputs are written from their values'
-// storage last, and a view's offset is known only while the run's values are) become slice views.
+// The block a static Slice reads when it is contiguous: unit strides, whole trailing dims, one index of
+// each dim before the first partial one.
+std::optional<SliceView> StaticBlockOf(const mps::Graph& g, const mps::Op& op) {
+  const std::vector<int64_t>& shape = g.type(op.inputs[0]).shape;
+  const mps::SliceAttrs at = mps::SliceAttrs::Of(op);
+  const size_t rank = shape.size();
+  if (at.starts.size() != rank || at.ends.size() != rank || at.strides.size() != rank) return std::nullopt;
+  for (int64_t stride : at.strides)
+    if (stride != 1) return std::nullopt;
+  size_t partial = rank;  // dims [partial, rank) are whole
+  while (partial > 0 && at.starts[partial - 1] == 0 && at.ends[partial - 1] == shape[partial - 1]) --partial;
+  for (size_t d = 0; d + 1 < partial; ++d)
+    if (at.ends[d] - at.starts[d] != 1) return std::nullopt;
+  const std::vector<int64_t> strides = RowMajorStrides(shape);
+  SliceView view{op.inputs[0], -1, {}, {}, 0};
+  for (size_t d = 0; d < rank; ++d) view.fixed_offset += at.starts[d] * strides[d];
+  view.fixed_offset *= static_cast<int64_t>(ByteSize(g.type(op.inputs[0]).dtype));
+  return view;
+}
+
+// GatherNDs of one index row, and static Slices of one contiguous block, whose result is no graph output
+// (outputs are written from their values' storage last, after the run's values are gone, and may be an
+// input's memory) become slice views.
 void FindSliceViews(Plan& plan) {
   const mps::Graph& g = *plan.graph;
   plan.slice_view.assign(g.values.size(), -1);
   const std::vector<uint8_t> is_output = OutputRoots(plan);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
-    if (op.kind != mps::OpKind::kGatherND || plan.folded_op[i] || op.inputs.size() != 2 || op.outputs.size() != 1 ||
-        mps::GatherNDAttrs::Of(op).batch_dims != 0 || is_output[static_cast<size_t>(op.outputs[0])])
-      continue;
-    std::optional<SliceView> view = BlockOf(g, op.inputs[0], op.inputs[1]);
+    if (plan.folded_op[i] || op.outputs.size() != 1 || is_output[static_cast<size_t>(op.outputs[0])]) continue;
+    std::optional<SliceView> view;
+    if (op.kind == mps::OpKind::kGatherND && op.inputs.size() == 2 && mps::GatherNDAttrs::Of(op).batch_dims == 0)
+      view = BlockOf(g, op.inputs[0], op.inputs[1]);
+    else if (op.kind == mps::OpKind::kSlice && op.inputs.size() == 1)
+      view = StaticBlockOf(g, op);
     if (!view) continue;
     plan.slice_view[static_cast<size_t>(op.outputs[0])] = static_cast<int>(plan.slice_views.size());
     plan.slice_views.push_back(std::move(*view));
@@ -477,6 +500,7 @@ namespace {
 // lowering already clamps dynamic_slice and dynamic_update_slice starts: a block never lies outside its
 // data.
 uint8_t* BlockPtr(const Plan& plan, const RunMemory& memory, const SliceView& view) {
+  if (view.indices < 0) return ValuePtr(plan, memory, view.data) + view.fixed_offset;
   const uint8_t* idx = ValuePtr(plan, memory, view.indices);
   const bool wide = plan.graph->type(view.indices).dtype == DType::kI64;
   int64_t offset = 0;

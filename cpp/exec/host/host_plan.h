@@ -34,11 +34,14 @@ struct FusedGroup {
 // A dynamic slice, lowered as a GatherND of one index row, reads one contiguous block of its data at an
 // offset known only at run time: its result is a view of the data (ValuePtr adds the offset), not a
 // copy. A scan over stacked layers reads each layer's weights this way, and XLA reads them in place.
+// A static Slice of one contiguous block (a row of a stacked array, the halves of a [2, n] one) is a
+// view at a fixed offset: no indices.
 struct SliceView {
   int data = -1;
-  int indices = -1;                   // int32 or int64, one row of dims.size() components
+  int indices = -1;                   // int32 or int64, one row of dims.size() components; -1: fixed
   std::vector<int64_t> dims;          // the data's dims the row indexes
   std::vector<int64_t> stride_bytes;  // per indexed dim
+  int64_t fixed_offset = 0;           // bytes, when there are no indices
 };
 
 // Where each value of a graph lives during a run.
@@ -104,7 +107,7 @@ void ForEachStorage(const Plan& plan, int v, F&& fn) {
   if (int s = plan.slice_view[static_cast<size_t>(v)]; s >= 0) {
     const SliceView& view = plan.slice_views[static_cast<size_t>(s)];
     ForEachStorage(plan, view.data, fn);
-    ForEachStorage(plan, view.indices, fn);
+    if (view.indices >= 0) ForEachStorage(plan, view.indices, fn);
   }
   if (int s = plan.made_in_carry[static_cast<size_t>(v)]; s >= 0)
     ForEachStorage(plan, plan.slice_views[static_cast<size_t>(s)].indices, fn);
