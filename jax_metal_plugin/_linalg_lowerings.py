@@ -5,8 +5,11 @@ on the host with LAPACK (Accelerate on macOS). JAX has no generic lowering for e
 lu and svd for other platforms through algorithms built on float32-only pieces, so for those dtypes
 (and for eig always) these rules emit custom calls the plugin maps to its LAPACK ops
 (cpp/mps/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
-and XLA's ``Eigh`` for eigh; tridiagonal (sytrd/hetrd, lowered by JAX for cpu and gpu only) always
-goes to ``jax_metal.lapack.tridiagonal``. cholesky, triangular_solve and qr need nothing here: JAX's generic
+and XLA's ``Eigh`` for eigh. What JAX lowers for cpu and gpu only always goes to LAPACK, float32
+included: tridiagonal (sytrd/hetrd) to ``jax_metal.lapack.tridiagonal``, geqp3 (the pivoted QR of
+``qr(pivoting=True)``) to ``jax_metal.lapack.geqp3``, and tridiagonal_solve (gtsv, with row pivoting,
+where JAX's generic lowering has none; or with ``perturb_singular``) to
+``jax_metal.lapack.tridiagonal_solve``. cholesky, triangular_solve and qr need nothing here: JAX's generic
 lowerings already reach the plugin, which chooses by dtype.
 
 Everything used from JAX is internal: a name a JAX release lacks turns the feature off (an error naming
@@ -44,8 +47,11 @@ def enable() -> None:
     to_ir = getattr(mlir, "aval_to_ir_type", None)
 
     def call(ctx, target, operand, result_avals, config):
+        return call_with(ctx, target, [operand], result_avals, config)
+
+    def call_with(ctx, target, operands, result_avals, config):
         types = [to_ir(ctx.module_context, a) for a in result_avals]
-        return custom_call(target, result_types=types, operands=[operand], backend_config=config,
+        return custom_call(target, result_types=types, operands=list(operands), backend_config=config,
                            api_version=1).results
 
     def register(name, make_rule):
@@ -143,8 +149,24 @@ def enable() -> None:
 
         return rule
 
+    def geqp3_rule():
+        def rule(ctx, a, jpvt, **params):
+            return call_with(ctx, "jax_metal.lapack.geqp3", [a, jpvt], list(ctx.avals_out), "")
+
+        return rule
+
+    def tridiagonal_solve_rule():
+        def rule(ctx, dl, d, du, b, **params):
+            perturb = int(bool(params.get("perturb_singular", False)))
+            return call_with(ctx, "jax_metal.lapack.tridiagonal_solve", [dl, d, du, b], list(ctx.avals_out),
+                             f"{perturb}")
+
+        return rule
+
     register("eig_p", eig_rule)
     register("lu_p", lu_rule)
     register("svd_p", svd_rule)
     register("eigh_p", eigh_rule)
     register("tridiagonal_p", tridiagonal_rule)
+    register("geqp3_p", geqp3_rule)
+    register("tridiagonal_solve_p", tridiagonal_solve_rule)

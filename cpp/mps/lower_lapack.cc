@@ -1,8 +1,9 @@
 // The factorisations MPSGraph has no float64 or complex kernels for, as the host-only LAPACK rows of
 // op_kinds.def: stablehlo.cholesky and triangular_solve, XLA's Qr, ProductOfElementaryHouseholderReflectors
 // and Eigh custom calls (their float32 forms stay on the MPS decompositions of lower_linalg.cc and
-// lower_eigh.cc, which run on the GPU), and the plugin's own custom calls for lu, svd and eig
-// (jax_metal_plugin/_linalg_lowerings.py emits them for every dtype LAPACK serves).
+// lower_eigh.cc, which run on the GPU), and the plugin's own custom calls for lu, svd and eig (for every
+// dtype LAPACK serves), tridiagonal, pivoted QR and tridiagonal_solve (for every dtype: JAX lowers
+// those three for CPU and GPU only), which jax_metal_plugin/_linalg_lowerings.py emits.
 #include "mps/lower_lapack.h"
 
 #include <algorithm>
@@ -119,6 +120,38 @@ Status Tridiagonal(LowerContext& cx) {
                      {cx.Type(a), {r, With(s, 2, {n})}, {r, With(s, 2, {n - 1})}, {t, With(s, 2, {n - 1})}});
 }
 
+// jax_metal.lapack.geqp3: (a, jpvt int32) -> (factored, jpvt, taus), as lax.linalg.geqp3_p (the
+// pivoted QR of qr(pivoting=True)); LAPACK for float32 too (no MPS kernel).
+Status PivotedQr(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int jpvt, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
+  const int64_t k = std::min(s[s.size() - 2], s.back());
+  if (cx.DTypeOf(jpvt) != DType::kI32 || cx.ShapeOf(jpvt) != With(s, 2, {s.back()}))
+    return cx.Unsupported("needs jpvt int32 [..., n] for a [..., m, n]");
+  return EmitAndBind(cx, OpKind::kLapackPivotedQr, {a, jpvt}, {},
+                     {cx.Type(a), cx.Type(jpvt), {cx.DTypeOf(a), With(s, 2, {k})}});
+}
+
+// jax_metal.lapack.tridiagonal_solve, backend_config "perturb_singular": (dl, d, du, b) -> x, as
+// lax.linalg.tridiagonal_solve_p; on the host for float32 too (MPSGraph has no banded solver, and JAX's
+// generic lowering does not pivot).
+Status TridiagonalSolve(LowerContext& cx) {
+  if (cx.op().operands.size() != 4) return cx.Unsupported("needs dl, d, du and b");
+  std::vector<int> in;
+  for (size_t i = 0; i < 4; ++i) {
+    JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
+    in.push_back(v);
+  }
+  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, in[3], false));
+  for (size_t i = 0; i < 3; ++i)
+    if (cx.DTypeOf(in[i]) != cx.DTypeOf(in[3]) || cx.ShapeOf(in[i]) != With(s, 1, {}))
+      return cx.Unsupported("needs diagonals [..., n] of b's type for b [..., n, k]");
+  LapackAttrs f;
+  f.perturb_singular = Flag(ConfigFlags(cx), 0);
+  return EmitAndBind(cx, OpKind::kLapackTridiagonalSolve, in, f, {cx.Type(in[3])});
+}
+
 }  // namespace
 
 Status LapackCholesky(LowerContext& cx) {
@@ -180,6 +213,8 @@ void RegisterLapackRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "custom_call:jax_metal.lapack.svd", &Svd);
   RegisterRule(r, "custom_call:jax_metal.lapack.eig", &Eig);
   RegisterRule(r, "custom_call:jax_metal.lapack.tridiagonal", &Tridiagonal);
+  RegisterRule(r, "custom_call:jax_metal.lapack.geqp3", &PivotedQr);
+  RegisterRule(r, "custom_call:jax_metal.lapack.tridiagonal_solve", &TridiagonalSolve);
 }
 
 }  // namespace jmp::mps

@@ -94,10 +94,11 @@ void Encode(Op& op, const PythonCallbackAttrs& a) {
 }
 PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
 namespace {
-constexpr int kLapackFlags = 10;
+constexpr int kLapackFlags = 11;
 bool* LapackFlag(LapackAttrs& a, int i) {
-  bool* flags[kLapackFlags] = {&a.lower, &a.left_side,     &a.transpose,  &a.conjugate,    &a.unit_diagonal,
-                               &a.sort,  &a.full_matrices, &a.compute_uv, &a.compute_left, &a.compute_right};
+  bool* flags[kLapackFlags] = {&a.lower,         &a.left_side,     &a.transpose,       &a.conjugate,
+                               &a.unit_diagonal, &a.sort,          &a.full_matrices,   &a.compute_uv,
+                               &a.compute_left,  &a.compute_right, &a.perturb_singular};
   return flags[i];
 }
 }  // namespace
@@ -146,7 +147,8 @@ Status CheckAttrs(const Op& op) {
       (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
     return Internal("needs a token count within its inputs");
   if (is({K::kLapackCholesky, K::kLapackTriangularSolve, K::kLapackLu, K::kLapackQr, K::kLapackHouseholderProduct,
-          K::kLapackEigh, K::kLapackSvd, K::kLapackEig, K::kLapackTridiagonal}) &&
+          K::kLapackEigh, K::kLapackSvd, K::kLapackEig, K::kLapackTridiagonal, K::kLapackPivotedQr,
+          K::kLapackTridiagonalSolve}) &&
       (op.int_attr < 0 || op.int_attr >= (int64_t{1} << kLapackFlags)))
     return Internal("unknown LAPACK flags " + std::to_string(op.int_attr));
   return Status::Ok();

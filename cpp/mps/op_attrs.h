@@ -94,6 +94,7 @@ struct Pool4DAttrs {
 struct LapackAttrs {
   bool lower = false, left_side = false, transpose = false, conjugate = false, unit_diagonal = false;
   bool sort = false, full_matrices = false, compute_uv = false, compute_left = false, compute_right = false;
+  bool perturb_singular = false;
   static LapackAttrs Of(const Op& op);
 };
 

@@ -22,7 +22,10 @@ bool Floating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DTy
 // The LAPACK rows' shapes and dtypes (op_kinds.def), exactly: their kernels index by them.
 Status CheckLapack(const Graph& g, const Op& op) {
   auto type = [&](int v) -> const TensorType& { return g.type(v); };
-  size_t want_in = op.kind == OpKind::kLapackTriangularSolve || op.kind == OpKind::kLapackHouseholderProduct ? 2 : 1;
+  size_t want_in = op.kind == OpKind::kLapackTriangularSolve || op.kind == OpKind::kLapackHouseholderProduct ||
+                           op.kind == OpKind::kLapackPivotedQr
+                       ? 2
+                       : 1;
   if (op.inputs.size() != want_in) return Internal("wrong number of inputs");
   const TensorType& a = type(op.inputs[0]);
   const size_t r = a.shape.size();
@@ -55,6 +58,10 @@ Status CheckLapack(const Graph& g, const Op& op) {
     want = {a, {DType::kI32, with({k})}, {DType::kI32, with({m})}};
   } else if (op.kind == K::kLapackQr) {
     want = {a, {a.dtype, with({k})}};
+  } else if (op.kind == K::kLapackPivotedQr) {
+    const TensorType& jpvt = type(op.inputs[1]);
+    if (jpvt.dtype != DType::kI32 || jpvt.shape != with({n})) return Internal("needs jpvt int32 [..., n]");
+    want = {a, jpvt, {a.dtype, with({k})}};
   } else if (op.kind == K::kLapackHouseholderProduct) {
     const TensorType& taus = type(op.inputs[1]);
     if (taus.dtype != a.dtype || taus.shape.size() != r - 1 || n > m || taus.shape.back() > n ||
@@ -84,6 +91,19 @@ Status CheckLapack(const Graph& g, const Op& op) {
       return Internal("output " + std::to_string(i) + " is " + type(op.outputs[i]).ToString() + ", expected " +
                       want[i].ToString());
   return Status::Ok();
+}
+
+// LapackTridiagonalSolve: diagonals [..., n] and b [..., n, k] of one floating type; x like b.
+Status CheckTridiagonalSolve(const Graph& g, const Op& op) {
+  if (op.inputs.size() != 4 || op.outputs.size() != 1) return Internal("needs dl, d, du, b and one result");
+  const TensorType& b = g.type(op.inputs[3]);
+  if (b.shape.size() < 2 || !Floating(b.dtype)) return Internal("needs b, a floating matrix of rank >= 2");
+  const std::vector<int64_t> diagonal(b.shape.begin(), b.shape.end() - 1);
+  for (size_t i = 0; i < 3; ++i)
+    if (g.type(op.inputs[i]).dtype != b.dtype || g.type(op.inputs[i]).shape != diagonal)
+      return Internal("needs diagonals [..., n] of b's type");
+  const TensorType& x = g.type(op.outputs[0]);
+  return x.dtype == b.dtype && x.shape == b.shape ? Status::Ok() : Internal("needs a result like b");
 }
 
 Status CheckOp(const Graph& g, const Op& op) {
@@ -240,7 +260,9 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kLapackEigh:
     case OpKind::kLapackSvd:
     case OpKind::kLapackEig:
-    case OpKind::kLapackTridiagonal: return CheckLapack(g, op);
+    case OpKind::kLapackTridiagonal:
+    case OpKind::kLapackPivotedQr: return CheckLapack(g, op);
+    case OpKind::kLapackTridiagonalSolve: return CheckTridiagonalSolve(g, op);
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

@@ -97,6 +97,8 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kLapackSvd: return RunLapackSvd(a);
     case K::kLapackEig: return RunLapackEig(a);
     case K::kLapackTridiagonal: return RunLapackTridiagonal(a);
+    case K::kLapackPivotedQr: return RunLapackPivotedQr(a);
+    case K::kLapackTridiagonalSolve: return RunLapackTridiagonalSolve(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
       return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1]);

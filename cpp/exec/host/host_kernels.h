@@ -114,5 +114,7 @@ Status RunLapackEigh(const OpArgs& a);
 Status RunLapackSvd(const OpArgs& a);
 Status RunLapackEig(const OpArgs& a);
 Status RunLapackTridiagonal(const OpArgs& a);
+Status RunLapackPivotedQr(const OpArgs& a);
+Status RunLapackTridiagonalSolve(const OpArgs& a);
 
 }  // namespace jmp::exec::host

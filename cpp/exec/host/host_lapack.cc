@@ -128,6 +128,41 @@ Status Qr(const OpArgs& a) {
 }
 
 template <typename T>
+Status PivotedQr(const OpArgs& a) {
+  const Shape& s = a.InType(0).shape;
+  const int64_t m = s[s.size() - 2], n = s.back(), k = std::min(m, n), batch = BatchOf(s);
+  if (!FitsLapack(m, n)) return a.Unsupported("has a matrix too large for LAPACK");
+  const T* in = Typed<T>(a.in[0]);
+  const int32_t* pivots_in = Typed<int32_t>(a.in[1]);
+  T* out = Typed<T>(a.out[0]);
+  int32_t* pivots = Typed<int32_t>(a.out[1]);
+  T* taus = Typed<T>(a.out[2]);
+  std::vector<T> w(static_cast<size_t>(m * n));
+  std::vector<Real<T>> rwork(static_cast<size_t>(2 * n + 1));
+  std::vector<int> jpvt(static_cast<size_t>(n + 1));
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n);
+  T query{};
+  int info = 0;
+  if (k) lapack::geqp3(mi, ni, w.data(), std::max(mi, 1), jpvt.data(), taus, &query, -1, rwork.data(), &info);
+  std::vector<T> work(static_cast<size_t>(WorkSize(query)));
+  for (int64_t b = 0; b < batch; ++b, in += m * n, out += m * n, pivots_in += n, pivots += n, taus += k) {
+    ToColumnMajor(in, m, n, w.data());
+    std::copy(pivots_in, pivots_in + n, jpvt.begin());
+    info = 0;
+    if (k)
+      lapack::geqp3(mi, ni, w.data(), mi, jpvt.data(), taus, work.data(), static_cast<int>(work.size()), rwork.data(),
+                    &info);
+    if (info != 0) {
+      FillNaN(w.data(), m * n);
+      FillNaN(taus, k);
+    }
+    std::copy(jpvt.begin(), jpvt.begin() + n, pivots);
+    FromColumnMajor(w.data(), m, n, m, out);
+  }
+  return Status::Ok();
+}
+
+template <typename T>
 Status HouseholderProduct(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t m = s[s.size() - 2], n = s.back(), k = a.InType(1).shape.back(), batch = BatchOf(s);
@@ -200,6 +235,10 @@ Status RunLapackQr(const OpArgs& a) {
 }
 Status RunLapackHouseholderProduct(const OpArgs& a) {
   return ForLapackType(a, a.InType(0).dtype, [&](auto t) { return HouseholderProduct<decltype(t)>(a); });
+}
+
+Status RunLapackPivotedQr(const OpArgs& a) {
+  return ForLapackType(a, a.InType(0).dtype, [&](auto t) { return PivotedQr<decltype(t)>(a); });
 }
 
 Status RunLapackTridiagonal(const OpArgs& a) {

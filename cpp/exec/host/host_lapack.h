@@ -42,7 +42,8 @@ extern "C" {
   void scipy_##p##potrf_(const char* uplo, const int* n, T* a, const int* lda, int* info, size_t len);        \
   void scipy_##p##getrf_(const int* m, const int* n, T* a, const int* lda, int* ipiv, int* info);             \
   void scipy_##p##geqrf_(const int* m, const int* n, T* a, const int* lda, T* tau, T* work, const int* lwork, \
-                         int* info);
+                         int* info);                                                                          \
+  void scipy_##p##gtsv_(const int* n, const int* nrhs, T* dl, T* d, T* du, T* b, const int* ldb, int* info);
 JMP_DECLARE_FOR(JMP_DECLARE_COMMON)
 #undef JMP_DECLARE_COMMON
 
@@ -67,7 +68,9 @@ void scipy_zungqr_(const int* m, const int* n, const int* k, jmp::exec::host::la
                         const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, int* info, size_t,         \
                         size_t);                                                                                       \
   void scipy_##p##sytrd_(const char* uplo, const int* n, T* a, const int* lda, T* d, T* e, T* tau, T* work,            \
-                         const int* lwork, int* info, size_t);
+                         const int* lwork, int* info, size_t);                                                         \
+  void scipy_##p##geqp3_(const int* m, const int* n, T* a, const int* lda, int* jpvt, T* tau, T* work,                 \
+                         const int* lwork, int* info);
 JMP_DECLARE_REAL(s, float)
 JMP_DECLARE_REAL(d, double)
 #undef JMP_DECLARE_REAL
@@ -83,7 +86,9 @@ JMP_DECLARE_REAL(d, double)
                         const int* ldvl, T* vr, const int* ldvr, T* work, const int* lwork, R* rwork, int* info,  \
                         size_t, size_t);                                                                          \
   void scipy_##p##hetrd_(const char* uplo, const int* n, T* a, const int* lda, R* d, R* e, T* tau, T* work,       \
-                         const int* lwork, int* info, size_t);
+                         const int* lwork, int* info, size_t);                                                    \
+  void scipy_##p##geqp3_(const int* m, const int* n, T* a, const int* lda, int* jpvt, T* tau, T* work,            \
+                         const int* lwork, R* rwork, int* info);
 JMP_DECLARE_COMPLEX(c, jmp::exec::host::lapack::c64, float)
 JMP_DECLARE_COMPLEX(z, jmp::exec::host::lapack::c128, double)
 #undef JMP_DECLARE_COMPLEX
@@ -104,6 +109,9 @@ namespace jmp::exec::host::lapack {
   }                                                                                       \
   inline void geqrf(int m, int n, T* a, int lda, T* tau, T* work, int lwork, int* info) { \
     JMP_LAPACK(p##geqrf)(&m, &n, a, &lda, tau, work, &lwork, info);                       \
+  }                                                                                       \
+  inline void gtsv(int n, int nrhs, T* dl, T* d, T* du, T* b, int ldb, int* info) {       \
+    JMP_LAPACK(p##gtsv)(&n, &nrhs, dl, d, du, b, &ldb, info);                             \
   }
 JMP_OVERLOAD_COMMON(s, float)
 JMP_OVERLOAD_COMMON(d, double)
@@ -134,6 +142,22 @@ JMP_OVERLOAD_ORGQR(zungqr, c128)
 JMP_OVERLOAD_REAL(s, float)
 JMP_OVERLOAD_REAL(d, double)
 #undef JMP_OVERLOAD_REAL
+
+// QR with column pivoting; `rwork` (2n reals) is complex geqp3's and ignored for real types.
+#define JMP_OVERLOAD_GEQP3_REAL(name, T)                                                                 \
+  inline void geqp3(int m, int n, T* a, int lda, int* jpvt, T* tau, T* work, int lwork, T*, int* info) { \
+    JMP_LAPACK(name)(&m, &n, a, &lda, jpvt, tau, work, &lwork, info);                                    \
+  }
+#define JMP_OVERLOAD_GEQP3_COMPLEX(name, T, R)                                                                 \
+  inline void geqp3(int m, int n, T* a, int lda, int* jpvt, T* tau, T* work, int lwork, R* rwork, int* info) { \
+    JMP_LAPACK(name)(&m, &n, a, &lda, jpvt, tau, work, &lwork, rwork, info);                                   \
+  }
+JMP_OVERLOAD_GEQP3_REAL(sgeqp3, float)
+JMP_OVERLOAD_GEQP3_REAL(dgeqp3, double)
+JMP_OVERLOAD_GEQP3_COMPLEX(cgeqp3, c64, float)
+JMP_OVERLOAD_GEQP3_COMPLEX(zgeqp3, c128, double)
+#undef JMP_OVERLOAD_GEQP3_REAL
+#undef JMP_OVERLOAD_GEQP3_COMPLEX
 
 // Hermitian (symmetric) tridiagonal reduction: sytrd for real types, hetrd for complex ones.
 #define JMP_OVERLOAD_TRD(name, T, R)                                                                      \
