@@ -63,7 +63,14 @@ std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
     case DType::kI4: return Bytes(static_cast<int8_t>(std::clamp(SaturateTo<int8_t>(v), int8_t{-8}, int8_t{7})));
     case DType::kU4: return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), uint8_t{15})));
     case DType::kF8E4M3FN:
-    case DType::kF8E5M2: return Bytes(uint8_t{0x7f});  // NaN in both: not a value the lowering uses
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN:
+    case DType::kF8E5M2: return Bytes(uint8_t{0x7f});  // unused: no narrow scalar reaches the lowering proper
   }
   return {};
 }
@@ -92,6 +99,13 @@ double DecodeScalar(DType dtype, const uint8_t* p) {
     case DType::kI4: return load(int8_t{});
     case DType::kU4: return load(uint8_t{});
     case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN:
     case DType::kF8E5M2: return std::numeric_limits<double>::quiet_NaN();  // not decoded here (lower_narrow.cc)
   }
   return 0;
@@ -121,6 +135,13 @@ double LowestValue(DType dtype) {
     case DType::kC64:
     case DType::kC128:
     case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN:
     case DType::kF8E5M2: return -std::numeric_limits<double>::infinity();
     case DType::kI4: return -8;
     case DType::kU4: return 0;
@@ -146,6 +167,13 @@ double HighestValue(DType dtype) {
     case DType::kC64:
     case DType::kC128:
     case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN:
     case DType::kF8E5M2: return std::numeric_limits<double>::infinity();
     case DType::kI4: return 7;
     case DType::kU4: return 15;

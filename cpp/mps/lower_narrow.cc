@@ -90,23 +90,62 @@ const std::set<std::string> kRefused = {
     "stablehlo.recv",        "stablehlo.fft",
 };
 
-// A float8 format: exponent and mantissa bits, bias.
-struct F8Format {
-  int exp_bits, man_bits, bias;
+// How a narrow float format spells its special values (the format's name says it: fn = finite with
+// NaN, fnuz = finite, NaN, unsigned zero).
+enum class Specials {
+  kIeee,        // exponent all ones: infinity (mantissa 0) or NaN; overflow gives infinity
+  kAllOnesNan,  // no infinity; the all-ones magnitude is NaN; overflow and infinity give NaN
+  kFnuz,        // no infinity, no negative zero: 0x80 is the one NaN; overflow and infinity give NaN
+  kNone,        // neither infinity nor NaN: overflow and infinity saturate, NaN gives 0b1000 (XLA:CPU's choice)
 };
-F8Format FormatOf(DType t) { return t == DType::kF8E4M3FN ? F8Format{4, 3, 7} : F8Format{5, 2, 15}; }
+struct NarrowFloat {
+  DType type;
+  int width, exp_bits, man_bits, bias;
+  bool has_sign;  // float8_e8m0fnu has none: negative numbers and zero give its NaN
+  Specials specials;
+};
+constexpr NarrowFloat kNarrowFloats[] = {
+    {DType::kF8E4M3FN, 8, 4, 3, 7, true, Specials::kAllOnesNan},
+    {DType::kF8E5M2, 8, 5, 2, 15, true, Specials::kIeee},
+    {DType::kF8E4M3FNUZ, 8, 4, 3, 8, true, Specials::kFnuz},
+    {DType::kF8E5M2FNUZ, 8, 5, 2, 16, true, Specials::kFnuz},
+    {DType::kF8E4M3B11FNUZ, 8, 4, 3, 11, true, Specials::kFnuz},
+    {DType::kF8E4M3, 8, 4, 3, 7, true, Specials::kIeee},
+    {DType::kF8E3M4, 8, 3, 4, 3, true, Specials::kIeee},
+    {DType::kF8E8M0FNU, 8, 8, 0, 127, false, Specials::kAllOnesNan},
+    {DType::kF4E2M1FN, 4, 2, 1, 1, true, Specials::kNone},
+};
+const NarrowFloat& FormatOf(DType t) {
+  for (const NarrowFloat& f : kNarrowFloats)
+    if (f.type == t) return f;
+  return kNarrowFloats[0];  // unreachable: callers pass IsNarrowFloat types, all in the table
+}
+uint32_t SignMask(const NarrowFloat& f) { return f.has_sign ? 1u << (f.width - 1) : 0; }
+uint32_t MagnitudeMask(const NarrowFloat& f) { return (1u << (f.has_sign ? f.width - 1 : f.width)) - 1; }
 
-// One float8 value as float32, on the host (constants of promoted regions); NaN as float32's quiet NaN.
-float DecodeFloat8(uint8_t b, DType t) {
-  const F8Format f = FormatOf(t);
-  const int e = (b & 0x7f) >> f.man_bits, m = b & ((1 << f.man_bits) - 1);
-  const bool nan = t == DType::kF8E4M3FN ? (b & 0x7f) == 0x7f : e == (1 << f.exp_bits) - 1 && m != 0;
-  const bool inf = t == DType::kF8E5M2 && e == (1 << f.exp_bits) - 1 && m == 0;
-  float v = nan      ? std::numeric_limits<float>::quiet_NaN()
-            : inf    ? std::numeric_limits<float>::infinity()
-            : e == 0 ? std::ldexp(static_cast<float>(m), 1 - f.bias - f.man_bits)
-                     : std::ldexp(static_cast<float>((1 << f.man_bits) | m), e - f.bias - f.man_bits);
-  return (b & 0x80) ? -v : v;
+// One narrow float value as float32, on the host (constants of promoted regions); what Decode does.
+float DecodeNarrowFloat(uint8_t b, DType t) {
+  const NarrowFloat& f = FormatOf(t);
+  const uint32_t mag = b & MagnitudeMask(f);
+  const int e = static_cast<int>(mag >> f.man_bits), m = static_cast<int>(mag & ((1u << f.man_bits) - 1));
+  const bool negative = (b & SignMask(f)) != 0;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  switch (f.specials) {
+    case Specials::kIeee:
+      if (e == (1 << f.exp_bits) - 1) return m ? (negative ? -nan : nan) : (negative ? -1.0f : 1.0f) * INFINITY;
+      break;
+    case Specials::kAllOnesNan:
+      if (mag == MagnitudeMask(f)) return negative ? -nan : nan;
+      break;
+    case Specials::kFnuz:
+      if (b == 0x80) return nan;
+      break;
+    case Specials::kNone: break;
+  }
+  const float v = e == 0 && f.man_bits == 0 ? std::ldexp(1.0f, -f.bias)
+                  : e == 0                  ? std::ldexp(static_cast<float>(m), 1 - f.bias - f.man_bits)
+                           : std::ldexp(static_cast<float>((1 << f.man_bits) | m), e - f.bias - f.man_bits);
+  return negative ? -v : v;
 }
 
 class Rewriter {
@@ -213,62 +252,119 @@ class Rewriter {
     return Binary("stablehlo.and", u, Like(u, 0x0f));
   }
 
-  // float8 bits (uint8) -> float32, exactly.
+  // Narrow float bits (uint8) -> float32, exactly.
   int Decode(int x, DType fmt_type, int result = -1) {
-    const F8Format f = FormatOf(fmt_type);
+    const NarrowFloat& f = FormatOf(fmt_type);
     const int M = f.man_bits, emax = (1 << f.exp_bits) - 1;
     int c = Convert(x, DType::kU32);
-    int sign = Binary("stablehlo.shift_left", Binary("stablehlo.and", c, Like(c, 0x80)), Like(c, 24));
-    int mag = Binary("stablehlo.and", c, Like(c, 0x7f));
+    int mag = Binary("stablehlo.and", c, Like(c, MagnitudeMask(f)));
     int e = Binary("stablehlo.shift_right_logical", mag, Like(mag, M));
     int m = Binary("stablehlo.and", mag, Like(mag, (1u << M) - 1));
     int normal = Binary("stablehlo.add", Binary("stablehlo.shift_left", mag, Like(mag, 23 - M)),
                         Like(mag, static_cast<uint64_t>(127 - f.bias) << 23));
-    // A subnormal is m * 2^(1 - bias - M): exact in float32.
-    int sub_f = Binary("stablehlo.multiply", Convert(m, DType::kF32), FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M)));
-    int bits = Select(Compare("EQ", e, Like(e, 0), "UNSIGNED"), Bitcast(sub_f, DType::kU32), normal);
-    if (fmt_type == DType::kF8E4M3FN) {  // 0x7f / 0xff are NaN, there is no infinity
-      bits = Select(Compare("EQ", mag, Like(mag, 0x7f), "UNSIGNED"), Like(mag, 0x7fc00000u), bits);
-    } else {  // exponent all ones: infinity (m == 0) or NaN (float32's quiet NaN, as XLA:CPU gives)
-      int special = Select(Compare("EQ", m, Like(m, 0), "UNSIGNED"), Like(m, 0x7f800000u), Like(m, 0x7fc00000u));
-      bits = Select(Compare("EQ", e, Like(e, static_cast<uint64_t>(emax)), "UNSIGNED"), special, bits);
+    // Exponent 0: a subnormal m * 2^(1 - bias - M), exact in float32; with no mantissa (e8m0fnu),
+    // 2^-bias, float32's subnormal 2^-127.
+    int small = M == 0 ? Like(mag, 0x00400000u)
+                       : Bitcast(Binary("stablehlo.multiply", Convert(m, DType::kF32),
+                                        FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M))),
+                                 DType::kU32);
+    int bits = Select(Compare("EQ", e, Like(e, 0), "UNSIGNED"), small, normal);
+    // Specials as float32's quiet NaN and infinity, as XLA:CPU gives them; the sign goes on after.
+    switch (f.specials) {
+      case Specials::kIeee: {
+        int special = Select(Compare("EQ", m, Like(m, 0), "UNSIGNED"), Like(m, 0x7f800000u), Like(m, 0x7fc00000u));
+        bits = Select(Compare("EQ", e, Like(e, static_cast<uint64_t>(emax)), "UNSIGNED"), special, bits);
+        break;
+      }
+      case Specials::kAllOnesNan:
+        bits = Select(Compare("EQ", mag, Like(mag, MagnitudeMask(f)), "UNSIGNED"), Like(mag, 0x7fc00000u), bits);
+        break;
+      case Specials::kFnuz:  // 0x80 is the NaN: its "sign" bit is no sign, and zero is its magnitude
+      case Specials::kNone: break;
     }
-    return Bitcast(Binary("stablehlo.or", bits, sign), DType::kF32, result);
+    if (f.has_sign) {
+      int sign = Binary("stablehlo.shift_left", Binary("stablehlo.and", c, Like(c, SignMask(f))),
+                        Like(c, static_cast<uint64_t>(32 - f.width)));
+      bits = Binary("stablehlo.or", bits, sign);
+    }
+    if (f.specials == Specials::kFnuz)
+      bits = Select(Compare("EQ", c, Like(c, 0x80), "UNSIGNED"), Like(c, 0x7fc00000u), bits);
+    return Bitcast(bits, DType::kF32, result);
   }
 
-  // float32 -> float8 bits (uint8), rounded once to nearest-even.
+  // float32 -> narrow float bits (uint8), rounded once: to nearest-even, except e8m0fnu (no mantissa),
+  // whose ties round up (XLA:CPU and ml_dtypes: 0.75 -> 1, 1.5 -> 2, 3 -> 4).
   // `plain_nan`: every NaN becomes 0x7f, without its sign (what XLA:CPU gives for float8_e5m2
   // arithmetic, which it computes through float16, and for float16/bfloat16 -> float8_e5m2).
   int Encode(int y, DType fmt_type, int result = -1, bool plain_nan = false) {
-    const F8Format f = FormatOf(fmt_type);
+    const NarrowFloat& f = FormatOf(fmt_type);
     const int M = f.man_bits;
     int b = Bitcast(y, DType::kU32);
-    int sign = Binary("stablehlo.and", Binary("stablehlo.shift_right_logical", b, Like(b, 24)), Like(b, 0x80));
     int a = Binary("stablehlo.and", b, Like(b, 0x7fffffffu));
+    int is_nan = Compare("GT", a, Like(a, 0x7f800000u), "UNSIGNED");
     // Normal results: round the float32 mantissa to M bits (a carry moves into the exponent, as it
     // should), then rebias. Wraps for tiny a, which the select below discards.
-    int lsb = Binary("stablehlo.and", Binary("stablehlo.shift_right_logical", a, Like(a, 23 - M)), Like(a, 1));
-    int rounded = Binary("stablehlo.add", Binary("stablehlo.add", a, Like(a, (1u << (22 - M)) - 1)), lsb);
+    int bias =
+        M == 0
+            ? Like(a, 1u << 22)
+            : Binary("stablehlo.add", Like(a, (1u << (22 - M)) - 1),
+                     Binary("stablehlo.and", Binary("stablehlo.shift_right_logical", a, Like(a, 23 - M)), Like(a, 1)));
+    int rounded = Binary("stablehlo.add", a, bias);
     int normal = Binary("stablehlo.subtract", Binary("stablehlo.shift_right_logical", rounded, Like(rounded, 23 - M)),
                         Like(rounded, static_cast<uint64_t>(127 - f.bias) << M));
-    // Subnormal results: adding 2^(23 + 1 - bias - M) makes float32's own rounding (nearest-even)
-    // quantize |y| to the subnormal step; the sum's low bits are the code (2^M: the smallest normal).
-    const float magic = std::ldexp(1.0f, 23 + 1 - f.bias - M);
-    uint32_t magic_bits;
-    std::memcpy(&magic_bits, &magic, 4);
-    int sum = Binary("stablehlo.add", Bitcast(a, DType::kF32), FloatLike(a, magic));
-    int sub = Binary("stablehlo.subtract", Bitcast(sum, DType::kU32), Like(a, magic_bits));
-    int is_sub = Compare("LT", a, Like(a, static_cast<uint64_t>(127 - f.bias + 1) << 23), "UNSIGNED");
-    int code = Select(is_sub, sub, normal);
-    int is_nan = Compare("GT", a, Like(a, 0x7f800000u), "UNSIGNED");
-    if (fmt_type == DType::kF8E4M3FN) {  // beyond 448 (0x7e), infinity and NaN: NaN
-      int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, 0x7e), "UNSIGNED"));
-      code = Select(bad, Like(code, 0x7f), code);
-    } else {  // beyond the largest finite value: infinity; NaN: 0x7e
-      code = Select(Compare("GT", code, Like(code, 0x7c), "UNSIGNED"), Like(code, 0x7c), code);
-      code = Select(is_nan, Like(code, 0x7e), code);
+    int code;
+    if (M == 0) {  // no subnormals: below float32's normals (2^-126), 2^-127 up to itself, 2^-126 above it
+      int tiny = Convert(Compare("GT", a, Like(a, 0x00400000u), "UNSIGNED"), DType::kU32);
+      code = Select(Compare("LT", a, Like(a, 0x00800000u), "UNSIGNED"), tiny, normal);
+    } else {
+      // Subnormal results: adding 2^(23 + 1 - bias - M) makes float32's own rounding (nearest-even)
+      // quantize |y| to the subnormal step; the sum's low bits are the code (2^M: the smallest normal).
+      const float magic = std::ldexp(1.0f, 23 + 1 - f.bias - M);
+      uint32_t magic_bits;
+      std::memcpy(&magic_bits, &magic, 4);
+      int sum = Binary("stablehlo.add", Bitcast(a, DType::kF32), FloatLike(a, magic));
+      int sub = Binary("stablehlo.subtract", Bitcast(sum, DType::kU32), Like(a, magic_bits));
+      int is_sub = Compare("LT", a, Like(a, static_cast<uint64_t>(127 - f.bias + 1) << 23), "UNSIGNED");
+      code = Select(is_sub, sub, normal);
     }
-    code = Binary("stablehlo.or", code, sign);
+    const uint32_t top = MagnitudeMask(f);
+    int sign = f.has_sign
+                   ? Binary("stablehlo.and",
+                            Binary("stablehlo.shift_right_logical", b, Like(b, static_cast<uint64_t>(32 - f.width))),
+                            Like(b, SignMask(f)))
+                   : -1;
+    switch (f.specials) {
+      case Specials::kIeee: {  // beyond the largest finite value: infinity; NaN: the quiet NaN
+        const uint32_t inf = static_cast<uint32_t>((1 << f.exp_bits) - 1) << M;
+        code = Select(Compare("GT", code, Like(code, inf), "UNSIGNED"), Like(code, inf), code);
+        code = Select(is_nan, Like(code, inf | (1u << (M - 1))), code);
+        code = Binary("stablehlo.or", code, sign);
+        break;
+      }
+      case Specials::kAllOnesNan: {  // beyond the largest finite value, infinity and NaN: NaN
+        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top - 1), "UNSIGNED"));
+        if (!f.has_sign) {  // zero and negative numbers have no code but NaN
+          bad = Binary("stablehlo.or", bad, Compare("EQ", a, Like(a, 0), "UNSIGNED"));
+          bad = Binary("stablehlo.or", bad, Compare("NE", b, a, "UNSIGNED"));
+        }
+        code = Select(bad, Like(code, top), code);
+        if (f.has_sign) code = Binary("stablehlo.or", code, sign);
+        break;
+      }
+      case Specials::kFnuz: {  // overflow, infinity and NaN: 0x80; zero is unsigned
+        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top), "UNSIGNED"));
+        code =
+            Binary("stablehlo.or", code, Select(Compare("EQ", code, Like(code, 0), "UNSIGNED"), Like(code, 0), sign));
+        code = Select(bad, Like(code, 0x80), code);
+        break;
+      }
+      case Specials::kNone: {  // overflow and infinity saturate; NaN: 0b1000
+        code = Select(Compare("GT", code, Like(code, top), "UNSIGNED"), Like(code, top), code);
+        code = Binary("stablehlo.or", code, sign);
+        code = Select(is_nan, Like(code, SignMask(f)), code);
+        break;
+      }
+    }
     if (plain_nan) code = Select(is_nan, Like(code, 0x7f), code);
     return Convert(code, DType::kU8, result);
   }
@@ -279,13 +375,13 @@ class Rewriter {
   }
 
   // The first narrow dtype an op reads or writes (kF32 when none).
-  DType NarrowIn(const Op& op, bool* any_f8, bool* any_i4) const {
+  DType NarrowIn(const Op& op, bool* any_nf, bool* any_i4) const {
     DType found = DType::kF32;
     auto see = [&](int v) {
       const Type& t = TypeOf(v);
       if (t.kind != Type::Kind::kTensor || !IsNarrow(t.dtype)) return;
       if (found == DType::kF32) found = t.dtype;
-      if (IsFloat8(t.dtype)) *any_f8 = true;
+      if (IsNarrowFloat(t.dtype)) *any_nf = true;
       if (IsInt4(t.dtype)) *any_i4 = true;
     };
     for (int v : op.operands) see(v);
@@ -335,14 +431,14 @@ class Rewriter {
 
   Status RewriteOp(const Op& op, bool retype_only) {
     loc_ = op.location;
-    bool any_f8 = false, any_i4 = false;
-    const DType narrow = NarrowIn(op, &any_f8, &any_i4);
+    bool any_nf = false, any_i4 = false;
+    const DType narrow = NarrowIn(op, &any_nf, &any_i4);
     Op copy = op;
     if (op.name == "stablehlo.constant" && op.results.size() == 1 && promoted_.count(op.results[0])) {
       Attr& value = copy.attrs["value"];
       std::vector<uint8_t> data;
       for (uint8_t b : value.data) {
-        const float f = DecodeFloat8(b, promoted_[op.results[0]]);
+        const float f = DecodeNarrowFloat(b, promoted_[op.results[0]]);
         uint8_t bytes[4];
         std::memcpy(bytes, &f, 4);
         data.insert(data.end(), bytes, bytes + 4);
@@ -352,12 +448,12 @@ class Rewriter {
       out_->push_back(std::move(copy));
       return Status::Ok();
     }
-    if (op.name == "stablehlo.constant" && any_f8 && op.results.size() == 1 && copy.Find("value"))
+    if (op.name == "stablehlo.constant" && any_nf && op.results.size() == 1 && copy.Find("value"))
       f8_constants_[op.results[0]] = copy.Find("value")->data;
     for (auto& [name, a] : copy.attrs) RetypeAttr(a);
     const Attr* target = op.Find("call_target_name");
     const bool passes_through = op.name == "stablehlo.custom_call" && target && In(kPassThroughTargets, target->s);
-    if ((!any_f8 && !any_i4) || retype_only || passes_through || In(kMovesData, op.name) || In(kControlFlow, op.name)) {
+    if ((!any_nf && !any_i4) || retype_only || passes_through || In(kMovesData, op.name) || In(kControlFlow, op.name)) {
       JMP_RETURN_IF_ERROR(RewriteRegions(op, &copy, retype_only));
       out_->push_back(std::move(copy));
       return Status::Ok();
@@ -365,7 +461,7 @@ class Rewriter {
     if (In(kRefused, op.name)) return Refuse(op, narrow);
     if (op.name == "stablehlo.convert") return RewriteConvert(op);
     if (op.name == "stablehlo.bitcast_convert") return RewriteBitcast(op);
-    if (any_f8) return RewriteFloat8(op, copy);
+    if (any_nf) return RewriteNarrowFloat(op, copy);
     return RewriteInt4(op, copy);
   }
 
@@ -379,7 +475,7 @@ class Rewriter {
     value.type = TypeOf(v);
     value.type.dtype = DType::kF32;
     for (uint8_t b : it->second) {
-      const float f = DecodeFloat8(b, TypeOf(v).dtype);
+      const float f = DecodeNarrowFloat(b, TypeOf(v).dtype);
       uint8_t bytes[4];
       std::memcpy(bytes, &f, 4);
       value.data.insert(value.data.end(), bytes, bytes + 4);
@@ -412,13 +508,13 @@ class Rewriter {
   // body, sort's comparator) computes in float32 throughout: its float8 values become float32, its
   // float8 constants are decoded here, and the float8 values it captures from outside (JAX hoists
   // region constants out) are decoded before the op.
-  Status RewriteFloat8(const Op& op, Op& copy) {
+  Status RewriteNarrowFloat(const Op& op, Op& copy) {
     if (In(kComputeRegions, op.name)) {
       std::vector<int> ids;
       for (const Region& r : op.regions) DefinedIn(r, &ids);
       std::set<int> defined(ids.begin(), ids.end());
       for (int v : ids)
-        if (TypeOf(v).kind == Type::Kind::kTensor && IsFloat8(TypeOf(v).dtype)) {
+        if (TypeOf(v).kind == Type::Kind::kTensor && IsNarrowFloat(TypeOf(v).dtype)) {
           promoted_[v] = TypeOf(v).dtype;
           types_[v].dtype = DType::kF32;
         }
@@ -427,7 +523,7 @@ class Rewriter {
       std::map<int, int> decoded;
       for (int v : used)
         if (!defined.count(v) && !decoded.count(v) && TypeOf(v).kind == Type::Kind::kTensor &&
-            IsFloat8(TypeOf(v).dtype))
+            IsNarrowFloat(TypeOf(v).dtype))
           decoded[v] = DecodeCaptured(v);
       Substitute(copy.regions, decoded);
     }
@@ -439,16 +535,17 @@ class Rewriter {
     Op staged = copy;
     staged.regions = std::move(regions);
     JMP_RETURN_IF_ERROR(RewriteRegions(staged, &copy, /*retype_only=*/false));
+    if (op.name == "stablehlo.sort") DropDeadCanonicalisations(copy.regions);
     for (int& v : copy.operands) {
       const Type t = TypeOf(v);
       if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kF8E4M3FN);
-      if (t.kind == Type::Kind::kTensor && IsFloat8(t.dtype)) v = Decode(v, t.dtype);
+      if (t.kind == Type::Kind::kTensor && IsNarrowFloat(t.dtype)) v = Decode(v, t.dtype);
     }
     std::vector<std::pair<int, int>> encodes;  // (float32 result, float8 value)
     for (int& v : copy.results) {
       const Type t = TypeOf(v);
       if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kF8E4M3FN);
-      if (t.kind == Type::Kind::kTensor && IsFloat8(t.dtype)) {
+      if (t.kind == Type::Kind::kTensor && IsNarrowFloat(t.dtype)) {
         int f = NewValue(DType::kF32, t.shape);
         encodes.push_back({f, v});
         v = f;
@@ -459,6 +556,59 @@ class Rewriter {
     out_->push_back(std::move(copy));
     for (auto [f, v] : encodes) Encode(f, TypeOf(v).dtype, v, TypeOf(v).dtype == DType::kF8E5M2);
     return Status::Ok();
+  }
+
+  // JAX's float comparators canonicalise each side: select(x == 0, 0, x), select(x != x, NaN, x). In a
+  // format without zero (e8m0fnu: its "0" is NaN) or without NaN (float4_e2m1fn: its "NaN" is -0) one
+  // of those selects can never fire, but its decoded constants hide it from the sort lowering's
+  // recogniser (lower_sort.cc). Such a select is its third operand: x == NaN and, for a value decoded
+  // from a format without NaN, x != x are false.
+  void DropDeadCanonicalisations(std::vector<Region>& regions) {
+    for (Region& r : regions)
+      for (Block& b : r.blocks) {
+        std::map<int, const Op*> producer;  // the region's, and the constants decoded before the op
+        for (const Op& o : *out_)
+          for (int v : o.results) producer[v] = &o;
+        for (const Op& o : b.ops)
+          for (int v : o.results) producer[v] = &o;
+        auto constant_is_nan = [&](int v) {
+          auto it = producer.find(v);
+          if (it == producer.end() || it->second->name != "stablehlo.constant") return false;
+          const Attr* value = it->second->Find("value");
+          if (!value || value->type.dtype != DType::kF32 || value->data.size() < 4) return false;
+          float f;
+          std::memcpy(&f, value->data.data(), 4);
+          return std::isnan(f);
+        };
+        auto never_nan = [&](int v) {
+          auto it = promoted_.find(v);
+          return it != promoted_.end() && FormatOf(it->second).specials == Specials::kNone;
+        };
+        std::map<int, int> to;  // a dead select's result -> its third operand
+        for (const Op& o : b.ops) {
+          if (o.name != "stablehlo.select" || o.operands.size() != 3 || o.results.size() != 1 ||
+              !producer.count(o.operands[0]))
+            continue;
+          const Op& c = *producer[o.operands[0]];
+          const Attr* dir = c.Find("comparison_direction");
+          if (c.name == "stablehlo.compare" && dir && c.operands.size() == 2 &&
+              ((dir->s == "EQ" && constant_is_nan(c.operands[1])) ||
+               (dir->s == "NE" && c.operands[0] == c.operands[1] && never_nan(c.operands[0])))) {
+            auto it = to.find(o.operands[2]);
+            to[o.results[0]] = it == to.end() ? o.operands[2] : it->second;
+          }
+        }
+        std::vector<Op> kept;
+        for (Op& o : b.ops) {
+          if (o.results.size() == 1 && to.count(o.results[0])) continue;
+          for (int& v : o.operands) {
+            auto it = to.find(v);
+            if (it != to.end()) v = it->second;
+          }
+          kept.push_back(std::move(o));
+        }
+        b.ops = std::move(kept);
+      }
   }
 
   // int4/uint4: compute on the storage type, wrap the results back into 4 bits.
@@ -506,9 +656,13 @@ class Rewriter {
     int x = op.operands.at(0);
     const int r = op.results.at(0);
     DType from = DTypeOfValue(x);
-    const DType to = DTypeOfValue(r);
+    const DType declared_from = from, to = DTypeOfValue(r);
     if (IsComplex(from) || IsComplex(to)) return Refuse(op, IsNarrow(from) ? from : to);
-    if (IsFloat8(from)) {
+    if (IsNarrowFloat(from) && (IsInteger(to) || IsInt4(to))) {
+      NarrowFloatToInteger(Decode(x, from), declared_from, to, r);
+      return Status::Ok();
+    }
+    if (IsNarrowFloat(from)) {
       if (from == to) {
         Bitcast(x, DType::kU8, r);
         return Status::Ok();
@@ -519,25 +673,54 @@ class Rewriter {
     } else {
       from = StorageOf(from);
     }
-    if (IsFloat8(to)) {
+    if (IsNarrowFloat(to)) {
       // float64 -> float8 rounds twice (through float32): MPSGraph has no float64 to do better.
-      const bool narrow_float = to == DType::kF8E5M2 &&
-                                (IsFloat8(DTypeOfValue(op.operands[0])) || from == DType::kF16 || from == DType::kBF16);
+      const bool narrow_float = to == DType::kF8E5M2 && (IsNarrowFloat(DTypeOfValue(op.operands[0])) ||
+                                                         from == DType::kF16 || from == DType::kBF16);
       if (from != DType::kF32) x = Convert(x, DType::kF32);
       Encode(x, to, r, narrow_float);
     } else if (IsInt4(to)) {
-      const DType s = StorageOf(to);
-      int y = Convert(x, s);
-      if (IsFloat(from)) {  // saturating, like XLA:CPU (the storage conversion saturates to 8 bits first)
-        y = Binary("stablehlo.maximum", y, Like(y, to == DType::kI4 ? 0xf8 : 0));
-        Binary("stablehlo.minimum", y, Like(y, to == DType::kI4 ? 7 : 15), r);
-      } else {
-        Wrap(y, to, r);
-      }
+      ToInt4(x, from, to, r);
     } else {
       Convert(x, to, r);
     }
     return Status::Ok();
+  }
+
+  int ToInt4(int x, DType from, DType to, int result = -1) {
+    const DType s = StorageOf(to);
+    int y = Convert(x, s);
+    if (!IsFloat(from)) return Wrap(y, to, result);
+    // saturating, like XLA:CPU (the storage conversion saturates to 8 bits first)
+    y = Binary("stablehlo.maximum", y, Like(y, to == DType::kI4 ? 0xf8 : 0));
+    return Binary("stablehlo.minimum", y, Like(y, to == DType::kI4 ? 7 : 15), result);
+  }
+
+  // Narrow float (decoded to float32 `x`) -> integer, as XLA converts: a value at or beyond a bound of
+  // the integer type *taken as a value of the float type* becomes that bound. float4_e2m1fn has no 127
+  // (int8's largest): 127 saturates to 6, so 6 converts to 127, and -6 to -128.
+  void NarrowFloatToInteger(int x, DType from, DType to, int result) {
+    const int bits = BitWidth(to);
+    const bool is_signed = IsSignedInt(to) || to == DType::kI4;
+    const int64_t hi = bits >= 64  ? (is_signed ? INT64_MAX : -1)
+                       : is_signed ? (int64_t{1} << (bits - 1)) - 1
+                                   : (int64_t{1} << bits) - 1;
+    const int64_t lo = is_signed ? -hi - 1 : 0;
+    const double hi_value = bits >= 64 && !is_signed ? 18446744073709551615.0 : static_cast<double>(hi);
+    const std::vector<int64_t> shape = TypeOf(x).shape;  // a copy: types_ grows below
+    auto bound = [&](double v) {                         // v in the float type, as float32 of x's shape
+      const float f = static_cast<float>(v);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      int back = Decode(Encode(Splat(DType::kF32, b, {}), from), from);
+      if (shape.empty()) return back;
+      Attr dims;
+      dims.kind = Attr::Kind::kInts;
+      return Emit("stablehlo.broadcast_in_dim", {back}, DType::kF32, shape, {{"broadcast_dimensions", dims}});
+    };
+    int y = IsInt4(to) ? ToInt4(x, DType::kF32, to) : Convert(x, to);
+    y = Select(Compare("GE", x, bound(hi_value), "FLOAT"), Like(y, static_cast<uint64_t>(hi)), y);
+    Select(Compare("LE", x, bound(static_cast<double>(lo)), "FLOAT"), Like(y, static_cast<uint64_t>(lo)), y, result);
   }
 
   Status RewriteBitcast(const Op& op) {
@@ -550,6 +733,9 @@ class Rewriter {
     if (fw == tw) {
       if (IsInt4(to)) {
         Wrap(Bitcast(x, StorageOf(to)), to, r);
+      } else if (tw == 4) {  // float4: the low nibble, whatever int4's storage held above it
+        int u = Bitcast(x, DType::kU8);
+        Binary("stablehlo.and", u, Like(u, 0x0f), r);
       } else {
         Bitcast(x, StorageOf(to), r);
       }

@@ -41,6 +41,13 @@ PJRT_Buffer_Type ToBufferType(DType dtype) {
     case DType::kU4: return PJRT_Buffer_Type_U4;
     case DType::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
     case DType::kF8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case DType::kF8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case DType::kF8E5M2FNUZ: return PJRT_Buffer_Type_F8E5M2FNUZ;
+    case DType::kF8E4M3B11FNUZ: return PJRT_Buffer_Type_F8E4M3B11FNUZ;
+    case DType::kF8E4M3: return PJRT_Buffer_Type_F8E4M3;
+    case DType::kF8E3M4: return PJRT_Buffer_Type_F8E3M4;
+    case DType::kF8E8M0FNU: return PJRT_Buffer_Type_F8E8M0FNU;
+    case DType::kF4E2M1FN: return PJRT_Buffer_Type_F4E2M1FN;
   }
   return PJRT_Buffer_Type_INVALID;
 }

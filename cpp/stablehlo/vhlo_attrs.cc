@@ -61,6 +61,14 @@ enum VhloTypeCode {
   kRankedTensorWithEncodingT = 21,
   kTokenT = 22,
   kTupleT = 23,
+  // Later formats (read off the codes JAX's serializer writes for each ml_dtypes type).
+  kF8E4M3FNUZT = 27,
+  kF8E5M2FNUZT = 28,
+  kF8E4M3B11FNUZT = 29,
+  kF8E4M3T = 35,
+  kF8E3M4T = 36,
+  kF4E2M1FNT = 37,
+  kF8E8M0FNUT = 40,
 };
 
 const char* const kComparisonDirections[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
@@ -105,6 +113,13 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
     case kF64T: return scalar(DType::kF64);
     case kF8E4M3FNT: return scalar(DType::kF8E4M3FN);
     case kF8E5M2T: return scalar(DType::kF8E5M2);
+    case kF8E4M3FNUZT: return scalar(DType::kF8E4M3FNUZ);
+    case kF8E5M2FNUZT: return scalar(DType::kF8E5M2FNUZ);
+    case kF8E4M3B11FNUZT: return scalar(DType::kF8E4M3B11FNUZ);
+    case kF8E4M3T: return scalar(DType::kF8E4M3);
+    case kF8E3M4T: return scalar(DType::kF8E3M4);
+    case kF4E2M1FNT: return scalar(DType::kF4E2M1FN);
+    case kF8E8M0FNUT: return scalar(DType::kF8E8M0FNU);
     case kSI4T: return scalar(DType::kI4);
     case kUI4T: return scalar(DType::kU4);
     case kSI8T: return scalar(DType::kI8);

@@ -25,19 +25,35 @@ enum class DType : uint8_t {
   kC64,
   kC128,
   // Narrow types: StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one byte per element
-  // as ml_dtypes lays them out (int4/uint4: the 4-bit pattern in the low nibble, high nibble zero;
-  // float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
+  // as ml_dtypes lays them out (int4/uint4/float4: the 4-bit pattern in the low nibble, high nibble
+  // zero; float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
   // (mps/lower_narrow.cc), so no MPS op graph ever holds one.
   kI4,
   kU4,
   kF8E4M3FN,
   kF8E5M2,
+  kF8E4M3FNUZ,
+  kF8E5M2FNUZ,
+  kF8E4M3B11FNUZ,
+  kF8E4M3,
+  kF8E3M4,
+  kF8E8M0FNU,
+  kF4E2M1FN,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kI16,      DType::kI32,   DType::kI64,
-                                       DType::kU8,   DType::kU16, DType::kU32,      DType::kU64,   DType::kF16,
-                                       DType::kBF16, DType::kF32, DType::kF64,      DType::kC64,   DType::kC128,
-                                       DType::kI4,   DType::kU4,  DType::kF8E4M3FN, DType::kF8E5M2};
+inline constexpr DType kAllDTypes[] = {DType::kBool,       DType::kI8,
+                                       DType::kI16,        DType::kI32,
+                                       DType::kI64,        DType::kU8,
+                                       DType::kU16,        DType::kU32,
+                                       DType::kU64,        DType::kF16,
+                                       DType::kBF16,       DType::kF32,
+                                       DType::kF64,        DType::kC64,
+                                       DType::kC128,       DType::kI4,
+                                       DType::kU4,         DType::kF8E4M3FN,
+                                       DType::kF8E5M2,     DType::kF8E4M3FNUZ,
+                                       DType::kF8E5M2FNUZ, DType::kF8E4M3B11FNUZ,
+                                       DType::kF8E4M3,     DType::kF8E3M4,
+                                       DType::kF8E8M0FNU,  DType::kF4E2M1FN};
 
 constexpr size_t ByteSize(DType t) {
   switch (t) {
@@ -47,7 +63,14 @@ constexpr size_t ByteSize(DType t) {
     case DType::kI4:
     case DType::kU4:
     case DType::kF8E4M3FN:
-    case DType::kF8E5M2: return 1;
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN: return 1;
     case DType::kI16:
     case DType::kU16:
     case DType::kF16:
@@ -66,18 +89,19 @@ constexpr size_t ByteSize(DType t) {
 
 // Bits of the integer or float type (bool counts as 1).
 constexpr int BitWidth(DType t) {
-  return t == DType::kBool ? 1 : t == DType::kI4 || t == DType::kU4 ? 4 : static_cast<int>(ByteSize(t) * 8);
+  return t == DType::kBool                                             ? 1
+         : t == DType::kI4 || t == DType::kU4 || t == DType::kF4E2M1FN ? 4
+                                                                       : static_cast<int>(ByteSize(t) * 8);
 }
 
 // The narrow types (see DType) and the type each computes on inside the MPS op graph: int4 as int8
-// (sign-extended), uint4 as uint8, float8 as uint8 holding the bit pattern.
-constexpr bool IsNarrow(DType t) {
-  return t == DType::kI4 || t == DType::kU4 || t == DType::kF8E4M3FN || t == DType::kF8E5M2;
-}
-constexpr bool IsFloat8(DType t) { return t == DType::kF8E4M3FN || t == DType::kF8E5M2; }
+// (sign-extended), uint4 as uint8, float8/float4 as uint8 holding the bit pattern.
 constexpr bool IsInt4(DType t) { return t == DType::kI4 || t == DType::kU4; }
+// float8 in every format, and float4_e2m1fn: the floats narrower than 16 bits.
+constexpr bool IsNarrowFloat(DType t) { return t >= DType::kF8E4M3FN && t <= DType::kF4E2M1FN; }
+constexpr bool IsNarrow(DType t) { return IsInt4(t) || IsNarrowFloat(t); }
 constexpr DType StorageOf(DType t) {
-  return t == DType::kI4 ? DType::kI8 : t == DType::kU4 || IsFloat8(t) ? DType::kU8 : t;
+  return t == DType::kI4 ? DType::kI8 : t == DType::kU4 || IsNarrowFloat(t) ? DType::kU8 : t;
 }
 
 constexpr bool IsFloat(DType t) {
@@ -114,6 +138,13 @@ constexpr std::string_view DTypeName(DType t) {
     case DType::kU4: return "ui4";
     case DType::kF8E4M3FN: return "f8E4M3FN";
     case DType::kF8E5M2: return "f8E5M2";
+    case DType::kF8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::kF8E5M2FNUZ: return "f8E5M2FNUZ";
+    case DType::kF8E4M3B11FNUZ: return "f8E4M3B11FNUZ";
+    case DType::kF8E4M3: return "f8E4M3";
+    case DType::kF8E3M4: return "f8E3M4";
+    case DType::kF8E8M0FNU: return "f8E8M0FNU";
+    case DType::kF4E2M1FN: return "f4E2M1FN";
   }
   return "?";
 }

@@ -87,6 +87,13 @@ auto Dispatch(DType dtype, F&& f) {
     case DType::kI4: return f(Tag<int8_t>{});
     case DType::kU4:
     case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
+    case DType::kF4E2M1FN:
     case DType::kF8E5M2: return f(Tag<uint8_t>{});
   }
   return f(Tag<float>{});
