@@ -250,3 +250,45 @@ def test_control_flow_scatter_and_indexing():
     check_exact(lambda a: lax.clamp(jnp.int4(-3), a, jnp.int4(5)), x4, what="clamp")
     check_exact(lambda a: jnp.dot(a.reshape(4, 4), a.reshape(4, 4), preferred_element_type=jnp.int4), x4,
                 what="int4 dot")
+
+
+def test_block_scaled_matmul_mxfp8():
+    # MXFP8 (float8_e4m3fn data, a float8_e8m0fnu scale per 32 elements): jax.nn.scaled_matmul, which
+    # JAX lowers on every platform from 0.11 to exactly this decomposition, and itself where this jax
+    # lowers it for CPU.
+    rng = np.random.default_rng(7)
+    B, M, N, K = 2, 16, 24, 96
+    a = rng.standard_normal((B, M, K)).astype(jnp.float8_e4m3fn)
+    b = rng.standard_normal((B, N, K)).astype(jnp.float8_e4m3fn)
+    sa = (2.0 ** rng.integers(-4, 5, (B, M, K // 32))).astype(jnp.float8_e8m0fnu)
+    sb = (2.0 ** rng.integers(-4, 5, (B, N, K // 32))).astype(jnp.float8_e8m0fnu)
+
+    def decomposed(a, b, sa, sb):
+        scale = lambda x, s: (x.astype(jnp.float32).reshape(*x.shape[:2], -1, 32)  # noqa: E731
+                              * s.astype(jnp.float32)[..., None]).reshape(x.shape)
+        return lax.dot_general(scale(a, sa), scale(b, sb), (((2,), (2,)), ((0,), (0,))),
+                               preferred_element_type=jnp.float32)
+
+    def scaled64(x, s):
+        return (x.astype(np.float64).reshape(*x.shape[:2], -1, 32) * s.astype(np.float64)[..., None]).reshape(x.shape)
+
+    want = np.einsum("bmk,bnk->bmn", scaled64(a, sa), scaled64(b, sb))
+    # float32 sums of K exact products: within K ulps of the sum of their magnitudes
+    mags = np.einsum("bmk,bnk->bmn", np.abs(scaled64(a, sa)), np.abs(scaled64(b, sb)))
+    bound = K * np.finfo(np.float32).eps * mags
+    for fn in [decomposed] + ([lambda *x: jax.nn.scaled_matmul(*x, preferred_element_type=jnp.float32)]
+                              if _cpu_lowers_scaled_matmul() else []):
+        got, ref = run_on("metal", fn, a, b, sa, sb), run_on("cpu", fn, a, b, sa, sb)
+        assert np.all(np.abs(np.asarray(got, np.float64) - want) <= bound)
+        assert np.all(np.abs(np.asarray(got, np.float64) - np.asarray(ref, np.float64)) <= 2 * bound)
+
+
+def _cpu_lowers_scaled_matmul():
+    x = np.zeros((1, 1, 32), jnp.float8_e4m3fn)
+    s = np.ones((1, 1, 1), jnp.float8_e8m0fnu)
+    try:
+        fn = jax.jit(lambda *v: jax.nn.scaled_matmul(*v, preferred_element_type=jnp.float32))
+        fn.trace(x, x, s, s).lower(lowering_platforms=("cpu",))
+        return True
+    except NotImplementedError:
+        return False
