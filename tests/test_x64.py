@@ -360,11 +360,16 @@ def test_convert_float64_to_and_from(dtype):
 
 
 def test_convert_halfway_cases_to_narrow_floats():
-    # Near-halfway cases of float16/bfloat16, where a float32 intermediate rounds twice: XLA:CPU converts
-    # through float32 (1 + 2^-11 + 2^-40 becomes float16 1.0, not 1 + 2^-10), and results must equal it.
-    h = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11 - 2**-40, 1 + 2**-8 + 2**-35, 1 + 2**-8 - 2**-35, 2049.0000001],
-                 np.float64)
-    check(lambda h: (h.astype(jnp.float16), h.astype(jnp.bfloat16)), h, exact=True)
+    # Near-halfway cases, where a float32 intermediate would round twice. float64 -> float16 rounds once
+    # (1 + 2^-11 + 2^-40 is float16 1 + 2^-10), as NumPy and a direct conversion give it; XLA:CPU does so
+    # only on CPUs with one (AVX512-FP16, ARM), so this compares with NumPy. float64 -> bfloat16 goes
+    # through float32 on XLA:CPU everywhere, and must equal it.
+    h = np.array([1 + 2**-11 + 2**-40, 1 + 2**-11 - 2**-40, 1 + 2**-8 + 2**-35, 1 + 2**-8 - 2**-35, 2049.0000001,
+                  2**-24 * (1 + 2**-40), 2**-25 * (1 + 2**-40), 65519.99999, 65520.00001], np.float64)
+    h = np.concatenate([h, -h])
+    got = run_on("metal", lambda h: h.astype(jnp.float16), h)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16), h.astype(np.float16).view(np.uint16))
+    check(lambda h: h.astype(jnp.bfloat16), h, exact=True)
     i = np.array([2**24 + 1, 2**30 + 2**22 + 1, -(2**40) - 2**32 - 1, 16777217 * 256 + 1], np.int64)
     check(lambda i: (i.astype(jnp.bfloat16), i.astype(jnp.float32), i.astype(jnp.float16)), i, exact=True)
 

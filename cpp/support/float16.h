@@ -2,6 +2,8 @@
 // lowering (constants) and the host executor (arithmetic), so both round the same way.
 #pragma once
 
+#include <cmath>
+
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +47,19 @@ inline uint16_t FloatToHalf(float f) {
   }
   uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+// float64 -> float16 rounded once, to nearest even, as a direct conversion does (ARM's fcvt on Apple
+// Silicon, x86 with AVX512-FP16; XLA:CPU uses it where the CPU has it): to float32 rounding to odd
+// (truncate, and set the last bit if anything was cut), whose 13 extra bits keep the second rounding
+// from ever seeing a false tie.
+inline uint16_t DoubleToHalf(double d) {
+  float f = static_cast<float>(d);
+  if (std::isfinite(f) && static_cast<double>(f) != d) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    f = BitsToFloat(FloatBits(f) | 1u);
+  }
+  return FloatToHalf(f);
 }
 
 inline float HalfToFloat(uint16_t h) {

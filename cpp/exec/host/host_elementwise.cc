@@ -594,8 +594,9 @@ Status ComplexBinary(const OpArgs& a, BinOp op) {
 
 #undef JMP_COMPARISONS
 
-// Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast). Anything ->
-// float16/bfloat16 goes through float, as XLA's conversions do (float64 halfway cases round twice).
+// Float -> integer: truncate toward zero, saturate, NaN -> 0 (op_kinds.def: Cast). float64 -> float16
+// rounds once (DoubleToHalf); anything else -> float16/bfloat16 goes through float, as XLA's conversions
+// do (float64 -> bfloat16 halfway cases round twice).
 template <typename To, typename From>
 To ConvertScalar(From v) {
   if constexpr (kIsBool<To>) {
@@ -617,6 +618,8 @@ To ConvertScalar(From v) {
     return Num<To>::Store(static_cast<typename Num<To>::C>(v.v ? 1 : 0));
   } else if constexpr (kIsInt<To> && kIsInt<From>) {
     return static_cast<To>(v);  // wraps: keeps the low bits
+  } else if constexpr (std::is_same_v<To, f16> && std::is_same_v<From, double>) {
+    return f16{DoubleToHalf(v)};
   } else {
     return Num<To>::Store(static_cast<typename Num<To>::C>(Num<From>::Load(v)));
   }
