@@ -61,16 +61,10 @@ std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
     }
     // Narrow types never reach the lowering proper (lower_narrow.cc rewrites them to their storage).
     case DType::kI4: return Bytes(static_cast<int8_t>(std::clamp(SaturateTo<int8_t>(v), int8_t{-8}, int8_t{7})));
-    case DType::kU4: return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), uint8_t{15})));
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return Bytes(uint8_t{0x7f});  // unused: no narrow scalar reaches the lowering proper
+    case DType::kU4:
+      return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), uint8_t{15})));
+    JMP_NARROW_FLOAT_CASES:
+      return Bytes(uint8_t{0x7f});  // unused: no narrow scalar reaches the lowering proper
   }
   return {};
 }
@@ -97,16 +91,10 @@ double DecodeScalar(DType dtype, const uint8_t* p) {
     case DType::kC64: return load(float{});  // real part; only identity checks use this
     case DType::kC128: return load(double{});
     case DType::kI4: return load(int8_t{});
-    case DType::kU4: return load(uint8_t{});
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return std::numeric_limits<double>::quiet_NaN();  // not decoded here (lower_narrow.cc)
+    case DType::kU4:
+      return load(uint8_t{});
+    JMP_NARROW_FLOAT_CASES:
+      return std::numeric_limits<double>::quiet_NaN();  // not decoded here (lower_narrow.cc)
   }
   return 0;
 }
@@ -134,15 +122,8 @@ double LowestValue(DType dtype) {
     case DType::kF64:
     case DType::kC64:
     case DType::kC128:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return -std::numeric_limits<double>::infinity();
+    JMP_NARROW_FLOAT_CASES:
+      return -std::numeric_limits<double>::infinity();
     case DType::kI4: return -8;
     case DType::kU4: return 0;
   }
@@ -166,15 +147,8 @@ double HighestValue(DType dtype) {
     case DType::kF64:
     case DType::kC64:
     case DType::kC128:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return std::numeric_limits<double>::infinity();
+    JMP_NARROW_FLOAT_CASES:
+      return std::numeric_limits<double>::infinity();
     case DType::kI4: return 7;
     case DType::kU4: return 15;
   }

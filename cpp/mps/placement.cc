@@ -28,15 +28,8 @@ bool MetalHasDType(DType dtype) {
     case DType::kC128:
     case DType::kI4:
     case DType::kU4:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return false;
+    JMP_NARROW_FLOAT_CASES:
+      return false;
   }
   return false;
 }

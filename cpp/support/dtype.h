@@ -41,6 +41,19 @@ enum class DType : uint8_t {
   kF4E2M1FN,
 };
 
+// The case labels of every narrow float type, for the switches over DType that treat them all alike
+// (most never see one: the lowering rewrites them to their storage first). Ends without a colon.
+#define JMP_NARROW_FLOAT_CASES \
+  case DType::kF8E4M3FN:       \
+  case DType::kF8E5M2:         \
+  case DType::kF8E4M3FNUZ:     \
+  case DType::kF8E5M2FNUZ:     \
+  case DType::kF8E4M3B11FNUZ:  \
+  case DType::kF8E4M3:         \
+  case DType::kF8E3M4:         \
+  case DType::kF8E8M0FNU:      \
+  case DType::kF4E2M1FN
+
 inline constexpr DType kAllDTypes[] = {DType::kBool,       DType::kI8,
                                        DType::kI16,        DType::kI32,
                                        DType::kI64,        DType::kU8,
@@ -62,15 +75,8 @@ constexpr size_t ByteSize(DType t) {
     case DType::kU8:
     case DType::kI4:
     case DType::kU4:
-    case DType::kF8E4M3FN:
-    case DType::kF8E5M2:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN: return 1;
+    JMP_NARROW_FLOAT_CASES:
+      return 1;
     case DType::kI16:
     case DType::kU16:
     case DType::kF16:

@@ -86,15 +86,8 @@ auto Dispatch(DType dtype, F&& f) {
     // Never in an MPS op graph (verify.cc refuses them); their storage types, for completeness.
     case DType::kI4: return f(Tag<int8_t>{});
     case DType::kU4:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2: return f(Tag<uint8_t>{});
+    JMP_NARROW_FLOAT_CASES:
+      return f(Tag<uint8_t>{});
   }
   return f(Tag<float>{});
 }

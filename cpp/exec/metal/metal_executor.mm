@@ -38,15 +38,7 @@ StatusOr<MPSDataType> ToMPS(DType t, const mps::Op* op) {
                            ": float64 is not supported by MPSGraph");
     case DType::kI4:
     case DType::kU4:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-    case DType::kF4E2M1FN:
-    case DType::kF8E5M2:
+    JMP_NARROW_FLOAT_CASES:
       return Internal(std::string(op ? mps::OpKindName(op->kind) : "argument") + ": " + std::string(DTypeName(t)) +
                       " reached the Metal executor (the lowering rewrites narrow types)");
   }
