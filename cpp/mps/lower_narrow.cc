@@ -208,11 +208,15 @@ class Rewriter {
     value.type.dtype = d;
     value.data.resize(ByteSize(d));
     for (size_t i = 0; i < value.data.size() && i < 8; ++i) value.data[i] = static_cast<uint8_t>(bits >> (8 * i));
-    int c = Emit("stablehlo.constant", {}, d, {}, {{"value", value}});
-    if (shape.empty()) return c;
+    return Broadcast(Emit("stablehlo.constant", {}, d, {}, {{"value", value}}), std::move(shape));
+  }
+  // A scalar value broadcast to `shape` (itself when shape is scalar).
+  int Broadcast(int scalar, std::vector<int64_t> shape) {
+    if (shape.empty()) return scalar;
     Attr dims;
     dims.kind = Attr::Kind::kInts;
-    return Emit("stablehlo.broadcast_in_dim", {c}, d, shape, {{"broadcast_dimensions", dims}});
+    return Emit("stablehlo.broadcast_in_dim", {scalar}, DTypeOfValue(scalar), std::move(shape),
+                {{"broadcast_dimensions", dims}});
   }
   int Like(int x, uint64_t bits) { return Splat(DTypeOfValue(x), bits, TypeOf(x).shape); }
   int FloatLike(int x, float f) {
@@ -509,6 +513,7 @@ class Rewriter {
   // float8 constants are decoded here, and the float8 values it captures from outside (JAX hoists
   // region constants out) are decoded before the op.
   Status RewriteNarrowFloat(const Op& op, Op& copy) {
+    const size_t emitted_before = out_->size();  // what follows is this op's: its decoded captures
     if (In(kComputeRegions, op.name)) {
       std::vector<int> ids;
       for (const Region& r : op.regions) DefinedIn(r, &ids);
@@ -535,7 +540,7 @@ class Rewriter {
     Op staged = copy;
     staged.regions = std::move(regions);
     JMP_RETURN_IF_ERROR(RewriteRegions(staged, &copy, /*retype_only=*/false));
-    if (op.name == "stablehlo.sort") DropDeadCanonicalisations(copy.regions);
+    if (op.name == "stablehlo.sort") DropDeadCanonicalisations(copy.regions, emitted_before);
     for (int& v : copy.operands) {
       const Type t = TypeOf(v);
       if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kF8E4M3FN);
@@ -563,12 +568,12 @@ class Rewriter {
   // of those selects can never fire, but its decoded constants hide it from the sort lowering's
   // recogniser (lower_sort.cc). Such a select is its third operand: x == NaN and, for a value decoded
   // from a format without NaN, x != x are false.
-  void DropDeadCanonicalisations(std::vector<Region>& regions) {
+  void DropDeadCanonicalisations(std::vector<Region>& regions, size_t captures_from) {
     for (Region& r : regions)
       for (Block& b : r.blocks) {
-        std::map<int, const Op*> producer;  // the region's, and the constants decoded before the op
-        for (const Op& o : *out_)
-          for (int v : o.results) producer[v] = &o;
+        std::map<int, const Op*> producer;  // the region's, and the captures decoded for the op (out_'s tail)
+        for (size_t i = captures_from; i < out_->size(); ++i)
+          for (int v : (*out_)[i].results) producer[v] = &(*out_)[i];
         for (const Op& o : b.ops)
           for (int v : o.results) producer[v] = &o;
         auto constant_is_nan = [&](int v) {
@@ -656,10 +661,10 @@ class Rewriter {
     int x = op.operands.at(0);
     const int r = op.results.at(0);
     DType from = DTypeOfValue(x);
-    const DType declared_from = from, to = DTypeOfValue(r);
+    const DType to = DTypeOfValue(r);
     if (IsComplex(from) || IsComplex(to)) return Refuse(op, IsNarrow(from) ? from : to);
     if (IsNarrowFloat(from) && (IsInteger(to) || IsInt4(to))) {
-      NarrowFloatToInteger(Decode(x, from), declared_from, to, r);
+      NarrowFloatToInteger(Decode(x, from), from, to, r);
       return Status::Ok();
     }
     if (IsNarrowFloat(from)) {
@@ -712,11 +717,7 @@ class Rewriter {
       const float f = static_cast<float>(v);
       uint32_t b;
       std::memcpy(&b, &f, 4);
-      int back = Decode(Encode(Splat(DType::kF32, b, {}), from), from);
-      if (shape.empty()) return back;
-      Attr dims;
-      dims.kind = Attr::Kind::kInts;
-      return Emit("stablehlo.broadcast_in_dim", {back}, DType::kF32, shape, {{"broadcast_dimensions", dims}});
+      return Broadcast(Decode(Encode(Splat(DType::kF32, b, {}), from), from), shape);
     };
     int y = IsInt4(to) ? ToInt4(x, DType::kF32, to) : Convert(x, to);
     y = Select(Compare("GE", x, bound(hi_value), "FLOAT"), Like(y, static_cast<uint64_t>(hi)), y);
