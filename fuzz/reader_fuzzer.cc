@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "mps/lower.h"
+#include "lower/lower.h"
 #include "stablehlo/ir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,7 +2,7 @@
 
 JAX lowers its callback primitives only for cpu, gpu and tpu (mlir.emit_python_callback). Here each gets
 a lowering for "metal": a custom call "jax_metal_python_callback" whose backend_config is an id in this
-module's registry; the plugin lowers it to its host-only PythonCallback op (cpp/mps/lower_callback.cc).
+module's registry; the plugin lowers it to its host-only PythonCallback op (cpp/lower/lower_callback.cc).
 At run time the op calls the trampoline installed below through the plugin library's C symbol
 jmp_set_python_callback: the trampoline (ctypes takes the GIL for it, and only for it) builds NumPy
 arrays of the operands, runs what JAX's own lowering would run, and hands each result back through

@@ -36,7 +36,7 @@ def eigh_rule():
 
     JAX lowers eigh only for cpu and gpu (LAPACK and cuSOLVER kernels) and for tpu. TPU's rule is JAX
     code apart from the "Eigh" custom call it emits for matrices up to 256 (it splits larger ones with
-    QDWH first); the plugin lowers that custom call itself (Jacobi, cpp/mps/lower_eigh.cc), so the TPU
+    QDWH first); the plugin lowers that custom call itself (Jacobi, cpp/lower/lower_eigh.cc), so the TPU
     rule serves "metal" as it is. Both names are JAX internals: when a JAX version moves them, eigh stays
     unsupported (an error naming it) and nothing else changes.
     """

@@ -4,7 +4,7 @@ MPSGraph has float32 decompositions only; the plugin runs the others (float64, c
 on the host with LAPACK (Accelerate on macOS). JAX has no generic lowering for eig at all, and lowers
 lu and svd for other platforms through algorithms built on float32-only pieces, so for those dtypes
 (and for eig always) these rules emit custom calls the plugin maps to its LAPACK ops
-(cpp/mps/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
+(cpp/lower/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
 and XLA's ``Eigh`` for eigh. What JAX lowers for cpu and gpu only always goes to LAPACK, float32
 included: tridiagonal (sytrd/hetrd) to ``jax_metal.lapack.tridiagonal``, geqp3 (the pivoted QR of
 ``qr(pivoting=True)``) to ``jax_metal.lapack.geqp3``, and tridiagonal_solve (gtsv, with row pivoting,

@@ -1,7 +1,7 @@
 """int4/uint4, float8 in every format JAX has and float4_e2m1fn on metal against JAX's CPU backend, bit
 for bit: device_put / device_get of every value, conversions of every value and of float32 values
 around each rounding boundary and overflow, int4 arithmetic with wrap-around, reductions, bitcasts,
-vmap, and the errors for what is not supported. The lowering emulates these types on their storage (cpp/mps/lower_narrow.cc)."""
+vmap, and the errors for what is not supported. The lowering emulates these types on their storage (cpp/stablehlo/passes/narrow_types.cc)."""
 
 import jax
 import jax.numpy as jnp

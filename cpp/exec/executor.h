@@ -45,7 +45,7 @@ std::unique_ptr<Executor> CreateHostExecutor();
 #ifdef JMP_HAVE_METAL
 std::unique_ptr<Executor> CreateMetalExecutor();  // null when no Metal device is present
 #endif
-// One executor made of two (segment_runner.cc): each executable is cut by mps/placement.h into segments
+// One executor made of two (segment_runner.cc): each executable is cut by exec/placement.h into segments
 // that `device` runs (what MPSGraph can) and segments that `host` runs (float64, LAPACK, callbacks),
 // in order over memory from `device`. On Linux `device` is a host executor standing in for Metal, so the
 // Mac's cuts are tested there.

@@ -1,4 +1,4 @@
-// The segment runner: one executable made of Metal and host segments (mps/placement.h), run in order over
+// The segment runner: one executable made of Metal and host segments (exec/placement.h), run in order over
 // the same memory. It sits above both executors and sees them only as Executors: memory comes from the
 // device executor (shared-storage MTLBuffers on a Mac, which the host reads and writes in place), and
 // each segment is compiled by its own executor. Metal runs are synchronous, so a host segment starts
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "exec/executor.h"
-#include "mps/placement.h"
+#include "exec/placement.h"
 
 namespace jmp::exec {
 

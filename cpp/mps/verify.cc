@@ -274,7 +274,7 @@ Status CheckOp(const Graph& g, const Op& op) {
 }  // namespace
 
 Status VerifyGraph(const Graph& graph) {
-  // Narrow types (int4, float8) live only in buffers and StableHLO: lower_narrow.cc rewrites them.
+  // Narrow types (int4, float8) live only in buffers and StableHLO: stablehlo/passes/narrow_types.cc rewrites them.
   for (const TensorType& t : graph.values)
     if (IsNarrow(t.dtype))
       return Internal("inconsistent program: a value of type " + std::string(DTypeName(t.dtype)) +

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "mps/lower.h"
+#include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "stablehlo/ir.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "exec/placement.h"
+#include "lower/lower.h"
 #include "mps/graph.h"
-#include "mps/lower.h"
-#include "mps/placement.h"
 #include "stablehlo/ir.h"
 #include "unit_tests/unit_test.h"
 

@@ -27,7 +27,7 @@ enum class DType : uint8_t {
   // Narrow types: StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one byte per element
   // as ml_dtypes lays them out (int4/uint4/float4: the 4-bit pattern in the low nibble, high nibble
   // zero; float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
-  // (mps/lower_narrow.cc), so no MPS op graph ever holds one.
+  // (stablehlo/passes/narrow_types.cc), so no MPS op graph ever holds one.
   kI4,
   kU4,
   kF8E4M3FN,

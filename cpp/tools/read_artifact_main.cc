@@ -6,7 +6,7 @@
 #include <iterator>
 #include <vector>
 
-#include "mps/lower.h"
+#include "lower/lower.h"
 #include "stablehlo/ir.h"
 
 int main(int argc, char** argv) {

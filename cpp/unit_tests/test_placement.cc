@@ -1,4 +1,4 @@
-// Placement (mps/placement.h) and the segment runner (exec/segment_runner.cc) on hand-built graphs:
+// Placement (exec/placement.h) and the segment runner (exec/segment_runner.cc) on hand-built graphs:
 // which ops go where, how few cuts the schedule makes, what crosses a cut, and that a segmented run
 // (host executors standing in for both sides, as on Linux) gives the bytes a single host run gives,
 // also when a donated input is overwritten by an output.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "exec/executor.h"
-#include "mps/placement.h"
+#include "exec/placement.h"
 #include "unit_tests/host_graph.h"
 #include "unit_tests/unit_test.h"
 

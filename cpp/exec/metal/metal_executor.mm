@@ -140,7 +140,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
 #define JMP_MPS_BINARY(Name, macos, primary, secondary) \
   case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
 #include "mps/op_kinds.def"
-    // Placement never sends these here (mps/placement.cc); reaching one is a placement bug.
+    // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
 #define JMP_HOST_OP(Name) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");

@@ -1,0 +1,238 @@
+#include "exec/placement.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace jmp::mps {
+
+std::string_view WhereName(Where where) { return where == Where::kMetal ? "metal" : "host"; }
+
+bool MetalHasDType(DType dtype) {
+  switch (dtype) {
+    case DType::kBool:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF32:
+    case DType::kC64: return true;
+    case DType::kF64:
+    case DType::kC128:
+    case DType::kI4:
+    case DType::kU4:
+    JMP_NARROW_FLOAT_CASES:
+      return false;
+  }
+  return false;
+}
+
+bool MetalRuns(const Graph& graph, const Op& op) {
+  if (OpKindHostOnly(op.kind)) return false;
+  for (const auto* ids : {&op.inputs, &op.outputs})
+    for (int v : *ids)
+      if (!MetalHasDType(graph.type(v).dtype)) return false;
+  for (const Graph& sub : op.subgraphs) {
+    for (int v : sub.inputs)
+      if (!MetalHasDType(sub.type(v).dtype)) return false;
+    for (const Op& inner : sub.ops)
+      if (!MetalRuns(sub, inner)) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Ops that only make a value from their attributes: cheap to repeat in every segment that reads them.
+bool IsSource(const Op& op) {
+  return op.inputs.empty() && op.subgraphs.empty() &&
+         (op.kind == OpKind::kConstant || op.kind == OpKind::kCoordinateAlongAxis);
+}
+
+// List scheduling: stay on one executor while it has ready ops, taking them in program order.
+std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, const std::vector<int>& producer) {
+  const size_t n = g.ops.size();
+  std::vector<size_t> waiting(n, 0);
+  std::vector<std::vector<size_t>> consumers(n);
+  auto depend = [&](size_t before, size_t after) {
+    consumers[before].push_back(after);
+    ++waiting[after];
+  };
+  size_t previous_host_only = n;
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = g.ops[i];
+    std::set<size_t> from;
+    for (int v : op.inputs)
+      if (int p = producer[static_cast<size_t>(v)]; p >= 0 && !IsSource(g.ops[static_cast<size_t>(p)]))
+        from.insert(static_cast<size_t>(p));
+    for (size_t p : from) depend(p, i);
+    if (OpKindHostOnly(op.kind)) {
+      if (previous_host_only < n && !from.count(previous_host_only)) depend(previous_host_only, i);
+      previous_host_only = i;
+    }
+  }
+  std::set<size_t> ready[2];
+  for (size_t i = 0; i < n; ++i)
+    if (!IsSource(g.ops[i]) && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
+  std::vector<size_t> order;
+  size_t current = 0;
+  if (ready[1].size() && (ready[0].empty() || *ready[1].begin() < *ready[0].begin())) current = 1;
+  while (!ready[0].empty() || !ready[1].empty()) {
+    if (ready[current].empty()) current ^= 1;
+    size_t i = *ready[current].begin();
+    ready[current].erase(ready[current].begin());
+    order.push_back(i);
+    for (size_t c : consumers[i])
+      if (--waiting[c] == 0) ready[static_cast<size_t>(where[c])].insert(c);
+  }
+  return order;
+}
+
+// Builds the segment's own graph from its ops, returning the outer values `outputs`; what it reads
+// from outside becomes its parameters, except sources, which it recomputes.
+void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, Segment& s, const std::vector<int>& outputs) {
+  std::unordered_map<int, int> local;  // outer value -> segment value
+  std::vector<size_t> ops;
+  auto value = [&](int outer) -> int {
+    auto it = local.find(outer);
+    if (it != local.end()) return it->second;
+    const TensorType& t = g.type(outer);
+    int v = s.graph.AddValue(t.dtype, t.shape);
+    local.emplace(outer, v);
+    int p = producer[static_cast<size_t>(outer)];
+    if (p >= 0 && IsSource(g.ops[static_cast<size_t>(p)])) {
+      Op copy = g.ops[static_cast<size_t>(p)];
+      copy.outputs = {v};
+      s.graph.ops.push_back(std::move(copy));
+      ops.push_back(static_cast<size_t>(p));
+    } else {
+      s.inputs.push_back(outer);
+      s.graph.inputs.push_back(v);
+    }
+    return v;
+  };
+  for (size_t i : s.ops) {
+    Op op = g.ops[i];
+    for (int& v : op.inputs) v = value(v);
+    for (int& v : op.outputs) {
+      const TensorType& t = g.type(v);
+      int inner = s.graph.AddValue(t.dtype, t.shape);
+      local.emplace(v, inner);
+      v = inner;
+    }
+    s.graph.ops.push_back(std::move(op));
+    ops.push_back(i);
+  }
+  for (int outer : outputs) {
+    s.outputs.push_back(outer);
+    s.graph.outputs.push_back(value(outer));
+  }
+  s.ops = std::move(ops);
+}
+
+}  // namespace
+
+Placement PlaceGraph(const Graph& g) {
+  Placement p;
+  const size_t n = g.ops.size();
+  std::vector<int> producer(g.values.size(), -1);
+  for (size_t i = 0; i < n; ++i)
+    for (int v : g.ops[i].outputs) producer[static_cast<size_t>(v)] = static_cast<int>(i);
+  p.op_where.resize(n);
+  for (size_t i = 0; i < n; ++i) p.op_where[i] = MetalRuns(g, g.ops[i]) ? Where::kMetal : Where::kHost;
+
+  // Cut the schedule where the executor changes.
+  std::vector<size_t> order = Schedule(g, p.op_where, producer);
+  for (size_t i : order) {
+    if (p.segments.empty() || p.segments.back().where != p.op_where[i]) {
+      p.segments.emplace_back();
+      p.segments.back().where = p.op_where[i];
+    }
+    p.segments.back().ops.push_back(i);
+  }
+  if (p.segments.empty()) {  // nothing but constants and parameters: one segment returns them
+    p.segments.emplace_back();
+    Where where = Where::kMetal;
+    for (int v : g.outputs)
+      if (!MetalHasDType(g.type(v).dtype)) where = Where::kHost;
+    p.segments.back().where = where;
+  }
+
+  // Which segment makes each value, and which later segments (or the result) need it.
+  std::vector<int> made_in(g.values.size(), -1);
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    for (size_t i : p.segments[s].ops)
+      for (int v : g.ops[i].outputs) made_in[static_cast<size_t>(v)] = static_cast<int>(s);
+  std::vector<std::vector<int>> exports(p.segments.size());
+  std::vector<uint8_t> exported(g.values.size(), 0);
+  auto export_from = [&](size_t s, int v) {
+    if (exported[static_cast<size_t>(v)]) return;
+    exported[static_cast<size_t>(v)] = 1;
+    exports[s].push_back(v);
+  };
+  for (size_t s = 0; s < p.segments.size(); ++s)
+    for (size_t i : p.segments[s].ops)
+      for (int v : g.ops[i].inputs)
+        if (int m = made_in[static_cast<size_t>(v)]; m >= 0 && static_cast<size_t>(m) != s)
+          export_from(static_cast<size_t>(m), v);
+  // Results: each output index is written once, by the segment that makes its value (a value returned
+  // twice is written twice); parameters and constants returned as they are go to the last segment.
+  // A value both exported and returned is written once, to its first result's memory, which later
+  // segments then read; so a segment's results come first and exports not also returned follow.
+  const size_t last = p.segments.size() - 1;
+  std::vector<std::vector<int>> returned(p.segments.size());
+  for (size_t j = 0; j < g.outputs.size(); ++j) {
+    int m = made_in[static_cast<size_t>(g.outputs[j])];
+    returned[m >= 0 ? static_cast<size_t>(m) : last].push_back(static_cast<int>(j));
+  }
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    Segment& seg = p.segments[s];
+    std::vector<int> outs;
+    for (int j : returned[s]) {
+      outs.push_back(g.outputs[static_cast<size_t>(j)]);
+      seg.returns.push_back(j);
+    }
+    for (int v : exports[s])  // distinct values, so only the results can already hold one
+      if (std::find(outs.begin(), outs.end(), v) == outs.end()) {
+        outs.push_back(v);
+        seg.returns.push_back(-1);
+      }
+    BuildSegmentGraph(g, producer, seg, outs);
+  }
+  return p;
+}
+
+std::string PlacementToString(const Graph& g, const Placement& p) {
+  // The graph as it runs: ops in segment order, each marked with its executor, each segment opened by a
+  // line saying what crosses into and out of it.
+  Graph view;
+  view.values = g.values;
+  view.inputs = g.inputs;
+  view.outputs = g.outputs;
+  std::vector<std::string> before, after;
+  for (size_t s = 0; s < p.segments.size(); ++s) {
+    const Segment& seg = p.segments[s];
+    std::ostringstream h;
+    h << "-- segment " << s << " on " << WhereName(seg.where) << ": reads (";
+    for (size_t i = 0; i < seg.inputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.inputs[i];
+    h << "), writes (";
+    for (size_t i = 0; i < seg.outputs.size(); ++i) h << (i ? ", " : "") << '%' << seg.outputs[i];
+    h << ")";
+    before.resize(view.ops.size() + 1);
+    before.back() += (before.back().empty() ? "" : "\n  ") + h.str();
+    for (size_t i : seg.ops) {
+      view.ops.push_back(g.ops[i]);
+      after.push_back("  @" + std::string(WhereName(seg.where)));
+    }
+  }
+  return view.ToString(before, after);
+}
+
+}  // namespace jmp::mps

@@ -1,0 +1,208 @@
+// while, if, case, func.call, composite and custom_call. Regions become While/If subgraphs; values a
+// region uses from outside become extra parameters (loop-invariant carries for While).
+#include <algorithm>
+
+#include "lower/lower_context.h"
+
+namespace jmp::mps {
+
+namespace {
+
+// Gives `sub` the parameters [first `fixed` params..., one per value of `all`], where it was built
+// with [fixed..., one per value of `own`] (own ⊆ all, same outer values). Missing ones are unused.
+void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const std::vector<int>& all,
+                   const std::vector<TensorType>& all_types) {
+  std::vector<int> inputs(sub.inputs.begin(), sub.inputs.begin() + static_cast<ptrdiff_t>(fixed));
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto it = std::find(own.begin(), own.end(), all[i]);
+    if (it != own.end()) {
+      inputs.push_back(sub.inputs[fixed + static_cast<size_t>(it - own.begin())]);
+    } else {
+      inputs.push_back(sub.AddValue(all_types[i].dtype, all_types[i].shape));
+    }
+  }
+  sub.inputs = std::move(inputs);
+}
+
+std::vector<int> Union(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> u = a;
+  for (int v : b)
+    if (std::find(u.begin(), u.end(), v) == u.end()) u.push_back(v);
+  return u;
+}
+
+std::vector<TensorType> TypesOf(LowerContext& cx, const std::vector<int>& values) {
+  std::vector<TensorType> types;
+  for (int v : values) types.push_back(cx.Type(v));
+  return types;
+}
+
+std::vector<TensorType> ResultTypes(LowerContext& cx) {
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < cx.op().results.size(); ++i) types.push_back({cx.OutType(i).dtype, cx.OutType(i).shape});
+  return types;
+}
+
+Status While(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (op.regions.size() != 2) return cx.Unsupported("while needs a condition and a body");
+  std::vector<int> init;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
+    init.push_back(v);
+  }
+  std::vector<TensorType> carried = TypesOf(cx, init);
+  std::vector<int> cond_caps, body_caps;
+  JMP_ASSIGN_OR_RETURN(Graph cond, cx.LowerRegionToSubgraph(op.regions[0], carried, &cond_caps));
+  JMP_ASSIGN_OR_RETURN(Graph body, cx.LowerRegionToSubgraph(op.regions[1], carried, &body_caps));
+  if (cond.outputs.size() != 1) return cx.Unsupported("while condition must return one value");
+  if (body.outputs.size() != init.size()) return cx.Unsupported("while body returns the wrong number of values");
+  std::vector<int> caps = Union(cond_caps, body_caps);
+  std::vector<TensorType> cap_types = TypesOf(cx, caps);
+  AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
+  AlignCaptures(body, init.size(), body_caps, caps, cap_types);
+  // Captured values are loop-invariant carries: the body passes them through.
+  for (size_t i = 0; i < caps.size(); ++i) body.outputs.push_back(body.inputs[init.size() + i]);
+
+  std::vector<int> inputs = init;
+  inputs.insert(inputs.end(), caps.begin(), caps.end());
+  std::vector<TensorType> out_types = carried;
+  out_types.insert(out_types.end(), cap_types.begin(), cap_types.end());
+  Op w = cx.NewOp(OpKind::kWhile, inputs);
+  w.subgraphs.push_back(std::move(cond));
+  w.subgraphs.push_back(std::move(body));
+  std::vector<int> outputs = cx.EmitOp(std::move(w), out_types);
+  for (size_t i = 0; i < init.size(); ++i) cx.Bind(i, outputs[i]);
+  return Status::Ok();
+}
+
+using Builder = LowerContext::SubgraphBuilder;
+
+// Emits If(pred, then, else) in the current scope; both branches take no parameters of their own.
+StatusOr<std::vector<int>> EmitIf(LowerContext& cx, int pred, const Builder& then_build, const Builder& else_build,
+                                  const std::vector<TensorType>& out_types) {
+  std::vector<int> then_caps, else_caps;
+  JMP_ASSIGN_OR_RETURN(Graph then_g, cx.BuildSubgraph({}, then_build, &then_caps));
+  JMP_ASSIGN_OR_RETURN(Graph else_g, cx.BuildSubgraph({}, else_build, &else_caps));
+  if (then_g.outputs.size() != out_types.size() || else_g.outputs.size() != out_types.size())
+    return cx.Unsupported("branches return the wrong number of values");
+  std::vector<int> caps = Union(then_caps, else_caps);
+  std::vector<TensorType> cap_types = TypesOf(cx, caps);
+  AlignCaptures(then_g, 0, then_caps, caps, cap_types);
+  AlignCaptures(else_g, 0, else_caps, caps, cap_types);
+  std::vector<int> inputs = {cx.Reshape(pred, {})};
+  inputs.insert(inputs.end(), caps.begin(), caps.end());
+  Op op = cx.NewOp(OpKind::kIf, inputs);
+  op.subgraphs.push_back(std::move(then_g));
+  op.subgraphs.push_back(std::move(else_g));
+  return cx.EmitOp(std::move(op), out_types);
+}
+
+// Lowers a parameterless region's block into the current scope; its terminator's operands come back.
+Builder RegionBuilder(LowerContext& cx, const shlo::Region& region) {
+  return [&cx, &region](const std::vector<int>&) -> StatusOr<std::vector<int>> {
+    if (region.blocks.size() != 1 || !region.blocks[0].args.empty())
+      return cx.Unsupported("branch regions must have one block without arguments");
+    JMP_ASSIGN_OR_RETURN(const shlo::Op* terminator, cx.LowerBlock(region.blocks[0]));
+    std::vector<int> values;
+    for (int operand : terminator->operands) {
+      JMP_ASSIGN_OR_RETURN(int v, cx.Value(operand));
+      values.push_back(v);
+    }
+    return values;
+  };
+}
+
+Status If(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (op.regions.size() != 2) return cx.Unsupported("if needs two branches");
+  JMP_ASSIGN_OR_RETURN(int pred, cx.In(0));
+  std::vector<TensorType> out_types = ResultTypes(cx);
+  JMP_ASSIGN_OR_RETURN(std::vector<int> outputs,
+                       EmitIf(cx, pred, RegionBuilder(cx, op.regions[0]), RegionBuilder(cx, op.regions[1]), out_types));
+  for (size_t i = 0; i < outputs.size(); ++i) cx.Bind(i, outputs[i]);
+  return Status::Ok();
+}
+
+// case(index, b0..bn-1): if index == 0 then b0 else if index == 1 then b1 ... else bn-1, so an
+// out-of-range index takes the last branch as StableHLO says.
+Status Case(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  size_t n = op.regions.size();
+  if (n == 0) return cx.Unsupported("case without branches");
+  int index_id = op.operands.at(0);
+  std::vector<TensorType> out_types = ResultTypes(cx);
+  std::vector<int> results_ids = op.results;
+  std::function<StatusOr<std::vector<int>>(size_t)> build = [&](size_t k) -> StatusOr<std::vector<int>> {
+    if (k + 1 == n) return RegionBuilder(cx, op.regions[k])({});
+    JMP_ASSIGN_OR_RETURN(int index, cx.Value(index_id));
+    DType t = cx.DTypeOf(index);
+    int pred = cx.Compare(OpKind::kEqual, index, cx.Scalar(t, static_cast<double>(k)));
+    return EmitIf(
+        cx, pred, RegionBuilder(cx, op.regions[k]), [&build, k](const std::vector<int>&) { return build(k + 1); },
+        out_types);
+  };
+  JMP_ASSIGN_OR_RETURN(std::vector<int> outputs, build(0));
+  for (size_t i = 0; i < outputs.size(); ++i) cx.BindShlo(results_ids[i], outputs[i]);
+  return Status::Ok();
+}
+
+Status CallFunc(LowerContext& cx, const std::string& callee_name) {
+  const shlo::Func* callee = cx.module().FindFunc(callee_name);
+  if (!callee) return cx.Unsupported("call to an unknown function @" + callee_name);
+  std::vector<int> args;
+  for (size_t i = 0; i < cx.op().operands.size(); ++i) {
+    JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
+    args.push_back(v);
+  }
+  std::vector<int> results_ids = cx.op().results;
+  JMP_ASSIGN_OR_RETURN(std::vector<int> results, cx.InlineCall(*callee, args));
+  if (results.size() != results_ids.size())
+    return cx.Unsupported("@" + callee_name + " returns the wrong number of values");
+  for (size_t i = 0; i < results.size(); ++i) cx.BindShlo(results_ids[i], results[i]);
+  return Status::Ok();
+}
+
+Status Call(LowerContext& cx) {
+  const shlo::Attr* callee = cx.op().Find("callee");
+  if (!callee) return cx.Unsupported("call without a callee");
+  return CallFunc(cx, callee->s);
+}
+
+// A composite is its decomposition unless a family registered a rule "composite:<name>" for it
+// (e.g. chlo.top_k onto MPSGraph's topK).
+Status Composite(LowerContext& cx) {
+  const shlo::Attr* name = cx.op().Find("name");
+  if (name) {
+    const auto& rules = LowerRules();
+    auto it = rules.find("composite:" + name->s);
+    if (it != rules.end()) return it->second(cx);
+  }
+  const shlo::Attr* decomposition = cx.op().Find("decomposition");
+  if (!decomposition) return cx.Unsupported("composite without a decomposition");
+  return CallFunc(cx, decomposition->s);
+}
+
+// A custom call runs the rule a family registered as "custom_call:<target>" (e.g. XLA's Eigh in
+// lower_eigh.cc); there is no fallback.
+Status CustomCall(LowerContext& cx) {
+  const shlo::Attr* target = cx.op().Find("call_target_name");
+  std::string name = target ? target->s : "?";
+  const auto& rules = LowerRules();
+  auto it = rules.find("custom_call:" + name);
+  if (it != rules.end()) return it->second(cx);
+  return cx.Unsupported("custom_call target '" + name + "' is not supported");
+}
+
+}  // namespace
+
+void RegisterControlFlowRules(std::map<std::string, LowerRule>& r) {
+  RegisterRule(r, "stablehlo.while", &While);
+  RegisterRule(r, "stablehlo.if", &If);
+  RegisterRule(r, "stablehlo.case", &Case);
+  RegisterRule(r, "func.call", &Call);
+  RegisterRule(r, "stablehlo.composite", &Composite);
+  RegisterRule(r, "stablehlo.custom_call", &CustomCall);
+}
+
+}  // namespace jmp::mps

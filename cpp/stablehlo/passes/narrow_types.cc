@@ -1,0 +1,857 @@
+#include "stablehlo/passes/narrow_types.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jmp::shlo {
+
+namespace {
+
+using shlo::Attr;
+using shlo::Block;
+using shlo::Func;
+using shlo::Op;
+using shlo::Region;
+using shlo::Type;
+
+bool TypeIsNarrow(const Type& t) {
+  if (t.kind == Type::Kind::kTensor) return IsNarrow(t.dtype);
+  for (const Type& e : t.elements)
+    if (TypeIsNarrow(e)) return true;
+  return false;
+}
+
+Type StorageType(Type t) {
+  if (t.kind == Type::Kind::kTensor) t.dtype = StorageOf(t.dtype);
+  for (Type& e : t.elements) e = StorageType(e);
+  return t;
+}
+
+void RetypeAttr(Attr& a) {
+  a.type = StorageType(a.type);
+  for (Attr& x : a.array) RetypeAttr(x);
+  for (auto& [name, v] : a.dict) RetypeAttr(v);
+}
+
+bool In(const std::set<std::string>& s, const std::string& name) { return s.count(name) != 0; }
+
+// Ops that only move, copy or select elements: exact on the storage bits whatever they mean.
+const std::set<std::string> kMovesData = {
+    "stablehlo.reshape",
+    "stablehlo.transpose",
+    "stablehlo.broadcast_in_dim",
+    "stablehlo.broadcast",
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.dynamic_update_slice",
+    "stablehlo.concatenate",
+    "stablehlo.pad",
+    "stablehlo.gather",
+    "stablehlo.reverse",
+    "stablehlo.select",
+    "stablehlo.tuple",
+    "stablehlo.get_tuple_element",
+    "stablehlo.optimization_barrier",
+    "stablehlo.return",
+    "func.return",
+    "func.call",
+    "stablehlo.constant",
+    "stablehlo.all_gather",
+    "stablehlo.all_to_all",
+    "stablehlo.collective_permute",
+    "stablehlo.collective_broadcast",
+    "stablehlo.copy",
+    "stablehlo.composite",
+    "builtin.unrealized_conversion_cast",
+    "sdy.sharding_constraint",
+    "sdy.reshard",
+};
+// custom_call targets the lowering passes through (lower_shape.cc): they move nothing either.
+const std::set<std::string> kPassThroughTargets = {
+    "dce_sink", "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
+};
+// Control flow: their regions are rewritten like any block; their results need nothing.
+const std::set<std::string> kControlFlow = {"stablehlo.while", "stablehlo.if", "stablehlo.case"};
+// Ops whose region is a scalar computation applied by the op (reduce's body, sort's comparator, ...).
+const std::set<std::string> kComputeRegions = {
+    "stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",    "stablehlo.select_and_scatter",
+    "stablehlo.sort",   "stablehlo.map",           "stablehlo.all_reduce", "stablehlo.reduce_scatter",
+};
+// Ops with effects or opaque semantics that no rewrite can make exact.
+const std::set<std::string> kRefused = {
+    "stablehlo.custom_call", "stablehlo.rng",     "stablehlo.rng_bit_generator",
+    "stablehlo.infeed",      "stablehlo.outfeed", "stablehlo.send",
+    "stablehlo.recv",        "stablehlo.fft",
+};
+
+// How a narrow float format spells its special values (the format's name says it: fn = finite with
+// NaN, fnuz = finite, NaN, unsigned zero).
+enum class Specials {
+  kIeee,        // exponent all ones: infinity (mantissa 0) or NaN; overflow gives infinity
+  kAllOnesNan,  // no infinity; the all-ones magnitude is NaN; overflow and infinity give NaN
+  kFnuz,        // no infinity, no negative zero: 0x80 is the one NaN; overflow and infinity give NaN
+  kNone,        // neither infinity nor NaN: overflow and infinity saturate, NaN gives 0b1000 (XLA:CPU's choice)
+};
+struct NarrowFloat {
+  DType type;
+  int width, exp_bits, man_bits, bias;
+  bool has_sign;  // float8_e8m0fnu has none: negative numbers and zero give its NaN
+  Specials specials;
+};
+constexpr NarrowFloat kNarrowFloats[] = {
+    {DType::kF8E4M3FN, 8, 4, 3, 7, true, Specials::kAllOnesNan},
+    {DType::kF8E5M2, 8, 5, 2, 15, true, Specials::kIeee},
+    {DType::kF8E4M3FNUZ, 8, 4, 3, 8, true, Specials::kFnuz},
+    {DType::kF8E5M2FNUZ, 8, 5, 2, 16, true, Specials::kFnuz},
+    {DType::kF8E4M3B11FNUZ, 8, 4, 3, 11, true, Specials::kFnuz},
+    {DType::kF8E4M3, 8, 4, 3, 7, true, Specials::kIeee},
+    {DType::kF8E3M4, 8, 3, 4, 3, true, Specials::kIeee},
+    {DType::kF8E8M0FNU, 8, 8, 0, 127, false, Specials::kAllOnesNan},
+    {DType::kF4E2M1FN, 4, 2, 1, 1, true, Specials::kNone},
+};
+const NarrowFloat& FormatOf(DType t) {
+  for (const NarrowFloat& f : kNarrowFloats)
+    if (f.type == t) return f;
+  return kNarrowFloats[0];  // unreachable: callers pass IsNarrowFloat types, all in the table
+}
+uint32_t SignMask(const NarrowFloat& f) { return f.has_sign ? 1u << (f.width - 1) : 0; }
+uint32_t MagnitudeMask(const NarrowFloat& f) { return (1u << (f.has_sign ? f.width - 1 : f.width)) - 1; }
+
+// One narrow float value as float32, on the host (constants of promoted regions); what Decode does.
+float DecodeNarrowFloat(uint8_t b, DType t) {
+  const NarrowFloat& f = FormatOf(t);
+  const uint32_t mag = b & MagnitudeMask(f);
+  const int e = static_cast<int>(mag >> f.man_bits), m = static_cast<int>(mag & ((1u << f.man_bits) - 1));
+  const bool negative = (b & SignMask(f)) != 0;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  switch (f.specials) {
+    case Specials::kIeee:
+      if (e == (1 << f.exp_bits) - 1) return m ? (negative ? -nan : nan) : (negative ? -1.0f : 1.0f) * INFINITY;
+      break;
+    case Specials::kAllOnesNan:
+      if (mag == MagnitudeMask(f)) return negative ? -nan : nan;
+      break;
+    case Specials::kFnuz:
+      if (b == 0x80) return nan;
+      break;
+    case Specials::kNone: break;
+  }
+  const float v = e == 0 && f.man_bits == 0 ? std::ldexp(1.0f, -f.bias)
+                  : e == 0                  ? std::ldexp(static_cast<float>(m), 1 - f.bias - f.man_bits)
+                           : std::ldexp(static_cast<float>((1 << f.man_bits) | m), e - f.bias - f.man_bits);
+  return negative ? -v : v;
+}
+
+class Rewriter {
+ public:
+  explicit Rewriter(const Func& in) : in_(in), types_(in.value_types) {}
+
+  StatusOr<Func> Run(bool is_main) {
+    Func out = in_;
+    out.body.blocks.clear();
+    for (const Block& b : in_.body.blocks) {
+      Block nb;
+      JMP_RETURN_IF_ERROR(RewriteBlock(b, &nb, /*retype_only=*/false));
+      out.body.blocks.push_back(std::move(nb));
+    }
+    if (is_main && !out.body.blocks.empty()) JMP_RETURN_IF_ERROR(MainBoundary(out.body.blocks[0]));
+    for (Type& t : out.arg_types) t = StorageType(t);
+    for (Type& t : out.result_types) t = StorageType(t);
+    out.value_types.clear();
+    for (const Type& t : types_) out.value_types.push_back(StorageType(t));
+    return out;
+  }
+
+ private:
+  const Type& TypeOf(int v) const { return types_.at(static_cast<size_t>(v)); }
+  DType DTypeOfValue(int v) const { return TypeOf(v).kind == Type::Kind::kTensor ? TypeOf(v).dtype : DType::kF32; }
+
+  int NewValue(DType d, const std::vector<int64_t>& shape) {
+    Type t;
+    t.kind = Type::Kind::kTensor;
+    t.dtype = d;
+    t.shape = shape;
+    types_.push_back(std::move(t));
+    return static_cast<int>(types_.size() - 1);
+  }
+
+  // Emits `name` on `operands` into `result` (a new value of type d[shape] when result < 0).
+  int Emit(const std::string& name, std::vector<int> operands, DType d, std::vector<int64_t> shape,
+           shlo::AttrMap attrs = {}, int result = -1) {
+    if (result < 0) result = NewValue(d, shape);
+    Op op;
+    op.name = name;
+    op.operands = std::move(operands);
+    op.results = {result};
+    op.attrs = std::move(attrs);
+    op.location = loc_;
+    out_->push_back(std::move(op));
+    return result;
+  }
+  int Unary(const std::string& name, int x, DType d, int result = -1) {
+    return Emit(name, {x}, d, TypeOf(x).shape, {}, result);
+  }
+  int Binary(const std::string& name, int a, int b, int result = -1) {
+    return Emit(name, {a, b}, DTypeOfValue(a), TypeOf(a).shape, {}, result);
+  }
+  // A constant of a's shape and type d holding `bits` (little-endian), as a scalar broadcast.
+  int Splat(DType d, uint64_t bits, std::vector<int64_t> shape) {  // by value: types_ grows below
+    Attr value;
+    value.kind = Attr::Kind::kTensor;
+    value.type.kind = Type::Kind::kTensor;
+    value.type.dtype = d;
+    value.data.resize(ByteSize(d));
+    for (size_t i = 0; i < value.data.size() && i < 8; ++i) value.data[i] = static_cast<uint8_t>(bits >> (8 * i));
+    return Broadcast(Emit("stablehlo.constant", {}, d, {}, {{"value", value}}), std::move(shape));
+  }
+  // A scalar value broadcast to `shape` (itself when shape is scalar).
+  int Broadcast(int scalar, std::vector<int64_t> shape) {
+    if (shape.empty()) return scalar;
+    Attr dims;
+    dims.kind = Attr::Kind::kInts;
+    return Emit("stablehlo.broadcast_in_dim", {scalar}, DTypeOfValue(scalar), std::move(shape),
+                {{"broadcast_dimensions", dims}});
+  }
+  int Like(int x, uint64_t bits) { return Splat(DTypeOfValue(x), bits, TypeOf(x).shape); }
+  int FloatLike(int x, float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return Splat(DType::kF32, b, TypeOf(x).shape);
+  }
+  int Compare(const char* dir, int a, int b, const char* type) {
+    static const char* const kDirs[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
+    static const char* const kTypes[] = {"NOTYPE", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"};
+    Attr d, t;
+    d.kind = t.kind = Attr::Kind::kEnum;
+    d.s = dir;
+    t.s = type;
+    for (int i = 0; i < 6; ++i)
+      if (d.s == kDirs[i]) d.i = i;
+    for (int i = 0; i < 5; ++i)
+      if (t.s == kTypes[i]) t.i = i;
+    return Emit("stablehlo.compare", {a, b}, DType::kBool, TypeOf(a).shape,
+                {{"comparison_direction", d}, {"compare_type", t}});
+  }
+  int Select(int p, int a, int b, int result = -1) {
+    return Emit("stablehlo.select", {p, a, b}, DTypeOfValue(a), TypeOf(a).shape, {}, result);
+  }
+  int Convert(int x, DType d, int result = -1) { return Unary("stablehlo.convert", x, d, result); }
+  int Bitcast(int x, DType d, int result = -1) { return Unary("stablehlo.bitcast_convert", x, d, result); }
+
+  // int4/uint4 storage -> the same value wrapped into 4 bits (int8 sign-extended, uint8 masked).
+  int Wrap(int x, DType narrow, int result = -1) {
+    if (narrow == DType::kU4) return Binary("stablehlo.and", x, Like(x, 0x0f), result);
+    int up = Binary("stablehlo.shift_left", x, Like(x, 4));
+    return Binary("stablehlo.shift_right_arithmetic", up, Like(up, 4), result);
+  }
+  // int4/uint4 storage -> its 4-bit pattern as uint8 0..15.
+  int Nibble(int x) {
+    int u = DTypeOfValue(x) == DType::kU8 ? x : Bitcast(x, DType::kU8);
+    return Binary("stablehlo.and", u, Like(u, 0x0f));
+  }
+
+  // Narrow float bits (uint8) -> float32, exactly.
+  int Decode(int x, DType fmt_type, int result = -1) {
+    const NarrowFloat& f = FormatOf(fmt_type);
+    const int M = f.man_bits, emax = (1 << f.exp_bits) - 1;
+    int c = Convert(x, DType::kU32);
+    int mag = Binary("stablehlo.and", c, Like(c, MagnitudeMask(f)));
+    int e = Binary("stablehlo.shift_right_logical", mag, Like(mag, M));
+    int m = Binary("stablehlo.and", mag, Like(mag, (1u << M) - 1));
+    int normal = Binary("stablehlo.add", Binary("stablehlo.shift_left", mag, Like(mag, 23 - M)),
+                        Like(mag, static_cast<uint64_t>(127 - f.bias) << 23));
+    // Exponent 0: a subnormal m * 2^(1 - bias - M), exact in float32; with no mantissa (e8m0fnu),
+    // 2^-bias, float32's subnormal 2^-127.
+    int small = M == 0 ? Like(mag, 0x00400000u)
+                       : Bitcast(Binary("stablehlo.multiply", Convert(m, DType::kF32),
+                                        FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M))),
+                                 DType::kU32);
+    int bits = Select(Compare("EQ", e, Like(e, 0), "UNSIGNED"), small, normal);
+    // Specials as float32's quiet NaN and infinity, as XLA:CPU gives them; the sign goes on after.
+    switch (f.specials) {
+      case Specials::kIeee: {
+        int special = Select(Compare("EQ", m, Like(m, 0), "UNSIGNED"), Like(m, 0x7f800000u), Like(m, 0x7fc00000u));
+        bits = Select(Compare("EQ", e, Like(e, static_cast<uint64_t>(emax)), "UNSIGNED"), special, bits);
+        break;
+      }
+      case Specials::kAllOnesNan:
+        bits = Select(Compare("EQ", mag, Like(mag, MagnitudeMask(f)), "UNSIGNED"), Like(mag, 0x7fc00000u), bits);
+        break;
+      case Specials::kFnuz:  // 0x80 is the NaN: its "sign" bit is no sign, and zero is its magnitude
+      case Specials::kNone: break;
+    }
+    if (f.has_sign) {
+      int sign = Binary("stablehlo.shift_left", Binary("stablehlo.and", c, Like(c, SignMask(f))),
+                        Like(c, static_cast<uint64_t>(32 - f.width)));
+      bits = Binary("stablehlo.or", bits, sign);
+    }
+    if (f.specials == Specials::kFnuz)
+      bits = Select(Compare("EQ", c, Like(c, 0x80), "UNSIGNED"), Like(c, 0x7fc00000u), bits);
+    return Bitcast(bits, DType::kF32, result);
+  }
+
+  // float32 -> narrow float bits (uint8), rounded once: to nearest-even, except e8m0fnu (no mantissa),
+  // whose ties round up (XLA:CPU and ml_dtypes: 0.75 -> 1, 1.5 -> 2, 3 -> 4).
+  // `plain_nan`: every NaN becomes 0x7f, without its sign (what XLA:CPU gives for float8_e5m2
+  // arithmetic, which it computes through float16, and for float16/bfloat16 -> float8_e5m2).
+  int Encode(int y, DType fmt_type, int result = -1, bool plain_nan = false) {
+    const NarrowFloat& f = FormatOf(fmt_type);
+    const int M = f.man_bits;
+    int b = Bitcast(y, DType::kU32);
+    int a = Binary("stablehlo.and", b, Like(b, 0x7fffffffu));
+    int is_nan = Compare("GT", a, Like(a, 0x7f800000u), "UNSIGNED");
+    // Normal results: round the float32 mantissa to M bits (a carry moves into the exponent, as it
+    // should), then rebias. Wraps for tiny a, which the select below discards.
+    int bias =
+        M == 0
+            ? Like(a, 1u << 22)
+            : Binary("stablehlo.add", Like(a, (1u << (22 - M)) - 1),
+                     Binary("stablehlo.and", Binary("stablehlo.shift_right_logical", a, Like(a, 23 - M)), Like(a, 1)));
+    int rounded = Binary("stablehlo.add", a, bias);
+    int normal = Binary("stablehlo.subtract", Binary("stablehlo.shift_right_logical", rounded, Like(rounded, 23 - M)),
+                        Like(rounded, static_cast<uint64_t>(127 - f.bias) << M));
+    int code;
+    if (M == 0) {  // no subnormals: below float32's normals (2^-126), 2^-127 up to itself, 2^-126 above it
+      int tiny = Convert(Compare("GT", a, Like(a, 0x00400000u), "UNSIGNED"), DType::kU32);
+      code = Select(Compare("LT", a, Like(a, 0x00800000u), "UNSIGNED"), tiny, normal);
+    } else {
+      // Subnormal results: adding 2^(23 + 1 - bias - M) makes float32's own rounding (nearest-even)
+      // quantize |y| to the subnormal step; the sum's low bits are the code (2^M: the smallest normal).
+      const float magic = std::ldexp(1.0f, 23 + 1 - f.bias - M);
+      uint32_t magic_bits;
+      std::memcpy(&magic_bits, &magic, 4);
+      int sum = Binary("stablehlo.add", Bitcast(a, DType::kF32), FloatLike(a, magic));
+      int sub = Binary("stablehlo.subtract", Bitcast(sum, DType::kU32), Like(a, magic_bits));
+      int is_sub = Compare("LT", a, Like(a, static_cast<uint64_t>(127 - f.bias + 1) << 23), "UNSIGNED");
+      code = Select(is_sub, sub, normal);
+    }
+    const uint32_t top = MagnitudeMask(f);
+    int sign = f.has_sign
+                   ? Binary("stablehlo.and",
+                            Binary("stablehlo.shift_right_logical", b, Like(b, static_cast<uint64_t>(32 - f.width))),
+                            Like(b, SignMask(f)))
+                   : -1;
+    switch (f.specials) {
+      case Specials::kIeee: {  // beyond the largest finite value: infinity; NaN: the quiet NaN
+        const uint32_t inf = static_cast<uint32_t>((1 << f.exp_bits) - 1) << M;
+        code = Select(Compare("GT", code, Like(code, inf), "UNSIGNED"), Like(code, inf), code);
+        code = Select(is_nan, Like(code, inf | (1u << (M - 1))), code);
+        code = Binary("stablehlo.or", code, sign);
+        break;
+      }
+      case Specials::kAllOnesNan: {  // beyond the largest finite value, infinity and NaN: NaN
+        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top - 1), "UNSIGNED"));
+        if (!f.has_sign) {  // zero and negative numbers have no code but NaN
+          bad = Binary("stablehlo.or", bad, Compare("EQ", a, Like(a, 0), "UNSIGNED"));
+          bad = Binary("stablehlo.or", bad, Compare("NE", b, a, "UNSIGNED"));
+        }
+        code = Select(bad, Like(code, top), code);
+        if (f.has_sign) code = Binary("stablehlo.or", code, sign);
+        break;
+      }
+      case Specials::kFnuz: {  // overflow, infinity and NaN: 0x80; zero is unsigned
+        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top), "UNSIGNED"));
+        code =
+            Binary("stablehlo.or", code, Select(Compare("EQ", code, Like(code, 0), "UNSIGNED"), Like(code, 0), sign));
+        code = Select(bad, Like(code, 0x80), code);
+        break;
+      }
+      case Specials::kNone: {  // overflow and infinity saturate; NaN: 0b1000
+        code = Select(Compare("GT", code, Like(code, top), "UNSIGNED"), Like(code, top), code);
+        code = Binary("stablehlo.or", code, sign);
+        code = Select(is_nan, Like(code, SignMask(f)), code);
+        break;
+      }
+    }
+    if (plain_nan) code = Select(is_nan, Like(code, 0x7f), code);
+    return Convert(code, DType::kU8, result);
+  }
+
+  Status Refuse(const Op& op, DType t) {
+    return Unimplemented(op.name + " on " + std::string(DTypeName(t)) + " is not supported by the metal plugin" +
+                         (op.location.empty() ? "" : " (from " + op.location + ")"));
+  }
+
+  // The first narrow dtype an op reads or writes (kF32 when none).
+  DType NarrowIn(const Op& op, bool* any_nf, bool* any_i4) const {
+    DType found = DType::kF32;
+    auto see = [&](int v) {
+      const Type& t = TypeOf(v);
+      if (t.kind != Type::Kind::kTensor || !IsNarrow(t.dtype)) return;
+      if (found == DType::kF32) found = t.dtype;
+      if (IsNarrowFloat(t.dtype)) *any_nf = true;
+      if (IsInt4(t.dtype)) *any_i4 = true;
+    };
+    for (int v : op.operands) see(v);
+    for (int v : op.results) see(v);
+    return found;
+  }
+
+  Status RewriteRegions(const Op& in, Op* out, bool retype_only) {
+    out->regions.clear();
+    for (const Region& r : in.regions) {
+      Region nr;
+      for (const Block& b : r.blocks) {
+        Block nb;
+        JMP_RETURN_IF_ERROR(RewriteBlock(b, &nb, retype_only));
+        nr.blocks.push_back(std::move(nb));
+      }
+      out->regions.push_back(std::move(nr));
+    }
+    return Status::Ok();
+  }
+
+  // Every value a region defines (block arguments, op results, nested regions').
+  void DefinedIn(const Region& r, std::vector<int>* ids) {
+    for (const Block& b : r.blocks) {
+      ids->insert(ids->end(), b.args.begin(), b.args.end());
+      for (const Op& op : b.ops) {
+        ids->insert(ids->end(), op.results.begin(), op.results.end());
+        for (const Region& nested : op.regions) DefinedIn(nested, ids);
+      }
+    }
+  }
+
+  Status RewriteBlock(const Block& in, Block* out, bool retype_only) {
+    out->args = in.args;
+    std::vector<Op>* saved = out_;
+    out_ = &out->ops;
+    for (const Op& op : in.ops) {
+      Status s = RewriteOp(op, retype_only);
+      if (!s.ok()) {
+        out_ = saved;
+        return s;
+      }
+    }
+    out_ = saved;
+    return Status::Ok();
+  }
+
+  Status RewriteOp(const Op& op, bool retype_only) {
+    loc_ = op.location;
+    bool any_nf = false, any_i4 = false;
+    const DType narrow = NarrowIn(op, &any_nf, &any_i4);
+    Op copy = op;
+    if (op.name == "stablehlo.constant" && op.results.size() == 1 && promoted_.count(op.results[0])) {
+      Attr& value = copy.attrs["value"];
+      std::vector<uint8_t> data;
+      for (uint8_t b : value.data) {
+        const float f = DecodeNarrowFloat(b, promoted_[op.results[0]]);
+        uint8_t bytes[4];
+        std::memcpy(bytes, &f, 4);
+        data.insert(data.end(), bytes, bytes + 4);
+      }
+      value.data = std::move(data);
+      value.type.dtype = DType::kF32;
+      out_->push_back(std::move(copy));
+      return Status::Ok();
+    }
+    if (op.name == "stablehlo.constant" && any_nf && op.results.size() == 1 && copy.Find("value"))
+      f8_constants_[op.results[0]] = copy.Find("value")->data;
+    for (auto& [name, a] : copy.attrs) RetypeAttr(a);
+    const Attr* target = op.Find("call_target_name");
+    const bool passes_through = op.name == "stablehlo.custom_call" && target && In(kPassThroughTargets, target->s);
+    if ((!any_nf && !any_i4) || retype_only || passes_through || In(kMovesData, op.name) || In(kControlFlow, op.name)) {
+      JMP_RETURN_IF_ERROR(RewriteRegions(op, &copy, retype_only));
+      out_->push_back(std::move(copy));
+      return Status::Ok();
+    }
+    if (In(kRefused, op.name)) return Refuse(op, narrow);
+    if (op.name == "stablehlo.convert") return RewriteConvert(op);
+    if (op.name == "stablehlo.bitcast_convert") return RewriteBitcast(op);
+    if (any_nf) return RewriteNarrowFloat(op, copy);
+    return RewriteInt4(op, copy);
+  }
+
+  // A float8 value a region captures, as float32: a constant stays a constant (the lowering recognises
+  // sort comparators and reduce bodies by their constants), anything else is decoded.
+  int DecodeCaptured(int v) {
+    auto it = f8_constants_.find(v);
+    if (it == f8_constants_.end()) return Decode(v, TypeOf(v).dtype);
+    Attr value;
+    value.kind = Attr::Kind::kTensor;
+    value.type = TypeOf(v);
+    value.type.dtype = DType::kF32;
+    for (uint8_t b : it->second) {
+      const float f = DecodeNarrowFloat(b, TypeOf(v).dtype);
+      uint8_t bytes[4];
+      std::memcpy(bytes, &f, 4);
+      value.data.insert(value.data.end(), bytes, bytes + 4);
+    }
+    return Emit("stablehlo.constant", {}, DType::kF32, TypeOf(v).shape, {{"value", value}});
+  }
+
+  // Renames the operands of every op in a region (nested ones too).
+  static void Substitute(std::vector<Region>& regions, const std::map<int, int>& to) {
+    for (Region& r : regions)
+      for (Block& b : r.blocks)
+        for (Op& op : b.ops) {
+          for (int& v : op.operands) {
+            auto it = to.find(v);
+            if (it != to.end()) v = it->second;
+          }
+          Substitute(op.regions, to);
+        }
+  }
+  static void OperandsOf(const std::vector<Region>& regions, std::vector<int>* ids) {
+    for (const Region& r : regions)
+      for (const Block& b : r.blocks)
+        for (const Op& op : b.ops) {
+          ids->insert(ids->end(), op.operands.begin(), op.operands.end());
+          OperandsOf(op.regions, ids);
+        }
+  }
+
+  // float8: decode operands, compute in float32, encode results. A region the op applies (reduce's
+  // body, sort's comparator) computes in float32 throughout: its float8 values become float32, its
+  // float8 constants are decoded here, and the float8 values it captures from outside (JAX hoists
+  // region constants out) are decoded before the op.
+  Status RewriteNarrowFloat(const Op& op, Op& copy) {
+    const size_t emitted_before = out_->size();  // what follows is this op's: its decoded captures
+    if (In(kComputeRegions, op.name)) {
+      std::vector<int> ids;
+      for (const Region& r : op.regions) DefinedIn(r, &ids);
+      std::set<int> defined(ids.begin(), ids.end());
+      for (int v : ids)
+        if (TypeOf(v).kind == Type::Kind::kTensor && IsNarrowFloat(TypeOf(v).dtype)) {
+          promoted_[v] = TypeOf(v).dtype;
+          types_[v].dtype = DType::kF32;
+        }
+      std::vector<int> used;
+      OperandsOf(op.regions, &used);
+      std::map<int, int> decoded;
+      for (int v : used)
+        if (!defined.count(v) && !decoded.count(v) && TypeOf(v).kind == Type::Kind::kTensor &&
+            IsNarrowFloat(TypeOf(v).dtype))
+          decoded[v] = DecodeCaptured(v);
+      Substitute(copy.regions, decoded);
+    }
+    if (!op.regions.empty() && !In(kComputeRegions, op.name)) {
+      bool f8 = false, i4 = false;
+      return Refuse(op, NarrowIn(op, &f8, &i4));
+    }
+    std::vector<Region> regions = std::move(copy.regions);
+    Op staged = copy;
+    staged.regions = std::move(regions);
+    JMP_RETURN_IF_ERROR(RewriteRegions(staged, &copy, /*retype_only=*/false));
+    if (op.name == "stablehlo.sort") DropDeadCanonicalisations(copy.regions, emitted_before);
+    for (int& v : copy.operands) {
+      const Type t = TypeOf(v);
+      if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kF8E4M3FN);
+      if (t.kind == Type::Kind::kTensor && IsNarrowFloat(t.dtype)) v = Decode(v, t.dtype);
+    }
+    std::vector<std::pair<int, int>> encodes;  // (float32 result, float8 value)
+    for (int& v : copy.results) {
+      const Type t = TypeOf(v);
+      if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kF8E4M3FN);
+      if (t.kind == Type::Kind::kTensor && IsNarrowFloat(t.dtype)) {
+        int f = NewValue(DType::kF32, t.shape);
+        encodes.push_back({f, v});
+        v = f;
+      } else if (t.kind == Type::Kind::kTensor && IsInt4(t.dtype)) {
+        return Refuse(op, t.dtype);
+      }
+    }
+    out_->push_back(std::move(copy));
+    for (auto [f, v] : encodes) Encode(f, TypeOf(v).dtype, v, TypeOf(v).dtype == DType::kF8E5M2);
+    return Status::Ok();
+  }
+
+  // JAX's float comparators canonicalise each side: select(x == 0, 0, x), select(x != x, NaN, x). In a
+  // format without zero (e8m0fnu: its "0" is NaN) or without NaN (float4_e2m1fn: its "NaN" is -0) one
+  // of those selects can never fire, but its decoded constants hide it from the sort lowering's
+  // recogniser (lower_sort.cc). Such a select is its third operand: x == NaN and, for a value decoded
+  // from a format without NaN, x != x are false.
+  void DropDeadCanonicalisations(std::vector<Region>& regions, size_t captures_from) {
+    for (Region& r : regions)
+      for (Block& b : r.blocks) {
+        std::map<int, const Op*> producer;  // the region's, and the captures decoded for the op (out_'s tail)
+        for (size_t i = captures_from; i < out_->size(); ++i)
+          for (int v : (*out_)[i].results) producer[v] = &(*out_)[i];
+        for (const Op& o : b.ops)
+          for (int v : o.results) producer[v] = &o;
+        auto constant_is_nan = [&](int v) {
+          auto it = producer.find(v);
+          if (it == producer.end() || it->second->name != "stablehlo.constant") return false;
+          const Attr* value = it->second->Find("value");
+          if (!value || value->type.dtype != DType::kF32 || value->data.size() < 4) return false;
+          float f;
+          std::memcpy(&f, value->data.data(), 4);
+          return std::isnan(f);
+        };
+        auto never_nan = [&](int v) {
+          auto it = promoted_.find(v);
+          return it != promoted_.end() && FormatOf(it->second).specials == Specials::kNone;
+        };
+        std::map<int, int> to;  // a dead select's result -> its third operand
+        for (const Op& o : b.ops) {
+          if (o.name != "stablehlo.select" || o.operands.size() != 3 || o.results.size() != 1 ||
+              !producer.count(o.operands[0]))
+            continue;
+          const Op& c = *producer[o.operands[0]];
+          const Attr* dir = c.Find("comparison_direction");
+          if (c.name == "stablehlo.compare" && dir && c.operands.size() == 2 &&
+              ((dir->s == "EQ" && constant_is_nan(c.operands[1])) ||
+               (dir->s == "NE" && c.operands[0] == c.operands[1] && never_nan(c.operands[0])))) {
+            auto it = to.find(o.operands[2]);
+            to[o.results[0]] = it == to.end() ? o.operands[2] : it->second;
+          }
+        }
+        std::vector<Op> kept;
+        for (Op& o : b.ops) {
+          if (o.results.size() == 1 && to.count(o.results[0])) continue;
+          for (int& v : o.operands) {
+            auto it = to.find(v);
+            if (it != to.end()) v = it->second;
+          }
+          kept.push_back(std::move(o));
+        }
+        b.ops = std::move(kept);
+      }
+  }
+
+  // int4/uint4: compute on the storage type, wrap the results back into 4 bits.
+  Status RewriteInt4(const Op& op, Op& copy) {
+    JMP_RETURN_IF_ERROR(RewriteRegions(op, &copy, /*retype_only=*/In(kComputeRegions, op.name)));
+    if (op.results.size() == 1 && TypeOf(op.results[0]).kind == Type::Kind::kTensor) {
+      const int r = op.results[0];
+      const DType t = TypeOf(r).dtype;
+      // popcnt needs nothing: XLA:CPU counts int4's bits as the sign-extended byte's (popcnt(-8) = 5),
+      // which is what computing on int8 storage gives.
+      if (op.name == "stablehlo.count_leading_zeros" && IsInt4(t)) {
+        int n = Unary(op.name, Nibble(op.operands[0]), DType::kU8);  // counts within the 4 bits
+        n = Binary("stablehlo.subtract", n, Like(n, 4));
+        Convert(n, StorageOf(t), r);
+        return Status::Ok();
+      }
+      if (op.name == "stablehlo.shift_right_logical" && t == DType::kI4) {
+        int x = Bitcast(Nibble(op.operands[0]), DType::kI8);
+        Wrap(Binary(op.name, x, op.operands[1]), t, r);
+        return Status::Ok();
+      }
+      if (op.name == "stablehlo.shift_right_arithmetic" && t == DType::kU4) {  // the sign is bit 3
+        int x = Wrap(Bitcast(op.operands[0], DType::kI8), DType::kI4);
+        int s = Binary(op.name, x, Bitcast(op.operands[1], DType::kI8));
+        Wrap(Bitcast(s, DType::kU8), t, r);
+        return Status::Ok();
+      }
+    }
+    std::vector<std::pair<int, int>> wraps;  // (storage result, int4 value)
+    for (int& v : copy.results) {
+      const Type t = TypeOf(v);
+      if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kI4);
+      if (t.kind == Type::Kind::kTensor && IsInt4(t.dtype)) {
+        int s = NewValue(StorageOf(t.dtype), t.shape);
+        wraps.push_back({s, v});
+        v = s;
+      }
+    }
+    out_->push_back(std::move(copy));
+    for (auto [s, v] : wraps) Wrap(s, TypeOf(v).dtype, v);
+    return Status::Ok();
+  }
+
+  Status RewriteConvert(const Op& op) {
+    int x = op.operands.at(0);
+    const int r = op.results.at(0);
+    DType from = DTypeOfValue(x);
+    const DType to = DTypeOfValue(r);
+    if (IsComplex(from) || IsComplex(to)) return Refuse(op, IsNarrow(from) ? from : to);
+    if (IsNarrowFloat(from) && (IsInteger(to) || IsInt4(to))) {
+      NarrowFloatToInteger(Decode(x, from), from, to, r);
+      return Status::Ok();
+    }
+    if (IsNarrowFloat(from)) {
+      if (from == to) {
+        Bitcast(x, DType::kU8, r);
+        return Status::Ok();
+      }
+      x = Decode(x, from, to == DType::kF32 ? r : -1);
+      if (to == DType::kF32) return Status::Ok();
+      from = DType::kF32;
+    } else {
+      from = StorageOf(from);
+    }
+    if (IsNarrowFloat(to)) {
+      // float64 -> float8 rounds twice (through float32): MPSGraph has no float64 to do better.
+      const bool narrow_float = to == DType::kF8E5M2 && (IsNarrowFloat(DTypeOfValue(op.operands[0])) ||
+                                                         from == DType::kF16 || from == DType::kBF16);
+      if (from != DType::kF32) x = Convert(x, DType::kF32);
+      Encode(x, to, r, narrow_float);
+    } else if (IsInt4(to)) {
+      ToInt4(x, from, to, r);
+    } else {
+      Convert(x, to, r);
+    }
+    return Status::Ok();
+  }
+
+  int ToInt4(int x, DType from, DType to, int result = -1) {
+    const DType s = StorageOf(to);
+    int y = Convert(x, s);
+    if (!IsFloat(from)) return Wrap(y, to, result);
+    // saturating, like XLA:CPU (the storage conversion saturates to 8 bits first)
+    y = Binary("stablehlo.maximum", y, Like(y, to == DType::kI4 ? 0xf8 : 0));
+    return Binary("stablehlo.minimum", y, Like(y, to == DType::kI4 ? 7 : 15), result);
+  }
+
+  // Narrow float (decoded to float32 `x`) -> integer, as XLA converts: a value at or beyond a bound of
+  // the integer type *taken as a value of the float type* becomes that bound. float4_e2m1fn has no 127
+  // (int8's largest): 127 saturates to 6, so 6 converts to 127, and -6 to -128.
+  void NarrowFloatToInteger(int x, DType from, DType to, int result) {
+    const int bits = BitWidth(to);
+    const bool is_signed = IsSignedInt(to) || to == DType::kI4;
+    const int64_t hi = bits >= 64  ? (is_signed ? INT64_MAX : -1)
+                       : is_signed ? (int64_t{1} << (bits - 1)) - 1
+                                   : (int64_t{1} << bits) - 1;
+    const int64_t lo = is_signed ? -hi - 1 : 0;
+    const double hi_value = bits >= 64 && !is_signed ? 18446744073709551615.0 : static_cast<double>(hi);
+    const std::vector<int64_t> shape = TypeOf(x).shape;  // a copy: types_ grows below
+    auto bound = [&](double v) {                         // v in the float type, as float32 of x's shape
+      const float f = static_cast<float>(v);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      return Broadcast(Decode(Encode(Splat(DType::kF32, b, {}), from), from), shape);
+    };
+    int y = IsInt4(to) ? ToInt4(x, DType::kF32, to) : Convert(x, to);
+    y = Select(Compare("GE", x, bound(hi_value), "FLOAT"), Like(y, static_cast<uint64_t>(hi)), y);
+    Select(Compare("LE", x, bound(static_cast<double>(lo)), "FLOAT"), Like(y, static_cast<uint64_t>(lo)), y, result);
+  }
+
+  Status RewriteBitcast(const Op& op) {
+    const int x = op.operands.at(0);
+    const int r = op.results.at(0);
+    const DType from = DTypeOfValue(x), to = DTypeOfValue(r);
+    const int fw = BitWidth(from), tw = BitWidth(to);
+    if (from == DType::kBool || to == DType::kBool || IsComplex(from) || IsComplex(to))
+      return Refuse(op, IsNarrow(from) ? from : to);
+    if (fw == tw) {
+      if (IsInt4(to)) {
+        Wrap(Bitcast(x, StorageOf(to)), to, r);
+      } else if (tw == 4) {  // float4: the low nibble, whatever int4's storage held above it
+        int u = Bitcast(x, DType::kU8);
+        Binary("stablehlo.and", u, Like(u, 0x0f), r);
+      } else {
+        Bitcast(x, StorageOf(to), r);
+      }
+      return Status::Ok();
+    }
+    if (fw != 4 && tw != 4) {  // float8 <-> 16/32/64 bits: the storage bytes are the bits
+      Bitcast(x, StorageOf(to), r);
+      return Status::Ok();
+    }
+    const std::vector<int64_t> in_shape = TypeOf(x).shape;  // a copy: types_ grows below
+    if (fw == 4) {                                          // [S, k] nibbles -> [S], nibble j at bits 4j
+      const DType u = UnsignedOfWidth(tw);
+      const int64_t k = tw / 4;
+      std::vector<int64_t> out_shape(in_shape.begin(), in_shape.end() - 1);
+      int nib = Nibble(x);
+      int acc = -1;
+      for (int64_t j = 0; j < k; ++j) {
+        Attr starts, limits, strides;
+        starts.kind = limits.kind = strides.kind = Attr::Kind::kInts;
+        starts.ints.assign(in_shape.size(), 0);
+        limits.ints = in_shape;
+        strides.ints.assign(in_shape.size(), 1);
+        starts.ints.back() = j;
+        limits.ints.back() = j + 1;
+        std::vector<int64_t> one = out_shape;
+        one.push_back(1);
+        int s = Emit("stablehlo.slice", {nib}, DType::kU8, one,
+                     {{"start_indices", starts}, {"limit_indices", limits}, {"strides", strides}});
+        int w = Convert(Emit("stablehlo.reshape", {s}, DType::kU8, out_shape), u);
+        if (j > 0) w = Binary("stablehlo.shift_left", w, Like(w, static_cast<uint64_t>(4 * j)));
+        acc = acc < 0 ? w : Binary("stablehlo.or", acc, w);
+      }
+      Bitcast(acc, StorageOf(to), r);
+      return Status::Ok();
+    }
+    // [S] -> [S, k] nibbles
+    const DType u = UnsignedOfWidth(fw);
+    const int64_t k = fw / 4;
+    int bits = Bitcast(x, u);
+    std::vector<int64_t> one = in_shape;
+    one.push_back(1);
+    std::vector<int> parts;
+    for (int64_t j = 0; j < k; ++j) {
+      int s = j > 0 ? Binary("stablehlo.shift_right_logical", bits, Like(bits, static_cast<uint64_t>(4 * j))) : bits;
+      int n = Convert(Binary("stablehlo.and", s, Like(s, 0x0f)), DType::kU8);
+      parts.push_back(Emit("stablehlo.reshape", {n}, DType::kU8, one));
+    }
+    std::vector<int64_t> out_shape = in_shape;
+    out_shape.push_back(k);
+    Attr dim;
+    dim.kind = Attr::Kind::kInt;
+    dim.i = static_cast<int64_t>(in_shape.size());
+    int cat = Emit("stablehlo.concatenate", parts, DType::kU8, out_shape, {{"dimension", dim}});
+    if (to == DType::kI4) {
+      Wrap(Bitcast(cat, DType::kI8), to, r);
+    } else {
+      Bitcast(cat, DType::kU8, r);
+    }
+    return Status::Ok();
+  }
+
+  // @main's int4 buffers hold ml_dtypes' layout (the low nibble): sign-extend arguments on entry, mask
+  // results on exit.
+  Status MainBoundary(Block& block) {
+    std::vector<Op> entry;
+    out_ = &entry;
+    for (int& arg : block.args) {
+      if (DTypeOfValue(arg) != DType::kI4) continue;
+      int raw = NewValue(DType::kI8, TypeOf(arg).shape);
+      Wrap(raw, DType::kI4, arg);
+      arg = raw;
+    }
+    if (block.ops.empty() || block.ops.back().name != "func.return") return InvalidArgument("@main has no func.return");
+    std::vector<Op> exit;
+    out_ = &exit;
+    for (int& v : block.ops.back().operands)
+      if (TypeOf(v).kind == Type::Kind::kTensor && TypeOf(v).dtype == DType::kI4)
+        v = Binary("stablehlo.and", v, Like(v, 0x0f));
+    Op ret = std::move(block.ops.back());
+    block.ops.pop_back();
+    entry.insert(entry.end(), std::make_move_iterator(block.ops.begin()), std::make_move_iterator(block.ops.end()));
+    entry.insert(entry.end(), std::make_move_iterator(exit.begin()), std::make_move_iterator(exit.end()));
+    entry.push_back(std::move(ret));
+    block.ops = std::move(entry);
+    out_ = nullptr;
+    return Status::Ok();
+  }
+
+  const Func& in_;
+  std::vector<Type> types_;  // per value id: its type as the program declares it (float8 in a promoted region: f32)
+  std::vector<Op>* out_ = nullptr;
+  std::string loc_;
+  std::map<int, DType> promoted_;
+  std::map<int, std::vector<uint8_t>> f8_constants_;  // float8 constants by value id: their bits  // float8 values of
+                                                      // applied regions, now float32: their format
+};
+
+}  // namespace
+
+bool HasNarrowTypes(const shlo::Module& module) {
+  for (const Func& f : module.funcs)
+    for (const Type& t : f.value_types)
+      if (TypeIsNarrow(t)) return true;
+  return false;
+}
+
+StatusOr<shlo::Module> LegalizeNarrowTypes(const shlo::Module& module) {
+  shlo::Module out = module;
+  out.funcs.clear();
+  for (const Func& f : module.funcs) {
+    Rewriter rw(f);
+    JMP_ASSIGN_OR_RETURN(Func nf, rw.Run(f.name == "main"));
+    out.funcs.push_back(std::move(nf));
+  }
+  return out;
+}
+
+}  // namespace jmp::shlo
