@@ -48,6 +48,9 @@ def initialize() -> None:
     _callbacks.install(path)
     _linalg_lowerings.enable()
     _approx_top_k.enable()
+    from . import profiler
+
+    profiler.start_from_environment()
 
 
 class PlatformClashWarning(UserWarning):

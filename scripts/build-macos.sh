@@ -35,7 +35,7 @@ common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std
         -D__ENVIRONMENT_OS_VERSION_MIN_REQUIRED__=140000)
 
 sources=()
-for dir in stablehlo stablehlo/passes mps lower exec exec/host pjrt; do
+for dir in support stablehlo stablehlo/passes mps lower exec exec/host pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
 sources+=("$root/cpp/plugin/get_pjrt_api.cc")

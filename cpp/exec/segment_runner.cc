@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include "exec/executor.h"
 #include "exec/placement.h"
+#include "support/trace.h"
 
 namespace jmp::exec {
 
@@ -26,10 +29,52 @@ struct Slot {
   size_t index;
 };
 
+// What a trace says of a segment: its executor and the MPS ops it runs ("MatMul x2, Add").
+struct SegmentLabel {
+  const char* name = "segment";
+  std::string executor, ops;
+
+  SegmentLabel() = default;
+  SegmentLabel(mps::Where where, const mps::Graph& graph)
+      : name(where == mps::Where::kMetal ? "metal segment" : "host segment"), executor(mps::WhereName(where)) {
+    std::map<std::string_view, int> count;
+    for (const mps::Op& op : graph.ops) ++count[mps::OpKindName(op.kind)];
+    for (const auto& [kind, n] : count)
+      ops += (ops.empty() ? "" : ", ") + std::string(kind) + (n > 1 ? " x" + std::to_string(n) : "");
+  }
+
+  // Runs `run` inside an interval named after the segment.
+  template <typename F>
+  Status Traced(F&& run) const {
+    trace::Scope scope(trace::Line::kSegment, name);
+    if (scope.on()) {
+      scope.Stat("executor", executor);
+      scope.Stat("ops", ops);
+    }
+    return run();
+  }
+};
+
 struct CompiledSegment {
   std::unique_ptr<Executable> executable;
   std::vector<Slot> reads;   // per segment parameter
   std::vector<Slot> writes;  // per segment result
+  SegmentLabel label;
+};
+
+// A program placement left whole: the executor's executable, inside the same interval a segment gets.
+class SingleSegmentExecutable : public Executable {
+ public:
+  SingleSegmentExecutable(std::unique_ptr<Executable> executable, SegmentLabel label)
+      : executable_(std::move(executable)), label_(std::move(label)) {}
+  Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
+    return label_.Traced([&] { return executable_->Run(inputs, outputs); });
+  }
+  bool OutputsMayAliasInputs() const override { return executable_->OutputsMayAliasInputs(); }
+
+ private:
+  std::unique_ptr<Executable> executable_;
+  SegmentLabel label_;
 };
 
 class SegmentedExecutable : public Executable {
@@ -76,7 +121,7 @@ class SegmentedExecutable : public Executable {
       out_list.clear();
       for (const Slot& s : seg.reads) in_list.push_back(memory(s));
       for (const Slot& s : seg.writes) out_list.push_back(memory(s));
-      JMP_RETURN_IF_ERROR(seg.executable->Run(in_list, out_list));
+      JMP_RETURN_IF_ERROR(seg.label.Traced([&] { return seg.executable->Run(in_list, out_list); }));
     }
     for (auto& [j, m] : staged) {
       if (m->size()) std::memcpy(outputs[j]->data(), m->data(), m->size());
@@ -110,7 +155,12 @@ class SegmentedExecutor : public Executor {
 
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     mps::Placement placement = mps::PlaceGraph(graph);
-    if (placement.segments.size() == 1) return For(placement.segments[0].where).Compile(graph);
+    if (placement.segments.size() == 1) {
+      const mps::Where where = placement.segments[0].where;
+      JMP_ASSIGN_OR_RETURN(auto executable, For(where).Compile(graph));
+      return std::unique_ptr<Executable>(
+          new SingleSegmentExecutable(std::move(executable), SegmentLabel(where, graph)));
+    }
 
     // Every outer value a segment reads or writes gets one slot: a parameter, the first output that
     // returns it, or a temporary.
@@ -124,6 +174,7 @@ class SegmentedExecutor : public Executor {
       const mps::Segment& seg = placement.segments[s];
       CompiledSegment c;
       JMP_ASSIGN_OR_RETURN(c.executable, For(seg.where).Compile(seg.graph));
+      c.label = SegmentLabel(seg.where, seg.graph);
       for (int v : seg.inputs) {
         Slot slot = slot_of[static_cast<size_t>(v)];
         if (slot.index == SIZE_MAX) return Internal("placement: a segment reads a value no earlier segment makes");

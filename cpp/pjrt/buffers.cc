@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "pjrt/conversions.h"
+#include "support/trace.h"
 
 namespace jmp::pjrt {
 
@@ -112,6 +113,8 @@ StatusOr<std::shared_ptr<BufferState>> BufferFromHost(exec::Executor& executor, 
       expect *= host.dims[d];
     }
   }
+  trace::Scope scope(trace::Line::kCopy, "host to device");
+  if (scope.on()) scope.Stat("bytes", std::to_string(bytes));
   if (bytes) {
     if (dense)
       std::memcpy(memory->data(), host.data, bytes);
@@ -137,6 +140,8 @@ StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst,
   auto done = std::make_shared<EventState>();
   const size_t bytes = buffer.bytes;
   buffer.ready->OnReady([read, done, dst, bytes](Status ready) mutable {
+    trace::Scope scope(trace::Line::kCopy, "device to host");
+    if (scope.on()) scope.Stat("bytes", std::to_string(bytes));
     if (ready.ok() && bytes) std::memcpy(dst, read->memory()->data(), bytes);
     g_copy_count++;
     read.reset();

@@ -7,6 +7,7 @@
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "stablehlo/ir.h"
+#include "support/trace.h"
 
 namespace jmp::pjrt {
 
@@ -36,6 +37,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
                                                           const uint8_t* code, size_t code_size) {
   if (format != "mlir")
     return Unimplemented("program format '" + std::string(format) + "' is not supported; expected 'mlir'");
+  trace::Scope scope(trace::Line::kCompile, "compile");
   JMP_ASSIGN_OR_RETURN(shlo::Module module, shlo::ReadArtifact(code, code_size));
   auto program = std::make_shared<CompiledProgram>();
   JMP_ASSIGN_OR_RETURN(program->graph, mps::LowerModule(module));
@@ -45,6 +47,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->aliased_output = std::move(donation.aliased_output);
   program->donated = std::move(donation.donated);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
+  scope.Stat("mps_ops", std::to_string(program->graph.ops.size()));
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->runs_inline = RunsInline(program->graph);
   program->name = "main";

@@ -1,6 +1,7 @@
 #include "pjrt/execute.h"
 
 #include "exec/host_callback.h"
+#include "support/trace.h"
 
 #include <string>
 #include <unordered_map>
@@ -21,14 +22,21 @@ struct Run {
   std::vector<std::shared_ptr<ReadGate>> overwritten;  // donated inputs the run writes over
   std::vector<std::shared_ptr<BufferState>> results;
   std::shared_ptr<EventState> done;
+  int64_t queued_ns = 0;  // when Execute queued it, while a trace is on
 
   void operator()() const {
+    if (queued_ns) trace::RecordInterval(trace::Line::kWait, "queued", queued_ns, trace::NowNs());
+    trace::Scope scope(trace::Line::kExecute, "execute");
+    scope.Rename(program->name);
     Status status;
-    for (auto& w : waits) {
-      Status s = w->Await();
-      if (!s.ok() && status.ok()) status = s;
+    {
+      trace::Scope wait(trace::Line::kWait, "arguments");
+      for (auto& w : waits) {
+        Status s = w->Await();
+        if (!s.ok() && status.ok()) status = s;
+      }
+      for (auto& gate : overwritten) gate->WaitIdle();
     }
-    for (auto& gate : overwritten) gate->WaitIdle();
     if (status.ok()) {
       std::vector<exec::DeviceMemory*> in, out;
       in.reserve(inputs.size());
@@ -155,6 +163,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   }
   run->results = outputs;
   run->done = std::make_shared<EventState>();
+  if (trace::Enabled()) run->queued_ns = trace::NowNs();
   done = run->done;
   g_runs_in_flight++;
   if (run_here) {

@@ -8,6 +8,7 @@
 
 #include "pjrt/api.h"
 #include "pjrt/conversions.h"
+#include "pjrt/profiler_extension.h"
 #include "stablehlo/ir.h"
 
 namespace jmp::pjrt {
@@ -118,6 +119,7 @@ const PJRT_Api* GetApi() {
     a.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;
     a.pjrt_api_version.major_version = PJRT_API_MAJOR;
     a.pjrt_api_version.minor_version = PJRT_API_MINOR;
+    a.extension_start = ProfilerExtension();
 #define JMP_OFFER(Name, Entry) \
   a.Name = [](Name##_Args* args) { return Call(#Name, Name##_Args_STRUCT_SIZE, args, &Entry); };
 #define JMP_DECLINE(Name) a.Name = [](Name##_Args* args) { return NotOffered(#Name, args); };

@@ -5,6 +5,9 @@
 #include <string>
 
 #include "exec/executor.h"
+#ifdef JMP_HAVE_METAL
+#include "exec/metal/metal_signposts.h"
+#endif
 #include "exec/host_callback.h"
 #include "pjrt/execute.h"
 #include "pjrt/pjrt_state.h"
@@ -37,3 +40,14 @@ JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, cons
 
 // Executions queued or running: the package frees the callbacks of discarded programs when it is 0.
 JMP_EXPORT int64_t jmp_pjrt_runs_in_flight() { return jmp::pjrt::g_runs_in_flight.load(); }
+
+// Signposts for Instruments (exec/metal/metal_signposts.h): 1 when they are now on (or off, as asked), 0
+// where the system has none.
+JMP_EXPORT int32_t jmp_set_signposts(int32_t on) {
+#ifdef JMP_HAVE_METAL
+  return jmp::exec::SetSignposts(on != 0) ? 1 : 0;
+#else
+  (void)on;
+  return 0;
+#endif
+}

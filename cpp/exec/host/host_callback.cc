@@ -8,6 +8,7 @@
 
 #include "exec/host/host_kernels.h"
 #include "exec/host_callback.h"
+#include "support/trace.h"
 
 namespace jmp::exec {
 
@@ -75,6 +76,8 @@ namespace host {
 
 Status RunPythonCallback(const OpArgs& a) {
   const mps::PythonCallbackAttrs attrs = mps::PythonCallbackAttrs::Of(a.op);
+  trace::Scope scope(trace::Line::kCallback, "python callback");
+  if (scope.on()) scope.Stat("source", a.op.location);
   jmp_python_callback_fn fn = g_trampoline.load();
   if (!fn)
     return FailedPrecondition(
