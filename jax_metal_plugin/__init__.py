@@ -64,4 +64,12 @@ def mps_graph(fn, *args, **kwargs) -> str:
     return tools.mps_graph(fn, *args, **kwargs)
 
 
-__all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "__version__"]
+def metal_kernel(name, input_names, output_names, source, **kwargs):
+    """A user's own Metal compute kernel as a JAX operation, with a reference for where Metal cannot run
+    it (jax_metal_plugin._metal_kernel says how; docs/metal-kernels.md shows an example)."""
+    from ._metal_kernel import metal_kernel as make
+
+    return make(name, input_names, output_names, source, **kwargs)
+
+
+__all__ = ["PlatformClashWarning", "initialize", "library_path", "metal_kernel", "mps_graph", "__version__"]

@@ -39,6 +39,8 @@ bool MetalRuns(const Graph& graph, const Op& op) {
   for (const auto* ids : {&op.inputs, &op.outputs})
     for (int v : *ids)
       if (!MetalHasDType(graph.type(v).dtype)) return false;
+  // A user's kernel replaces its reference on Metal, so only its own operands count.
+  if (op.kind == OpKind::kMetalKernel) return true;
   for (const Graph& sub : op.subgraphs) {
     for (int v : sub.inputs)
       if (!MetalHasDType(sub.type(v).dtype)) return false;
@@ -56,8 +58,23 @@ bool IsSource(const Op& op) {
          (op.kind == OpKind::kConstant || op.kind == OpKind::kCoordinateAlongAxis);
 }
 
+// A Metal kernel is a compute pipeline, not part of an MPSGraph: on Metal it runs as a segment of its
+// own, and what it reads is made by other segments (a source it reads is scheduled as an ordinary op).
+bool OwnSegment(const Op& op, Where where) { return where == Where::kMetal && op.kind == OpKind::kMetalKernel; }
+
+std::vector<uint8_t> SourceFlags(const Graph& g, const std::vector<int>& producer, const std::vector<Where>& where) {
+  std::vector<uint8_t> source(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i) source[i] = IsSource(g.ops[i]);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (OwnSegment(g.ops[i], where[i]))
+      for (int v : g.ops[i].inputs)
+        if (int p = producer[static_cast<size_t>(v)]; p >= 0) source[static_cast<size_t>(p)] = 0;
+  return source;
+}
+
 // List scheduling: stay on one executor while it has ready ops, taking them in program order.
-std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, const std::vector<int>& producer) {
+std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, const std::vector<int>& producer,
+                             const std::vector<uint8_t>& source) {
   const size_t n = g.ops.size();
   std::vector<size_t> waiting(n, 0);
   std::vector<std::vector<size_t>> consumers(n);
@@ -70,7 +87,7 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
     const Op& op = g.ops[i];
     std::set<size_t> from;
     for (int v : op.inputs)
-      if (int p = producer[static_cast<size_t>(v)]; p >= 0 && !IsSource(g.ops[static_cast<size_t>(p)]))
+      if (int p = producer[static_cast<size_t>(v)]; p >= 0 && !source[static_cast<size_t>(p)])
         from.insert(static_cast<size_t>(p));
     for (size_t p : from) depend(p, i);
     if (OpKindHostOnly(op.kind)) {
@@ -80,7 +97,7 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
   }
   std::set<size_t> ready[2];
   for (size_t i = 0; i < n; ++i)
-    if (!IsSource(g.ops[i]) && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
+    if (!source[i] && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
   std::vector<size_t> order;
   size_t current = 0;
   if (ready[1].size() && (ready[0].empty() || *ready[1].begin() < *ready[0].begin())) current = 1;
@@ -97,7 +114,8 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
 
 // Builds the segment's own graph from its ops, returning the outer values `outputs`; what it reads
 // from outside becomes its parameters, except sources, which it recomputes.
-void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, Segment& s, const std::vector<int>& outputs) {
+void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, const std::vector<uint8_t>& source, Segment& s,
+                       const std::vector<int>& outputs) {
   std::unordered_map<int, int> local;  // outer value -> segment value
   std::vector<size_t> ops;
   auto value = [&](int outer) -> int {
@@ -107,7 +125,7 @@ void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, Segment
     int v = s.graph.AddValue(t.dtype, t.shape);
     local.emplace(outer, v);
     int p = producer[static_cast<size_t>(outer)];
-    if (p >= 0 && IsSource(g.ops[static_cast<size_t>(p)])) {
+    if (p >= 0 && source[static_cast<size_t>(p)]) {
       Op copy = g.ops[static_cast<size_t>(p)];
       copy.outputs = {v};
       s.graph.ops.push_back(std::move(copy));
@@ -148,14 +166,18 @@ Placement PlaceGraph(const Graph& g) {
   p.op_where.resize(n);
   for (size_t i = 0; i < n; ++i) p.op_where[i] = MetalRuns(g, g.ops[i]) ? Where::kMetal : Where::kHost;
 
-  // Cut the schedule where the executor changes.
-  std::vector<size_t> order = Schedule(g, p.op_where, producer);
+  // Cut the schedule where the executor changes, and around Metal kernels.
+  const std::vector<uint8_t> source = SourceFlags(g, producer, p.op_where);
+  std::vector<size_t> order = Schedule(g, p.op_where, producer, source);
+  bool after_kernel = false;
   for (size_t i : order) {
-    if (p.segments.empty() || p.segments.back().where != p.op_where[i]) {
+    const bool kernel = OwnSegment(g.ops[i], p.op_where[i]);
+    if (p.segments.empty() || p.segments.back().where != p.op_where[i] || kernel || after_kernel) {
       p.segments.emplace_back();
       p.segments.back().where = p.op_where[i];
     }
     p.segments.back().ops.push_back(i);
+    after_kernel = kernel;
   }
   if (p.segments.empty()) {  // nothing but constants and parameters: one segment returns them
     p.segments.emplace_back();
@@ -204,7 +226,7 @@ Placement PlaceGraph(const Graph& g) {
         outs.push_back(v);
         seg.returns.push_back(-1);
       }
-    BuildSegmentGraph(g, producer, seg, outs);
+    BuildSegmentGraph(g, producer, source, seg, outs);
   }
   return p;
 }

@@ -27,6 +27,7 @@ void RegisterRandomRules(Rules& rules);
 void RegisterCallbackRules(Rules& rules);
 void RegisterLapackRules(Rules& rules);
 void RegisterCollectiveRules(Rules& rules);
+void RegisterMetalKernelRules(Rules& rules);
 
 const Rules& LowerRules() {
   static const Rules* rules = [] {
@@ -50,6 +51,7 @@ const Rules& LowerRules() {
     RegisterEighRules(*r);
     RegisterRandomRules(*r);
     RegisterCallbackRules(*r);
+    RegisterMetalKernelRules(*r);
     RegisterLapackRules(*r);
     RegisterCollectiveRules(*r);
     return r;

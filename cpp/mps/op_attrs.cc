@@ -1,5 +1,7 @@
 #include "mps/op_attrs.h"
 
+#include <algorithm>
+
 #include <string>
 
 namespace jmp::mps {
@@ -93,6 +95,24 @@ void Encode(Op& op, const PythonCallbackAttrs& a) {
   op.axes = {a.token_inputs};
 }
 PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
+
+// The entry's name, a NUL, then the source, in data; grid then threadgroup in axes.
+void Encode(Op& op, const MetalKernelAttrs& a) {
+  op.data.assign(a.entry.begin(), a.entry.end());
+  op.data.push_back(0);
+  op.data.insert(op.data.end(), a.source.begin(), a.source.end());
+  op.axes.assign(a.grid.begin(), a.grid.end());
+  op.axes.insert(op.axes.end(), a.threadgroup.begin(), a.threadgroup.end());
+}
+MetalKernelAttrs MetalKernelAttrs::Of(const Op& op) {
+  MetalKernelAttrs a;
+  auto nul = std::find(op.data.begin(), op.data.end(), uint8_t{0});
+  a.entry.assign(op.data.begin(), nul);
+  if (nul != op.data.end()) a.source.assign(nul + 1, op.data.end());
+  for (size_t i = 0; i < 3 && i < op.axes.size(); ++i) a.grid[i] = op.axes[i];
+  for (size_t i = 0; i < 3 && i + 3 < op.axes.size(); ++i) a.threadgroup[i] = op.axes[i + 3];
+  return a;
+}
 namespace {
 constexpr int kLapackFlags = 11;
 bool* LapackFlag(LapackAttrs& a, int i) {

@@ -4,7 +4,9 @@
 // them back with X::Of(op). Nothing else reads int_attr, so no number means a mode anywhere else.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "mps/graph.h"
@@ -112,11 +114,21 @@ struct PythonCallbackAttrs {
   static PythonCallbackAttrs Of(const Op& op);
 };
 
+// MetalKernel: the user's kernel (op_kinds.def).
+struct MetalKernelAttrs {
+  std::string source;  // Metal Shading Language
+  std::string entry;   // the kernel function's name
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> threadgroup{1, 1, 1};
+  static MetalKernelAttrs Of(const Op& op);
+};
+
 void Encode(Op& op, const AxesAttrs& a);
 void Encode(Op& op, const AxisAttrs& a);
 void Encode(Op& op, const SliceAttrs& a);
 void Encode(Op& op, const PadAttrs& a);
 void Encode(Op& op, const ConstantAttrs& a);
+void Encode(Op& op, const MetalKernelAttrs& a);
 void Encode(Op& op, const SortAttrs& a);
 void Encode(Op& op, const TopKAttrs& a);
 void Encode(Op& op, const CumulativeAttrs& a);

@@ -263,6 +263,22 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kLapackTridiagonal:
     case OpKind::kLapackPivotedQr: return CheckLapack(g, op);
     case OpKind::kLapackTridiagonalSolve: return CheckTridiagonalSolve(g, op);
+    case OpKind::kMetalKernel: {
+      if (op.subgraphs.size() != 1) return Internal("a Metal kernel without its reference");
+      const Graph& ref = op.subgraphs[0];
+      JMP_RETURN_IF_ERROR(VerifyGraph(ref));
+      if (ref.inputs.size() != op.inputs.size() || ref.outputs.size() != op.outputs.size())
+        return Internal("the reference's signature differs from the kernel's");
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (ref.type(ref.inputs[i]).ToString() != g.type(op.inputs[i]).ToString())
+          return Internal("the reference's parameter " + std::to_string(i) + " differs from the kernel's operand");
+      for (size_t i = 0; i < op.outputs.size(); ++i)
+        if (ref.type(ref.outputs[i]).ToString() != g.type(op.outputs[i]).ToString())
+          return Internal("the reference's result " + std::to_string(i) + " differs from the kernel's");
+      const MetalKernelAttrs k = MetalKernelAttrs::Of(op);
+      if (k.source.empty() || k.entry.empty()) return Internal("a Metal kernel without source or entry");
+      return Status::Ok();
+    }
     case OpKind::kWhile:
     case OpKind::kIf:
       for (const Graph& sub : op.subgraphs) JMP_RETURN_IF_ERROR(VerifyGraph(sub));

@@ -87,6 +87,8 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   return Status::Ok();
 }
 
+Status RunMetalKernelReference(const OpArgs& a, const Plan& reference) { return RunSubgraph(reference, a.in, a.out); }
+
 Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan) {
   bool pred = a.in[0][0] != 0;
   std::vector<const uint8_t*> ins(a.in.begin() + 1, a.in.end());

@@ -152,5 +152,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index);
 
 Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body);
 Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan);
+// A user's Metal kernel, wherever the host runs it: its reference implementation.
+Status RunMetalKernelReference(const OpArgs& a, const Plan& reference);
 
 }  // namespace jmp::exec::host

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/metal/metal_kernel.h"
 #include "mps/op_attrs.h"
 
 namespace jmp::exec {
@@ -144,6 +145,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
 #define JMP_HOST_OP(Name) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");
+    case K::kMetalKernel: return Internal("a Metal kernel must be a segment of its own (exec/placement.cc)");
     case K::kMatMul:
       return Tensors{[G matrixMultiplicationWithPrimaryTensor:in.at(0) secondaryTensor:in.at(1) name:nil]};
     case K::kSelect:
@@ -450,6 +452,9 @@ class MetalExecutor : public Executor {
 
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     @autoreleasepool {
+      if (IsMetalKernelGraph(graph))
+        return CompileMetalKernel(device_, queue_, graph,
+                                  [](DeviceMemory* m) { return static_cast<MetalMemory*>(m)->buffer(); });
       auto exe = std::make_unique<MetalExecutable>(queue_, graph);
       Status s = exe->Build(device_);
       if (!s.ok()) return s;

@@ -1,0 +1,26 @@
+// A user's Metal kernel as an executable of its own (placement gives every MetalKernel op a segment
+// of its own): compiled once per source with newLibraryWithSource and cached, then encoded on the
+// executor's queue between the graph segments.
+#pragma once
+
+#import <Metal/Metal.h>
+
+#include <functional>
+#include <memory>
+
+#include "exec/executor.h"
+#include "mps/graph.h"
+#include "support/status.h"
+
+namespace jmp::exec {
+
+// Whether `graph` is one MetalKernel op (and nothing else an MPSGraph would need).
+bool IsMetalKernelGraph(const mps::Graph& graph);
+
+// `buffer_of` gives the MTLBuffer behind the executor's memory. A source that does not compile is an
+// InvalidArgument error carrying the Metal compiler's message.
+StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, id<MTLCommandQueue> queue,
+                                                         const mps::Graph& graph,
+                                                         std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of);
+
+}  // namespace jmp::exec

@@ -1,0 +1,107 @@
+#include "exec/metal/metal_kernel.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "mps/op_attrs.h"
+
+namespace jmp::exec {
+
+namespace {
+
+// Pipelines by (device, source, entry): a kernel used by many programs compiles once per process.
+struct PipelineCache {
+  std::mutex mu;
+  std::map<std::pair<std::string, std::string>, id<MTLComputePipelineState>> pipelines;
+};
+
+PipelineCache& Cache() {
+  static PipelineCache* cache = new PipelineCache;  // never destroyed: kernels may run at exit
+  return *cache;
+}
+
+StatusOr<id<MTLComputePipelineState>> Pipeline(id<MTLDevice> device, const mps::MetalKernelAttrs& k) {
+  PipelineCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto key = std::make_pair(k.entry, k.source);
+  auto it = cache.pipelines.find(key);
+  if (it != cache.pipelines.end()) return it->second;
+  NSError* error = nil;
+  NSString* source = [NSString stringWithUTF8String:k.source.c_str()];
+  id<MTLLibrary> library = [device newLibraryWithSource:source options:nil error:&error];
+  if (!library)
+    return InvalidArgument("metal_kernel '" + k.entry + "': the Metal compiler rejected the source:\n" +
+                           std::string(error ? [[error localizedDescription] UTF8String] : "(no message)"));
+  id<MTLFunction> function = [library newFunctionWithName:[NSString stringWithUTF8String:k.entry.c_str()]];
+  if (!function) return InvalidArgument("metal_kernel: the source has no kernel function named '" + k.entry + "'");
+  id<MTLComputePipelineState> pipeline = [device newComputePipelineStateWithFunction:function error:&error];
+  if (!pipeline)
+    return InvalidArgument("metal_kernel '" + k.entry + "': no compute pipeline: " +
+                           std::string(error ? [[error localizedDescription] UTF8String] : "(no message)"));
+  cache.pipelines.emplace(std::move(key), pipeline);
+  return pipeline;
+}
+
+class MetalKernelExecutable : public Executable {
+ public:
+  MetalKernelExecutable(id<MTLCommandQueue> queue, id<MTLComputePipelineState> pipeline, mps::MetalKernelAttrs attrs,
+                        std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of)
+      : queue_(queue), pipeline_(pipeline), attrs_(std::move(attrs)), buffer_of_(std::move(buffer_of)) {}
+
+  Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
+    if (static_cast<int64_t>(attrs_.threadgroup[0] * attrs_.threadgroup[1] * attrs_.threadgroup[2]) >
+        static_cast<int64_t>([pipeline_ maxTotalThreadsPerThreadgroup]))
+      return InvalidArgument("metal_kernel '" + attrs_.entry + "': the threadgroup holds more threads than the " +
+                             std::to_string([pipeline_ maxTotalThreadsPerThreadgroup]) + " its pipeline allows");
+    @autoreleasepool {
+      id<MTLCommandBuffer> commands = [queue_ commandBuffer];
+      id<MTLComputeCommandEncoder> encoder = [commands computeCommandEncoder];
+      [encoder setComputePipelineState:pipeline_];
+      NSUInteger index = 0;
+      for (DeviceMemory* m : inputs) [encoder setBuffer:buffer_of_(m) offset:0 atIndex:index++];
+      for (DeviceMemory* m : outputs) [encoder setBuffer:buffer_of_(m) offset:0 atIndex:index++];
+      [encoder dispatchThreads:MTLSizeMake(static_cast<NSUInteger>(attrs_.grid[0]),
+                                           static_cast<NSUInteger>(attrs_.grid[1]),
+                                           static_cast<NSUInteger>(attrs_.grid[2]))
+          threadsPerThreadgroup:MTLSizeMake(static_cast<NSUInteger>(attrs_.threadgroup[0]),
+                                            static_cast<NSUInteger>(attrs_.threadgroup[1]),
+                                            static_cast<NSUInteger>(attrs_.threadgroup[2]))];
+      [encoder endEncoding];
+      [commands commit];
+      [commands waitUntilCompleted];
+      if ([commands status] == MTLCommandBufferStatusError)
+        return Internal("metal_kernel '" + attrs_.entry +
+                        "' failed on the GPU: " + std::string([[[commands error] localizedDescription] UTF8String]));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  id<MTLCommandQueue> queue_;
+  id<MTLComputePipelineState> pipeline_;
+  mps::MetalKernelAttrs attrs_;
+  std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of_;
+};
+
+}  // namespace
+
+bool IsMetalKernelGraph(const mps::Graph& graph) {
+  return graph.ops.size() == 1 && graph.ops[0].kind == mps::OpKind::kMetalKernel;
+}
+
+StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, id<MTLCommandQueue> queue,
+                                                         const mps::Graph& graph,
+                                                         std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of) {
+  const mps::Op& op = graph.ops[0];
+  // The kernel's buffers are the segment's parameters and results, in the op's order.
+  if (op.inputs != graph.inputs || op.outputs != graph.outputs)
+    return Internal("metal_kernel: its segment must pass the kernel's operands and results through as they are");
+  mps::MetalKernelAttrs attrs = mps::MetalKernelAttrs::Of(op);
+  JMP_ASSIGN_OR_RETURN(id<MTLComputePipelineState> pipeline, Pipeline(device, attrs));
+  return std::unique_ptr<Executable>(
+      new MetalKernelExecutable(queue, pipeline, std::move(attrs), std::move(buffer_of)));
+}
+
+}  // namespace jmp::exec
