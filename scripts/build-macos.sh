@@ -38,7 +38,7 @@ sources=()
 for dir in stablehlo stablehlo/passes mps lower exec exec/host pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
-sources+=("$root/cpp/plugin/get_pjrt_api.cc")
+sources+=("$root"/cpp/plugin/*.cc)
 metal_sources=("$root"/cpp/exec/metal/*.mm)
 
 compile() {
