@@ -108,7 +108,10 @@ def _rewrite(wheel: pathlib.Path, changes: dict, fix_record: bool = True) -> pat
     with zipfile.ZipFile(wheel) as archive:
         files = {name: archive.read(name) for name in archive.namelist()}
     for name, data in changes.items():
-        files.pop(name, None) if data is None else files.__setitem__(name, data)
+        if data is None:
+            del files[name]
+        else:
+            files[name] = data
     record = next(name for name in files if name.endswith(".dist-info/RECORD"))
     if fix_record:
         files[record] = "".join(f"{n},{build_wheel.record_hash(d)},{len(d)}\n" for n, d in files.items()
@@ -156,6 +159,42 @@ def test_the_metadata_states_pyprojects_requirements_and_entry_point(tmp_path):
 def test_the_wheel_is_reproducible(tmp_path):
     first = _wheel(tmp_path).read_bytes()
     assert _wheel(tmp_path).read_bytes() == first
+
+
+WITHOUT_CORE = """
+import sys
+sys.modules["jax_metal_plugin._core"] = None  # as in the wheel: no Python extension module
+import jax, jax.numpy as jnp, numpy as np
+from jax_metal_plugin import tools
+try:
+    import jax_metal_plugin._core
+    raise SystemExit("_core was importable")
+except ImportError:
+    pass
+seen = []
+def f(x):
+    jax.debug.callback(lambda v: seen.append(np.asarray(v)), x)
+    return jnp.sin(x) * 2
+x = jnp.linspace(-3.0, 3.0, 7)
+on_metal = jax.jit(f)(jax.device_put(x, jax.devices("metal")[0]))
+jax.effects_barrier()
+assert on_metal.devices() == {jax.devices("metal")[0]}
+np.testing.assert_array_equal(seen[0], np.asarray(x))
+on_cpu = jax.jit(f)(jax.device_put(x, jax.devices("cpu")[0]))
+np.testing.assert_allclose(np.asarray(on_metal), np.asarray(on_cpu), rtol=1e-6, atol=1e-6)  # a few float32 ulps of sin
+graph = tools.mps_graph(lambda v: jnp.sin(v) * 2, x)
+assert "Sin(" in graph and "@metal" in graph, graph
+assert "sine" in tools.stablehlo_ir(lambda v: jnp.sin(v), x)
+print("ok")
+"""
+
+
+def test_the_package_runs_without_the_developer_module():
+    # What a wheel install lacks: jax_metal_plugin._core. Registration, execution, callbacks and the
+    # tools must not need it.
+    r = subprocess.run([sys.executable, "-c", WITHOUT_CORE], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, JAX_PLATFORMS="metal,cpu"))
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-3000:] + r.stderr[-3000:]
 
 
 BROKEN_LIBRARIES = {
