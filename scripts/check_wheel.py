@@ -23,6 +23,7 @@ import argparse
 import base64
 import email.parser
 import hashlib
+import importlib.metadata
 import pathlib
 import re
 import subprocess
@@ -99,6 +100,16 @@ def check_library(report: Report, data: bytes, platform: str, needed: set[str]) 
                  lib.signature or "unsigned: macOS on arm64 refuses to load it")
 
 
+def check_installed(report: Report, target: pathlib.Path) -> None:
+    """What pip installed: JAX finds plugins through importlib.metadata's `jax_plugins` entry points."""
+    plugins = [ep for dist in importlib.metadata.distributions(path=[str(target)]) for ep in dist.entry_points
+               if ep.group == "jax_plugins"]
+    found = {ep.name: ep.value for ep in plugins}
+    package = found.get("metal", "")
+    report.check(bool(package) and (target / package.replace(".", "/") / "libjax_metal_pjrt.dylib").is_file(),
+                 "installed by pip, importlib.metadata finds the metal plugin and its library", str(found))
+
+
 def check_pip(report: Report, wheel: pathlib.Path, platform: str, requires_python: str | None) -> None:
     tag = PLATFORM_TAG.match(platform)
     if tag is None:
@@ -108,16 +119,20 @@ def check_pip(report: Report, wheel: pathlib.Path, platform: str, requires_pytho
     version = python.group(1) if python else f"{sys.version_info[0]}.{sys.version_info[1]}"
     cases = [(platform, True), (f"macosx_{major + 1}_0_{arch}", True),
              (f"macosx_{major - 1}_0_{arch}", False), (f"macosx_{major}_{minor}_x86_64", False)]
-    for target_platform, accept in cases:
+    for index, (target_platform, accept) in enumerate(cases):
         with tempfile.TemporaryDirectory() as target:
-            r = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index",
+            # The tag's own platform is installed for real, and looked at as JAX's plugin discovery will.
+            dry_run = ["--dry-run"] if index else []
+            r = subprocess.run([sys.executable, "-m", "pip", "install", *dry_run, "--no-deps", "--no-index",
                                 "--disable-pip-version-check", "--only-binary=:all:", "--platform", target_platform,
                                 "--python-version", version, "--target", target, str(wheel)],
                                capture_output=True, text=True)
+            if index == 0 and r.returncode == 0:
+                check_installed(report, pathlib.Path(target))
         output = r.stdout + r.stderr
         # A refusal counts only when it is over the tags: a wheel pip cannot read is refused everywhere.
         if accept:
-            agrees = r.returncode == 0 and "Would install" in output
+            agrees = r.returncode == 0 and ("Would install" in output or not dry_run)
         else:
             agrees = r.returncode != 0 and "is not a supported wheel" in output
         lines = output.strip().splitlines()

@@ -255,6 +255,13 @@ def test_a_wheel_broken_in_one_way_fails_exactly_that_check(tmp_path, case):
     assert len(failures) == 1 and expected in failures[0], failures
 
 
+def test_without_the_entry_point_the_installed_wheel_is_no_plugin(tmp_path):
+    breaks, _ = BROKEN_WHEELS["no entry point"]
+    failures = check_wheel.check_wheel(breaks(_wheel(tmp_path)))
+    assert len(failures) == 2, failures
+    assert "jax_plugins" in failures[0] and "importlib.metadata finds the metal plugin" in failures[1], failures
+
+
 def test_the_check_follows_pips_verdict(tmp_path):
     # Asked about macOS 13.0 for a wheel tagged 14.0, pip refuses where the check expects it to accept:
     # exactly that case fails, the others (14.0 accepted, 12.0 and x86_64 refused) agree with pip.
