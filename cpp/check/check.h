@@ -71,7 +71,7 @@ int64_t CountOf(const std::vector<int64_t>& shape);
 
 // Compares host and metal results of one output (check_compare.cc): sets error in the tolerance's
 // units (inf for a NaN/inf/shape disagreement) and returns whether it is within the bound.
-bool Agree(DType dtype, const std::vector<uint8_t>& host, const std::vector<uint8_t>& metal,
-           const Tolerance& tol, double& error);
+bool Agree(DType dtype, const std::vector<uint8_t>& host, const std::vector<uint8_t>& metal, const Tolerance& tol,
+           double& error);
 
 }  // namespace jmp::check

@@ -14,9 +14,8 @@ namespace {
 using K = mps::OpKind;
 
 bool IsReduction(K k) {
-  return k == K::kReductionSum || k == K::kReductionProduct || k == K::kReductionMaximum ||
-         k == K::kReductionMinimum || k == K::kReductionAnd || k == K::kReductionOr || k == K::kReductionArgMaximum ||
-         k == K::kReductionArgMinimum;
+  return k == K::kReductionSum || k == K::kReductionProduct || k == K::kReductionMaximum || k == K::kReductionMinimum ||
+         k == K::kReductionAnd || k == K::kReductionOr || k == K::kReductionArgMaximum || k == K::kReductionArgMinimum;
 }
 bool IsCumulative(K k) {
   return k == K::kCumulativeSum || k == K::kCumulativeProduct || k == K::kCumulativeMaximum ||
@@ -50,11 +49,11 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
   auto add = [&](ProgramBuilder& b, std::vector<Tolerance> t) { c.programs.push_back(b.Done(std::move(t))); };
   auto operand = [&](const std::vector<int64_t>& shape, uint32_t salt) {
     // Integer sums and products wrap, exactly: small values keep products from being 0 after the wrap.
-    return Fill(d, CountOf(shape), IsInteger(d) && k != K::kReductionMaximum && k != K::kReductionMinimum &&
-                                           k != K::kCumulativeMaximum && k != K::kCumulativeMinimum &&
-                                           k != K::kReductionArgMaximum && k != K::kReductionArgMinimum
-                                       ? Range::kSmallInt
-                                       : range,
+    return Fill(d, CountOf(shape),
+                IsInteger(d) && k != K::kReductionMaximum && k != K::kReductionMinimum && k != K::kCumulativeMaximum &&
+                        k != K::kCumulativeMinimum && k != K::kReductionArgMaximum && k != K::kReductionArgMinimum
+                    ? Range::kSmallInt
+                    : range,
                 seed + salt);
   };
   if (k == K::kMatMul) {
@@ -109,7 +108,8 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     for (int64_t axis = 0; axis < 2; ++axis)
       for (int flags = 0; flags < 4; ++flags) {
         const bool exclusive = flags & 1, reverse = flags & 2;
-        ProgramBuilder b("axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") + (reverse ? " reverse" : ""));
+        ProgramBuilder b("axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
+                         (reverse ? " reverse" : ""));
         b.Returning(k, {b.In(d, {4, 6}, operand({4, 6}, 1))}, {d, {4, 6}},
                     [&](mps::Op& op) { mps::Encode(op, mps::CumulativeAttrs{axis, exclusive, reverse}); });
         add(b, {Accumulated(k, d, 6)});
@@ -136,7 +136,8 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       variants = {{{4, 5}, {4, 8}, {1}, true}, {{3, 4}, {3, 7}, {1}, true}};
     const DType out = k == K::kRealToHermiteanFFT ? DType::kC64 : k == K::kHermiteanToRealFFT ? DType::kF32 : d;
     for (const Variant& v : variants) {
-      ProgramBuilder b(std::string(v.inverse ? "inverse" : "forward") + " over " + std::to_string(v.axes.size()) + " axes");
+      ProgramBuilder b(std::string(v.inverse ? "inverse" : "forward") + " over " + std::to_string(v.axes.size()) +
+                       " axes");
       int64_t n = 1;
       for (int64_t a : v.axes) n *= std::max(v.in[static_cast<size_t>(a)], v.out[static_cast<size_t>(a)]);
       std::vector<uint8_t> x = Fill(d, CountOf(v.in), Range::kUnit, seed);
@@ -160,8 +161,8 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       std::vector<int64_t> w, out, strides;
       int64_t groups, pad;
     };
-    for (const Variant& v : std::vector<Variant>{{{3, 3, 2, 4}, {1, 5, 5, 4}, {1, 1}, 1, 1},
-                                                 {{3, 3, 1, 4}, {1, 2, 2, 4}, {2, 2}, 2, 0}}) {
+    for (const Variant& v :
+         std::vector<Variant>{{{3, 3, 2, 4}, {1, 5, 5, 4}, {1, 1}, 1, 1}, {{3, 3, 1, 4}, {1, 2, 2, 4}, {2, 2}, 2, 0}}) {
       ProgramBuilder b("groups " + std::to_string(v.groups) + ", stride " + std::to_string(v.strides[0]));
       int x = b.In(d, {1, 5, 5, 2}, operand({1, 5, 5, 2}, 1));
       int w = b.In(d, v.w, operand(v.w, 2));

@@ -36,8 +36,7 @@ FloatLimits LimitsOf(DType t) {
     case DType::kC128:
       return {std::numeric_limits<double>::denorm_min(), 0x1p-1022 - std::numeric_limits<double>::denorm_min(),
               0x1p-1022, std::numeric_limits<double>::max()};
-    default:
-      return {0x1p-149, 0x1p-126 - 0x1p-149, 0x1p-126, static_cast<double>(std::numeric_limits<float>::max())};
+    default: return {0x1p-149, 0x1p-126 - 0x1p-149, 0x1p-126, static_cast<double>(std::numeric_limits<float>::max())};
   }
 }
 
@@ -46,11 +45,12 @@ std::vector<double> FloatEdges(DType t, Range range) {
   const FloatLimits l = LimitsOf(t);
   switch (range) {
     case Range::kEdge:
-      return {nan,  inf,  -inf, 0.0, -0.0, l.min_sub, -l.min_sub, l.max_sub, l.min_normal, -l.min_normal, l.max,
-              -l.max, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, -0.49999997, 1e-3, 100.0, -100.0};
+      return {nan,          inf,           -inf,  0.0,    -0.0,        l.min_sub, -l.min_sub, l.max_sub,
+              l.min_normal, -l.min_normal, l.max, -l.max, 1.0,         -1.0,      0.5,        -0.5,
+              1.5,          2.5,           -2.5,  3.5,    -0.49999997, 1e-3,      100.0,      -100.0};
     case Range::kFinite:
-      return {0.0, -0.0, l.min_sub, -l.min_sub, l.max_sub, l.min_normal, -l.min_normal, l.max, -l.max,
-              1.0, -1.0, 0.5, -0.5, 1.5,  2.5,   -2.5, 3.5, 1e-3, 100.0, -100.0};
+      return {0.0,  -0.0, l.min_sub, -l.min_sub, l.max_sub, l.min_normal, -l.min_normal, l.max, -l.max, 1.0,
+              -1.0, 0.5,  -0.5,      1.5,        2.5,       -2.5,         3.5,           1e-3,  100.0,  -100.0};
     case Range::kModerate:
       return {nan, inf, -inf, 0.0, -0.0, l.min_sub, -l.min_sub, l.min_normal, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5};
     case Range::kPositive: return {nan, inf, 0.0, l.min_sub, l.min_normal, 0.5, 1.0, 2.0, 100.0};
@@ -104,7 +104,8 @@ uint64_t RandomInt(Random& r, DType t, Range range) {
     case Range::kFinite: return r.Next();
     case Range::kModerate: return static_cast<uint64_t>(static_cast<int64_t>(r.Uniform(is_signed ? -100 : 0, 100)));
     case Range::kPositive: return static_cast<uint64_t>(r.Uniform(1, 100));
-    case Range::kSmallInt: return static_cast<uint64_t>(static_cast<int64_t>(std::floor(r.Uniform(is_signed ? -4 : 0, 5))));
+    case Range::kSmallInt:
+      return static_cast<uint64_t>(static_cast<int64_t>(std::floor(r.Uniform(is_signed ? -4 : 0, 5))));
     case Range::kUnit: return r.Next() & 1;
   }
   (void)bits;

@@ -105,10 +105,31 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     return true;
   }
   if (k == K::kSlice) {
-    unary("[5,6] strided", {5, 6}, {2, 2}, [](mps::Op& op) { op.starts = {1, 0}; op.ends = {5, 6}; op.strides = {2, 3}; }, d);
-    unary("[5,6] empty", {5, 6}, {0, 6}, [](mps::Op& op) { op.starts = {2, 0}; op.ends = {2, 6}; op.strides = {1, 1}; }, d);
+    unary(
+        "[5,6] strided", {5, 6}, {2, 2},
+        [](mps::Op& op) {
+          op.starts = {1, 0};
+          op.ends = {5, 6};
+          op.strides = {2, 3};
+        },
+        d);
+    unary(
+        "[5,6] empty", {5, 6}, {0, 6},
+        [](mps::Op& op) {
+          op.starts = {2, 0};
+          op.ends = {2, 6};
+          op.strides = {1, 1};
+        },
+        d);
     if (!quick)
-      unary("[70000] from 65530", {70000}, {4470}, [](mps::Op& op) { op.starts = {65530}; op.ends = {70000}; op.strides = {1}; }, d);
+      unary(
+          "[70000] from 65530", {70000}, {4470},
+          [](mps::Op& op) {
+            op.starts = {65530};
+            op.ends = {70000};
+            op.strides = {1};
+          },
+          d);
     return true;
   }
   if (k == K::kConcat) {
@@ -125,12 +146,21 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     return true;
   }
   if (k == K::kPad) {
-    unary("[3,4] padded", {3, 4}, {6, 7}, [&](mps::Op& op) {
-      op.starts = {1, 0};
-      op.ends = {2, 3};
-      op.scalar = d == DType::kBool ? 1 : IsFloat(d) || IsComplex(d) ? 1.5 : 7;
-    }, d);
-    unary("[0,2] padded", {0, 2}, {1, 2}, [](mps::Op& op) { op.starts = {1, 0}; op.ends = {0, 0}; }, d);
+    unary(
+        "[3,4] padded", {3, 4}, {6, 7},
+        [&](mps::Op& op) {
+          op.starts = {1, 0};
+          op.ends = {2, 3};
+          op.scalar = d == DType::kBool ? 1 : IsFloat(d) || IsComplex(d) ? 1.5 : 7;
+        },
+        d);
+    unary(
+        "[0,2] padded", {0, 2}, {1, 2},
+        [](mps::Op& op) {
+          op.starts = {1, 0};
+          op.ends = {0, 0};
+        },
+        d);
     return true;
   }
   if (k == K::kReverse) {
@@ -169,7 +199,8 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
       int x = b.In(d, {4, 5}, data({4, 5}));
       const std::vector<int64_t> updates = nd ? std::vector<int64_t>{2, 5} : std::vector<int64_t>{4, 2};
       int u = b.In(d, updates, data(updates, 3));
-      int i = nd ? b.In(DType::kI32, {2, 1}, Indices({3, 1})) : b.In(DType::kI32, {4, 2}, Indices({4, 0, 1, 2, 3, 4, 0, 2}));
+      int i = nd ? b.In(DType::kI32, {2, 1}, Indices({3, 1}))
+                 : b.In(DType::kI32, {4, 2}, Indices({4, 0, 1, 2, 3, 4, 0, 2}));
       b.Returning(k, {x, u, i}, {d, {4, 5}}, [&](mps::Op& op) { mps::Encode(op, mps::ScatterAttrs{mode, 1}); });
       add(b, {IsFloat(d) || IsComplex(d) ? ElementwiseTolerance(K::kAdd, d) : bits});
     }
@@ -181,7 +212,8 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     const DType out = k == K::kSort ? d : DType::kI32;
     for (int64_t axis = 0; axis < 2; ++axis)
       for (bool descending : {false, true}) {
-        ProgramBuilder b(std::string(descending ? "descending" : "ascending") + ", axis " + std::to_string(axis) + " of [6,20]");
+        ProgramBuilder b(std::string(descending ? "descending" : "ascending") + ", axis " + std::to_string(axis) +
+                         " of [6,20]");
         b.Returning(k, {b.In(d, {6, 20}, Fill(d, 120, keys, seed))}, {out, {6, 20}},
                     [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{axis, descending}); });
         add(b, {Ulps(0)});

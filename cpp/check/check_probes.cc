@@ -64,15 +64,18 @@ std::vector<Case> AssumptionProbes() {
     c.programs.push_back(Elementwise(K::kModulo, D::kI32, D::kI32, {7, -7, 7, -7}, {3, 3, -3, -3}));
     cases.push_back(std::move(c));
     Case f = Probe(K::kModulo, D::kF32, "Modulo: C fmod, the dividend's sign");
-    f.programs.push_back(Elementwise(K::kModulo, D::kF32, D::kF32, {7.5, -7.5, 7.5, -7.5, -0.0, 4.0}, {2, 2, -2, -2, 1, 2}));
+    f.programs.push_back(
+        Elementwise(K::kModulo, D::kF32, D::kF32, {7.5, -7.5, 7.5, -7.5, -0.0, 4.0}, {2, 2, -2, -2, 1, 2}));
     cases.push_back(std::move(f));
   }
   {
     Case c = Probe(K::kBitwiseRightShift, D::kI32, "Shifts: right shift arithmetic for signed types");
-    c.programs.push_back(Elementwise(K::kBitwiseRightShift, D::kI32, D::kI32, {-8, -1, -2147483648.0, 8}, {1, 31, 4, 1}));
+    c.programs.push_back(
+        Elementwise(K::kBitwiseRightShift, D::kI32, D::kI32, {-8, -1, -2147483648.0, 8}, {1, 31, 4, 1}));
     cases.push_back(std::move(c));
     Case u = Probe(K::kBitwiseRightShift, D::kU32, "Shifts: right shift logical for unsigned types");
-    u.programs.push_back(Elementwise(K::kBitwiseRightShift, D::kU32, D::kU32, {2147483648.0, 4294967295.0, 8}, {1, 31, 1}));
+    u.programs.push_back(
+        Elementwise(K::kBitwiseRightShift, D::kU32, D::kU32, {2147483648.0, 4294967295.0, 8}, {1, 31, 1}));
     cases.push_back(std::move(u));
   }
   {
@@ -87,26 +90,28 @@ std::vector<Case> AssumptionProbes() {
     const double tiny = d == D::kF16 ? 0x1p-12 : 0x1p-9;
     Case c = Probe(K::kMatMul, d, "MatMul: f16/bf16 products accumulate in f32");
     std::vector<double> a = {1, tiny, tiny, tiny, tiny, tiny, tiny, tiny, tiny};
-    c.programs.push_back(OneOp("[1,9] x [9,1]", K::kMatMul, {{{d, {1, 9}}, a}, {{d, {9, 1}}, std::vector<double>(9, 1)}},
-                               {{d, {1, 1}}}, nullptr));
+    c.programs.push_back(OneOp("[1,9] x [9,1]", K::kMatMul,
+                               {{{d, {1, 9}}, a}, {{d, {9, 1}}, std::vector<double>(9, 1)}}, {{d, {1, 1}}}, nullptr));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kMatMul, D::kI32, "MatMul: integer matmul is exact with wrap-around");
-    c.programs.push_back(OneOp("[1,2] x [2,1]", K::kMatMul, {{{D::kI32, {1, 2}}, {65536, 65536}}, {{D::kI32, {2, 1}}, {65537, 32768}}},
+    c.programs.push_back(OneOp("[1,2] x [2,1]", K::kMatMul,
+                               {{{D::kI32, {1, 2}}, {65536, 65536}}, {{D::kI32, {2, 1}}, {65537, 32768}}},
                                {{D::kI32, {1, 1}}}, nullptr));
     cases.push_back(std::move(c));
   }
   for (K k : {K::kReductionArgMaximum, K::kReductionArgMinimum}) {
     Case c = Probe(k, D::kF32, "ArgMax/ArgMin: ties give the smallest index, NaN wins, the first one");
-    c.programs.push_back(OneOp("ties", k, {{{D::kF32, {6}}, {1, 3, 3, 0, 0, 2}}}, {{D::kI32, {1}}},
-                               [](mps::Op& op) { op.axes = {0}; }));
+    c.programs.push_back(
+        OneOp("ties", k, {{{D::kF32, {6}}, {1, 3, 3, 0, 0, 2}}}, {{D::kI32, {1}}}, [](mps::Op& op) { op.axes = {0}; }));
     c.programs.push_back(OneOp("NaNs", k, {{{D::kF32, {6}}, {1, 3, kNaN, 0, kNaN, -HUGE_VAL}}}, {{D::kI32, {1}}},
                                [](mps::Op& op) { op.axes = {0}; }));
     cases.push_back(std::move(c));
   }
   {
-    Case c = Probe(K::kHermiteanToRealFFT, D::kC64, "HermiteanToRealFFT: imaginary parts of the zero and Nyquist bins ignored");
+    Case c = Probe(K::kHermiteanToRealFFT, D::kC64,
+                   "HermiteanToRealFFT: imaginary parts of the zero and Nyquist bins ignored");
     // Interleaved (real, imaginary) parts of 5 bins of an 8-point signal, nonzero imaginary at bins 0 and 4.
     std::vector<double> parts = {1, 0.5, 0.25, -1, 0, 0.5, -0.5, 0.25, 2, -0.75};
     ProgramBuilder b("n = 8");
@@ -129,14 +134,15 @@ std::vector<Case> AssumptionProbes() {
     const std::vector<double> keys = {2, 1, 2, 1, 0, 2, 1, 0, 2, 2, 1, 0};
     for (bool descending : {false, true})
       c.programs.push_back(OneOp(descending ? "descending" : "ascending", K::kArgSort, {{{D::kI32, {12}}, keys}},
-                                 {{D::kI32, {12}}}, [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{0, descending}); }));
+                                 {{D::kI32, {12}}},
+                                 [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{0, descending}); }));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kTopK, D::kF32, "TopK: ties keep the smaller index first");
     c.programs.push_back(OneOp("k=3", K::kTopK, {{{D::kF32, {7}}, {3, 1, 3, 2, 3, 3, 0}}},
-                               {{D::kF32, {3}}, {D::kI32, {3}}}, [](mps::Op& op) { mps::Encode(op, mps::TopKAttrs{3}); },
-                               {Exact()}));
+                               {{D::kF32, {3}}, {D::kI32, {3}}},
+                               [](mps::Op& op) { mps::Encode(op, mps::TopKAttrs{3}); }, {Exact()}));
     cases.push_back(std::move(c));
   }
   {
@@ -165,20 +171,19 @@ std::vector<Case> AssumptionProbes() {
     const double tiny = d == D::kF16 ? 0x1p-12 : 0x1p-9;
     Case c = Probe(K::kConv2D, d, "Conv2D: f16/bf16 accumulate in f32");
     std::vector<double> x = {1, tiny, tiny, tiny, tiny, tiny, tiny, tiny, tiny};
-    c.programs.push_back(OneOp("1x1 kernel over 9 channels", K::kConv2D,
-                               {{{d, {1, 1, 1, 9}}, x}, {{d, {1, 1, 9, 1}}, std::vector<double>(9, 1)}},
-                               {{d, {1, 1, 1, 1}}},
-                               [](mps::Op& op) { mps::Encode(op, mps::Conv2DAttrs{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1}); }));
+    c.programs.push_back(
+        OneOp("1x1 kernel over 9 channels", K::kConv2D,
+              {{{d, {1, 1, 1, 9}}, x}, {{d, {1, 1, 9, 1}}, std::vector<double>(9, 1)}}, {{d, {1, 1, 1, 1}}},
+              [](mps::Op& op) { mps::Encode(op, mps::Conv2DAttrs{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1}); }));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kMaxPool4D, D::kF32, "MaxPool4D: NaN in a window gives NaN, +0 wins over -0");
-    c.programs.push_back(OneOp("2x2 windows", K::kMaxPool4D,
-                               {{{D::kF32, {1, 2, 4, 1}}, {kNaN, 1, -0.0, 0.0, 2, 3, -0.0, -0.0}}},
-                               {{D::kF32, {1, 1, 2, 1}}}, [](mps::Op& op) {
-                                 mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
-                               },
-                               {Exact()}));
+    c.programs.push_back(OneOp(
+        "2x2 windows", K::kMaxPool4D, {{{D::kF32, {1, 2, 4, 1}}, {kNaN, 1, -0.0, 0.0, 2, 3, -0.0, -0.0}}},
+        {{D::kF32, {1, 1, 2, 1}}},
+        [](mps::Op& op) { mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}}); },
+        {Exact()}));
     cases.push_back(std::move(c));
   }
   {
@@ -186,7 +191,8 @@ std::vector<Case> AssumptionProbes() {
     c.programs.push_back(OneOp("tied windows", K::kMaxPool4DGradient,
                                {{{D::kF32, {1, 1, 2, 1}}, {1, 2}}, {{D::kF32, {1, 2, 4, 1}}, {5, 5, 1, 7, 5, 5, 7, 7}}},
                                {{D::kF32, {1, 2, 4, 1}}}, [](mps::Op& op) {
-                                 mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
+                                 mps::Encode(op,
+                                             mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
                                }));
     cases.push_back(std::move(c));
   }

@@ -169,9 +169,9 @@ std::string RunCheck(bool quick, const std::string& only) {
       Case c;
       Status built = BuildSweepCase(kind, d, quick, c);
       if (!built.ok()) {
-        emit("{\"op\": " + Quote(std::string(mps::OpKindName(kind))) + ", \"dtype\": " +
-             Quote(std::string(exec::JaxDTypeName(d))) + ", \"status\": \"error\", \"message\": " +
-             Quote(built.message()) + "}");
+        emit("{\"op\": " + Quote(std::string(mps::OpKindName(kind))) +
+             ", \"dtype\": " + Quote(std::string(exec::JaxDTypeName(d))) +
+             ", \"status\": \"error\", \"message\": " + Quote(built.message()) + "}");
         continue;
       }
       emit(RunCase(**metal, *host, c));

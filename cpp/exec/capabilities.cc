@@ -94,7 +94,10 @@ std::vector<uint8_t> OnesOf(const mps::TensorType& t) {
   std::vector<uint8_t> one(ByteSize(t.dtype), 0);
   switch (t.dtype) {
     case DType::kF16: one[1] = 0x3C; break;
-    case DType::kBF16: one[1] = 0x3F; one[0] = 0x80; break;
+    case DType::kBF16:
+      one[1] = 0x3F;
+      one[0] = 0x80;
+      break;
     case DType::kF32:
     case DType::kC64: {
       float f = 1.0f;
