@@ -50,8 +50,8 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
 std::unique_ptr<Executor> WithInjectedFaults(std::unique_ptr<Executor> device);
 
 // The executor Metal segments run on, as JAX_METAL_EXECUTOR chooses (exec/executor.h): the Metal
-// executor, or a host executor standing in for it (placed, and host, which has no Metal side), with
-// the injected faults. `metal` is set to whether it is the real Metal executor.
+// executor, or in placed mode a host executor standing in for it, either with the injected faults;
+// in host mode (no Metal side) a plain host executor. `metal` says whether it is the Metal executor.
 StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(bool* metal = nullptr);
 
 }  // namespace jmp::exec

@@ -32,6 +32,7 @@ StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(bool* metal) {
   if (choice == "metal")
     return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this build has no Metal executor (not macOS)");
 #endif
+  if (choice == "host") return CreateHostExecutor();  // no Metal side, so nothing to corrupt
   return WithInjectedFaults(CreateHostExecutor());
 }
 
