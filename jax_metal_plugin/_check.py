@@ -94,8 +94,8 @@ def environment(lib: ctypes.CDLL, report: dict) -> dict:
 def _table(cases: list[dict]) -> str:
     rows = [("op", "dtype", "status", "worst error", "bound")]
     for c in cases:
-        op = c["op"] + (f" [probe: {c['probe']}]" if c.get("probe") else "")
-        rows.append((op, c["dtype"], c["status"], str(c.get("worst_error", "")), c.get("bound", "")))
+        bound = c.get("bound", "") + (f"  (probe: {c['probe']})" if c.get("probe") else "")
+        rows.append((c["op"], c["dtype"], c["status"], f"{c.get('worst_error', '')}", bound))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
     for c in cases:
