@@ -130,6 +130,11 @@ def install() -> list[str]:
     """Hands this machine's failing pairs to placement (JAX_METAL_AVOID) and warns once; returns them."""
     if os.environ.get("JAX_METAL_CAPABILITIES") == "ignore":
         return []
+    try:  # no record at all (the check never ran): nothing to ask the system about
+        if not any(n.startswith("capabilities-") for n in os.listdir(cache_dir())):
+            return []
+    except OSError:
+        return []
     pairs = failing(read_record())
     if not pairs:
         return []
