@@ -5,6 +5,8 @@ JAX_METAL_CAPABILITIES=ignore brings them (and their wrong results) back to Meta
 
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -16,6 +18,25 @@ FAULTS = "Add:float16,Sort:bfloat16,Sort:int32"
 INJECTED = {("Add", "float16"), ("Sort", "bfloat16"), ("Sort", "int32")}
 ENV_FIELDS = {"os_build", "chip", "gpu_family", "metal_device", "mpsgraph_usable", "plugin_version", "build_commit",
               "jax_version", "jaxlib_version", "numpy_version", "python_version", "executor", "other_metal_packages"}
+
+
+OP_TABLE = pathlib.Path(__file__).resolve().parents[2] / "cpp" / "mps" / "op_kinds.def"
+
+
+def assumption_rows():
+    """Per ASSUMPTION note of the op table: the rows it speaks for (those after it, up to the next note
+    or section)."""
+    groups, current = [], None
+    for line in OP_TABLE.read_text().splitlines():
+        if line.startswith("// ----") or line.startswith("// ASSUMPTION;"):
+            current = None
+        if line.startswith("//") and "ASSUMPTION" in line and not line.startswith("// ASSUMPTION;"):
+            current = set()
+            groups.append((line, current))
+        row = re.match(r"JMP_(?:MPS_OP|MPS_UNARY|MPS_BINARY)\((\w+),", line)
+        if row and current is not None:
+            current.add(row.group(1))
+    return groups
 
 
 def run(args, cache, **extra):
@@ -45,8 +66,12 @@ def test_quick_check_agrees_everywhere_and_reports_the_environment(tmp_path):
     env = report["environment"]
     assert env["executor"] == "placed" and env["metal_device"] is False
     assert env["plugin_version"] and env["jax_version"] != "not installed"
-    # Every op kind placement can send to Metal is there, and a probe per ASSUMPTION row.
-    assert sum(1 for c in report["cases"] if c.get("probe")) >= 17
+    # A probe for every ASSUMPTION note of the op table.
+    probed = {c["op"] for c in report["cases"] if c.get("probe")}
+    groups = assumption_rows()
+    assert len(groups) >= 17
+    unprobed = [note for note, rows in groups if not rows & probed]
+    assert not unprobed, unprobed
     assert " 0 mismatch, 0 error" in proc.stdout.strip().splitlines()[-1]
 
 
