@@ -44,9 +44,11 @@ common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std
         -Werror=unguarded-availability-new -I"$root/cpp" -isystem "$include"
         -DJMP_HAVE_METAL -DJMP_BLAS_ACCELERATE -DACCELERATE_NEW_LAPACK -DPOCKETFFT_NO_MULTITHREADING
         -D__ENVIRONMENT_OS_VERSION_MIN_REQUIRED__=140000)
+# Only the file that reports it sees the commit: every other compile stays the same across commits.
+commit_flag="-DJMP_BUILD_COMMIT=\"$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\""
 
 sources=()
-for dir in stablehlo stablehlo/passes mps lower exec exec/host pjrt; do
+for dir in stablehlo stablehlo/passes mps lower exec exec/host check pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
 sources+=("$root"/cpp/plugin/*.cc)
@@ -56,6 +58,8 @@ compile() {
   local src="$1" obj="$out/obj/$(echo "${1#$root/}" | tr '/' '_').o"
   if [[ "$src" == *.mm ]]; then
     "${launcher[@]}" "$CXX" "${common[@]}" -x objective-c++ -fobjc-arc -c "$src" -o "$obj"
+  elif [[ "$src" == */plugin/check_api.cc ]]; then
+    "${launcher[@]}" "$CXX" "${common[@]}" "$commit_flag" -c "$src" -o "$obj"
   else
     "${launcher[@]}" "$CXX" "${common[@]}" -c "$src" -o "$obj"
   fi
