@@ -5,7 +5,7 @@
     python benchmarks/run.py --suite mlp fft     # chosen suites
     python benchmarks/run.py --repeat 30 --seconds 30    # more rounds, longer per suite: tighter spreads
     python benchmarks/compare.py a.json b.json   # do two runs agree?
-    python benchmarks/report.py results.json     # the README's markdown table from a saved run
+    python benchmarks/report.py results.json     # docs/benchmarks.md's markdown table from a saved run
 
 Why rounds: a machine's load drifts over seconds, so two platforms timed one after the other see different
 machines. Each suite is timed in `--repeat` rounds; a round times a few steps on metal and then on cpu
@@ -343,7 +343,7 @@ def main():
     p.add_argument("--suite", nargs="*", choices=list(SUITES), default=None)
     p.add_argument("--bernoulli-size", type=float, default=None,
                    help=f"elements in the bernoulli suite (default {suites.BERNOULLI_SIZE['full']:.0e}; "
-                        f"{suites.BERNOULLI_SIZE['quick']:.0e} with --quick; the issue's program is 1e8)")
+                        f"{suites.BERNOULLI_SIZE['quick']:.0e} with --quick; JAX's own test draws 1e8)")
     p.add_argument("--out", default="results.json")
     p.add_argument("--plot", default="ratios.png")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
