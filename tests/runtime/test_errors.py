@@ -75,7 +75,7 @@ def test_unsupported_op_forms_name_the_op(case):
 
 
 def test_float64_error_names_the_dtype():
-    # float64 runs (tests/test_x64.py); what is still refused under x64 names its float64 types.
+    # float64 runs (tests/ops/test_x64.py); what is still refused under x64 names its float64 types.
     with jax.enable_x64(True):
         np.testing.assert_array_equal(np.asarray(run_metal(jnp.negative, np.arange(3.0))), -np.arange(3.0))
         pick = lambda a, b: lax.cond(a > b, lambda: a * 2, lambda: b)  # noqa: E731  control flow in a window body
