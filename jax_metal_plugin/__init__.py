@@ -58,8 +58,14 @@ def status():
     """What the plugin installed in JAX in this process: the platform, each patch of JAX and each lowering
     for metal, active or switched off and why. Printed (or shown in a REPL) it is a table; `.off` lists
     what is switched off, `.feature(name)` one entry, `.as_dict()` all of it for a report."""
+    import jax
+
     from . import _status
 
+    try:
+        jax.devices()  # JAX loads its plugins with its backends
+    except RuntimeError:  # no backend came up; the record says what the plugin got to, if anything
+        pass
     return _status.snapshot()
 
 

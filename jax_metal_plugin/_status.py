@@ -45,7 +45,8 @@ class Status(tuple):
 
     def __str__(self) -> str:
         if not self:
-            return "jax-metal-plugin: not initialised in this process (JAX has not loaded the plugin)"
+            return ("jax-metal-plugin: not initialised in this process (JAX did not load the plugin: is it "
+                    "installed in this environment? jax.devices() says why a backend failed)")
         width = max(len(f.name) for f in self)
         lines = [f"jax-metal-plugin: {len(self) - len(self.off)} of {len(self)} active"]
         for kind in KINDS:
