@@ -13,8 +13,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# Short name -> the JAX module it stands for.
-MODULES = {
+# Short name -> the JAX module it stands for. When a JAX release moves a module, the value becomes a
+# tuple of its places, newest first: the first that imports is used, so both ends of the supported
+# range keep working.
+MODULES: dict[str, str | tuple[str, ...]] = {
     "callback": "jax._src.callback",
     "compiler": "jax._src.compiler",
     "core": "jax._src.core",
@@ -107,19 +109,27 @@ def _jax_version() -> str:
 
 def module(short: str) -> ModuleType:
     """The JAX module listed in MODULES under `short`; MissingInternal when this JAX lacks it."""
-    dotted = MODULES[short]
-    try:
-        return importlib.import_module(dotted)
-    except ImportError as exc:
+    errors = []
+    for dotted in _places(short):
+        try:
+            return importlib.import_module(dotted)
+        except ImportError as exc:
+            errors.append(f"{dotted}: {exc}")
         # Some are attributes of their package rather than modules (jax._src.lib._jax, the hlo dialect).
         package, _, attribute = dotted.rpartition(".")
         try:
             found = getattr(importlib.import_module(package), attribute)
         except (ImportError, AttributeError):
-            raise MissingInternal(f"{dotted} is not importable in jax {_jax_version()} ({exc})") from exc
-        if not isinstance(found, ModuleType):
-            raise MissingInternal(f"{dotted} is not a module in jax {_jax_version()}") from exc
-        return found
+            continue
+        if isinstance(found, ModuleType):
+            return found
+    raise MissingInternal(f"{' or '.join(_places(short))} is not importable in jax {_jax_version()} "
+                          f"({'; '.join(errors)})")
+
+
+def _places(short: str) -> tuple[str, ...]:
+    places = MODULES[short]
+    return (places,) if isinstance(places, str) else places
 
 
 def get(name: str):
@@ -138,7 +148,7 @@ def get(name: str):
 def dotted(name: str) -> str:
     """The full path of an entry of NAMES: "mlir.custom_call" -> "jax._src.interpreters.mlir.custom_call"."""
     short, _, attribute = name.partition(".")
-    return f"{MODULES[short]}.{attribute}"
+    return f"{_places(short)[0]}.{attribute}"
 
 
 def missing() -> list[str]:

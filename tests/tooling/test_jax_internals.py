@@ -26,15 +26,19 @@ def test_jax_internal_is_where_the_plugin_expects_it(name):
                     f"used for {_jax_internals.NAMES[name]}")
 
 
-def test_a_missing_internal_is_named():
+def test_a_missing_internal_is_named(monkeypatch):
     with pytest.raises(_jax_internals.MissingInternal, match=r"jax\._src\.interpreters\.mlir\.no_such_name"):
         _jax_internals.get("mlir.no_such_name")
-    with pytest.raises(_jax_internals.MissingInternal, match=r"jax\._src\.no_such_module"):
-        _jax_internals.MODULES["gone"] = "jax._src.no_such_module"
-        try:
-            _jax_internals.module("gone")
-        finally:
-            del _jax_internals.MODULES["gone"]
+    monkeypatch.setitem(_jax_internals.MODULES, "gone", "jax._src.no_such_module")
+    with pytest.raises(_jax_internals.MissingInternal, match=r"jax\._src\.no_such_module is not importable"):
+        _jax_internals.module("gone")
+
+
+def test_a_moved_module_is_found_in_its_other_place(monkeypatch):
+    # How a module JAX moved is listed: its places, newest first; the first that imports serves.
+    monkeypatch.setitem(_jax_internals.MODULES, "moved", ("jax._src.no_such_module", "jax._src.core"))
+    assert _jax_internals.get("moved.ShapedArray") is jax.core.ShapedArray
+    assert _jax_internals.dotted("moved.ShapedArray") == "jax._src.no_such_module.ShapedArray"
 
 
 def _private_jax_uses(path: pathlib.Path) -> list[int]:
