@@ -32,7 +32,8 @@ def initialize() -> None:
     path = library_path()
     if not os.path.exists(path):
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
-    from . import _approx_top_k, _callbacks, _donation, _jax_internals, _linalg_lowerings, _platform_clash, _status
+    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings,
+                   _platform_clash, _status)
 
     register_plugin = _jax_internals.get("xla_bridge.register_plugin")  # without it there is no platform
     try:
@@ -45,6 +46,7 @@ def initialize() -> None:
         _status.record("metal", "platform", False, message)
         warnings.warn(message, PlatformClashWarning, stacklevel=2)
         return
+    _capabilities.install()  # before any compile: placement reads JAX_METAL_AVOID then
     register_plugin("metal", priority=500, library_path=path)
     _registered = True
     _status.record("metal", "platform", True, f"PJRT plugin {path}")
