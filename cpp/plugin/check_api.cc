@@ -6,8 +6,7 @@
 
 #include "check/check.h"
 #include "exec/capabilities.h"
-
-#define JMP_EXPORT extern "C" __attribute__((visibility("default")))
+#include "plugin/export.h"
 
 #ifndef JMP_BUILD_COMMIT
 #define JMP_BUILD_COMMIT "unknown"
