@@ -5,14 +5,12 @@ from __future__ import annotations
 import jax
 from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
+from . import _jax_internals, _native
+
 try:  # what JAX's PJRT client itself runs: legalizes chlo (into composites) before serializing
-    from jax._src.lib import _jax
-
-    _serialize = _jax.mlir.serialize_portable_artifact
-except (ImportError, AttributeError):  # older or newer jaxlib layouts: plain StableHLO only
+    _serialize = _jax_internals.get("jaxlib_ext.mlir").serialize_portable_artifact
+except (_jax_internals.MissingInternal, AttributeError):  # another jaxlib layout: plain StableHLO only
     _serialize = _stablehlo.serialize_portable_artifact_str
-
-from . import _native
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

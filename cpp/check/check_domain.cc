@@ -123,6 +123,8 @@ std::vector<DType> MetalDTypes(mps::OpKind kind) {
     case K::kHermiteanToRealFFT: return {D::kC64};
     case K::kComplexFromParts:
     case K::kRealToHermiteanFFT: return {D::kF32};
+    // A user's kernel: the check has no source of its own to compare, the user's reference is the check.
+    case K::kMetalKernel:
     // No MPSGraph call: placement never sends these to Metal.
     case K::kRngBitGenerator:
     case K::kPythonCallback:

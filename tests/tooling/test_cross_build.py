@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SDK_TOOL = ROOT.parent / "shared" / "tools" / "macos-sdk"
 
 

@@ -11,7 +11,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
 from jax import lax
-from jax._src.lax import linalg as lax_linalg_internal  # geqrf: the raw factored form and taus
+from jax_metal_plugin._jax_internals import linalg as lax_linalg_internal  # geqrf: the raw factored form and taus
 
 from jaxcompare import check, check_reduction, random_array, run_on
 
@@ -24,8 +24,7 @@ def _low_precision_primitive(name, abstract_eval, lowering):
     "Eigh" custom call) whatever operand types the installed JAX's own primitive accepts: JAX 0.10
     passes float16 and bfloat16 to the backend, JAX 0.12's jnp.linalg and lax.linalg refuse them; the
     plugin's lowering of the ops takes them either way (computing in float32)."""
-    from jax._src import core
-    from jax._src.interpreters import mlir
+    from jax_metal_plugin._jax_internals import core, mlir
 
     p = core.Primitive(name)
     p.multiple_results = isinstance(abstract_eval(core.ShapedArray((2, 2), np.float32)), (list, tuple))
@@ -35,13 +34,12 @@ def _low_precision_primitive(name, abstract_eval, lowering):
 
 
 def _cholesky_rule(ctx, a):
-    from jax._src.lib.mlir import ir
-    from jax._src.lib.mlir.dialects import hlo
+    from jax_metal_plugin._jax_internals import hlo, ir
     return [hlo.cholesky(a, lower=ir.BoolAttr.get(True))]
 
 
 def _eigh_rule(ctx, a):
-    from jax._src.tpu.linalg import eigh as tpu_eigh  # the rule the plugin registers for eigh on metal
+    from jax_metal_plugin._jax_internals import tpu_eigh  # the rule the plugin uses for float32 eigh on metal
     return tpu_eigh._eigh_tpu_lowering(ctx, a, lower=True, sort_eigenvalues=True, subset_by_index=None,
                                        algorithm=lax.linalg.EighImplementation.JACOBI)
 

@@ -59,9 +59,7 @@ def test_unsupported_op_forms_name_the_op(case):
                                          "VALID")
         op = "stablehlo.reduce_window"
     else:  # an update computation that uses the update, with indices that may repeat
-        from jax._src import core
-        from jax._src.lax import lax as lax_internal
-        from jax._src.lax import slicing
+        from jax_metal_plugin._jax_internals import core, lax_internal, slicing
 
         jaxpr, consts = lax_internal._reduction_jaxpr(lambda a, b: a * b - jnp.sin(b), core.typeof(np.float32(0)))
         dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
@@ -77,7 +75,7 @@ def test_unsupported_op_forms_name_the_op(case):
 
 
 def test_float64_error_names_the_dtype():
-    # float64 runs (tests/test_x64.py); what is still refused under x64 names its float64 types.
+    # float64 runs (tests/ops/test_x64.py); what is still refused under x64 names its float64 types.
     with jax.enable_x64(True):
         np.testing.assert_array_equal(np.asarray(run_metal(jnp.negative, np.arange(3.0))), -np.arange(3.0))
         pick = lambda a, b: lax.cond(a > b, lambda: a * 2, lambda: b)  # noqa: E731  control flow in a window body

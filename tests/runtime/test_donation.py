@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax._src.interpreters import mlir
+from jax_metal_plugin._jax_internals import mlir
 
 from jaxcompare import abs_inputs, assert_close, assert_reduction_close, device, init_mlp, run_in_threads
 

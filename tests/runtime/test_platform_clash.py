@@ -14,7 +14,7 @@ import jax_metal_plugin
 # process works, and a second registration by us would show as JAX's plugin configuration error.
 FAKE_PLUGIN = textwrap.dedent("""
     import os
-    from jax._src import xla_bridge
+    from jax_metal_plugin._jax_internals import xla_bridge  # as any plugin does, through JAX's internals
 
     def initialize():
         print("FAKE-INITIALIZED", flush=True)

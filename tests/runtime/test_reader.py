@@ -55,7 +55,7 @@ def test_argument_attributes_are_kept(version):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax._src.interpreters import mlir
+    from jax_metal_plugin._jax_internals import mlir
     from jax_metal_plugin import tools
 
     if "cpu" not in mlir._platforms_with_donation:

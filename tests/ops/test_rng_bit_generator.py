@@ -53,7 +53,7 @@ def test_u64_state_and_bits_equal_cpu(algorithm, dtype, shape):
 
 
 def _compile_text(platform, text):
-    from jax._src import xla_bridge
+    from jax_metal_plugin._jax_internals import xla_bridge
 
     dev = device(platform)
     devices = xla_bridge.xla_client.DeviceList((dev,)) if hasattr(xla_bridge.xla_client, "DeviceList") else [dev]

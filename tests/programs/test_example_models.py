@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxcompare import assert_close
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def load(name):

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax._src import compiler, xla_bridge
+from jax_metal_plugin._jax_internals import compiler, xla_bridge
 
 
 def serialize(fn, *args):

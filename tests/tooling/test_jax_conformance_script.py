@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-_SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "jax_conformance.py")
+_SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "jax_conformance.py")
 _spec = importlib.util.spec_from_file_location("jax_conformance", _SCRIPT)
 jc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(jc)

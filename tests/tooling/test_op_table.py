@@ -8,7 +8,7 @@ import pytest
 
 from jax_metal_plugin import _native
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TABLE = ROOT / "cpp" / "mps" / "op_kinds.def"
 TABLE_TEXT = TABLE.read_text()
 # (name, version, selector, category) for every row, in table order; unary and binary rows spell their

@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
 import _fetchutil  # noqa: E402
 from _fetchutil import Artifact, FetchError, Member, PipSettings  # noqa: E402
 
