@@ -19,7 +19,12 @@ StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor() {
   if (choice == "metal")
     return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this build has no Metal executor (not macOS)");
 #endif
-  return CreateSegmentedExecutor(CreateHostExecutor(), CreateHostExecutor());
+  // Placed: the Metal segments go through the emulated command queue, as they would through Metal's
+  // (JAX_METAL_EMULATED_QUEUE=0 runs them on the calling thread instead).
+  const char* emulate = std::getenv("JAX_METAL_EMULATED_QUEUE");
+  if (emulate && std::string(emulate) == "0")
+    return CreateSegmentedExecutor(CreateHostExecutor(), CreateHostExecutor());
+  return CreateSegmentedExecutor(CreateEmulatedQueueExecutor(CreateHostExecutor()), CreateHostExecutor());
 }
 
 }  // namespace jmp::exec

@@ -37,3 +37,10 @@ JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, cons
 
 // Executions queued or running: the package frees the callbacks of discarded programs when it is 0.
 JMP_EXPORT int64_t jmp_pjrt_runs_in_flight() { return jmp::pjrt::g_runs_in_flight.load(); }
+
+// Gives back the memory the device pools keep free for reuse (jax_metal_plugin.trim_memory()); returns the
+// bytes released.
+JMP_EXPORT int64_t jmp_pjrt_trim_memory() { return static_cast<int64_t>(jmp::pjrt::TrimMemoryPools()); }
+
+// The device pools' figures: blocks made fresh by the system, and blocks served again from the pool.
+JMP_EXPORT int64_t jmp_pjrt_pool_fresh_allocs() { return jmp::pjrt::PoolFreshAllocs(); }
