@@ -62,3 +62,14 @@ def mps_graph(fn, *args, **kwargs) -> str:
 
 
 __all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "__version__"]
+
+
+def trim_memory() -> int:
+    """Gives back to the system the memory the metal device keeps for reuse (freed buffers the caching
+    allocator holds); buffers in use are untouched. Returns the number of bytes released. `memory_stats()`
+    reports what the pool holds as `bytes_reserved`."""
+    import ctypes
+
+    library = ctypes.CDLL(library_path())
+    library.jmp_pjrt_trim_memory.restype = ctypes.c_int64
+    return int(library.jmp_pjrt_trim_memory())
