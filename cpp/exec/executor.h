@@ -77,7 +77,8 @@ std::unique_ptr<Executor> CreateMetalExecutor();  // null when no Metal device i
 std::unique_ptr<Executor> CreateSegmentedExecutor(std::unique_ptr<Executor> device, std::unique_ptr<Executor> host);
 // `inner` behind an emulated command queue with Metal's contract (device_queue.cc): Start commits the run
 // and returns at once; one completion thread runs the committed work in order, each after a random delay
-// (JAX_METAL_EMULATED_DELAY_US="min,max", default none; JAX_METAL_EMULATED_SEED), then calls its done.
+// (JAX_METAL_EMULATED_DELAY_US="min,max"; JAX_METAL_EMULATED_SEED), then calls its done. Without
+// delays set, a commit to an idle queue completes at once on the committing thread (a very fast GPU).
 // Placed mode runs its Metal segments through it, so every wait of the pipelined runtime runs on Linux.
 std::unique_ptr<Executor> CreateEmulatedQueueExecutor(std::unique_ptr<Executor> inner);
 // Outputs the segment runner had to make apart and copy over a donated input (a later segment still
