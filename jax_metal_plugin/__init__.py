@@ -93,4 +93,18 @@ def metal_kernel(name, input_names, output_names, source, **kwargs):
     return make(name, input_names, output_names, source, **kwargs)
 
 
-__all__ = ["PlatformClashWarning", "initialize", "library_path", "metal_kernel", "mps_graph", "status", "__version__"]
+def trim_memory() -> int:
+    """Gives back to the system the memory the metal device keeps for reuse (freed buffers the caching
+    allocator holds); buffers in use are untouched. Returns the number of bytes released. `memory_stats()`
+    reports what the pool holds as `bytes_reserved`."""
+    import ctypes
+
+    library = ctypes.CDLL(library_path())
+    library.jmp_pjrt_trim_memory.restype = ctypes.c_int64
+    return int(library.jmp_pjrt_trim_memory())
+
+
+__all__ = [
+    "PlatformClashWarning", "initialize", "library_path", "metal_kernel", "mps_graph", "status", "trim_memory",
+    "__version__",
+]

@@ -211,6 +211,10 @@ class FaultyExecutor : public Executor {
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     return device_->Compile(WithFaults(graph, faults_));
   }
+  void AwaitStarted() override { device_->AwaitStarted(); }
+  PoolStats MemoryPoolStats() override { return device_->MemoryPoolStats(); }
+  size_t TrimMemoryPool() override { return device_->TrimMemoryPool(); }
+  int64_t MemoryLimit() override { return device_->MemoryLimit(); }
 
  private:
   std::unique_ptr<Executor> device_;

@@ -16,6 +16,14 @@ StatusOr<std::string> ExecutorChoice() {
   return choice;
 }
 
+// Placed mode's stand-in for Metal: a host executor behind the emulated command queue, as Metal segments
+// run behind Metal's (JAX_METAL_EMULATED_QUEUE=0 runs them without it).
+std::unique_ptr<Executor> PlacedDevice() {
+  const char* emulate = std::getenv("JAX_METAL_EMULATED_QUEUE");
+  if (emulate && std::string(emulate) == "0") return CreateHostExecutor();
+  return CreateEmulatedQueueExecutor(CreateHostExecutor());
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(bool* metal) {
@@ -33,7 +41,7 @@ StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(bool* metal) {
     return FailedPrecondition("JAX_METAL_EXECUTOR=metal, but this build has no Metal executor (not macOS)");
 #endif
   if (choice == "host") return CreateHostExecutor();  // no Metal side, so nothing to corrupt
-  return WithInjectedFaults(CreateHostExecutor());
+  return WithInjectedFaults(PlacedDevice());
 }
 
 StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor() {

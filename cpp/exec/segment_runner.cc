@@ -1,17 +1,21 @@
 // The segment runner: one executable made of Metal and host segments (exec/placement.h), run in order over
 // the same memory. It sits above both executors and sees them only as Executors: memory comes from the
 // device executor (shared-storage MTLBuffers on a Mac, which the host reads and writes in place), and
-// each segment is compiled by its own executor. Metal runs are synchronous, so a host segment starts
-// after the GPU work it reads has completed, and no byte is copied between segments.
+// each segment is compiled by its own executor. Device segments are started without waiting (the device
+// runs its work in order); a host segment starts once the device work it reads (or whose memory it
+// writes) has completed, and no byte is copied between segments.
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include <map>
-
+#include "exec/device_queue.h"
 #include "exec/executor.h"
 #include "exec/placement.h"
 #include "support/trace.h"
@@ -27,6 +31,7 @@ std::atomic<int64_t> g_staged_outputs{0};
 struct Slot {
   enum Kind : uint8_t { kInput, kOutput, kTemporary } kind;
   size_t index;
+  bool operator==(const Slot& o) const { return kind == o.kind && index == o.index; }
 };
 
 // What a trace says of a segment: its executor and the MPS ops it runs ("MatMul x2, Add").
@@ -53,6 +58,17 @@ struct SegmentLabel {
     }
     return run();
   }
+
+  // `done`, recording the interval from now until it is called while a trace is on (device work that
+  // completes later, on the device's completion thread).
+  std::function<void(Status)> TracedDone(std::function<void(Status)> done) const {
+    if (!trace::Enabled()) return done;
+    const int64_t start = trace::NowNs();
+    return [this, start, done = std::move(done)](Status s) {
+      trace::RecordInterval(trace::Line::kSegment, name, start, trace::NowNs(), {{"executor", executor}, {"ops", ops}});
+      done(std::move(s));
+    };
+  }
 };
 
 struct CompiledSegment {
@@ -60,6 +76,12 @@ struct CompiledSegment {
   std::vector<Slot> reads;   // per segment parameter
   std::vector<Slot> writes;  // per segment result
   SegmentLabel label;
+  bool on_device = false;  // started on the device's queue; may finish after Start returns
+  // A host segment: how many of the run's device segments must be done before it starts (those that write
+  // what it reads, or read or write what it writes), and whether it writes outputs (which may be the
+  // memory of donated inputs that earlier device work still reads).
+  int device_before = 0;
+  bool writes_outputs = false;
 };
 
 // A program placement left whole: the executor's executable, inside the same interval a segment gets.
@@ -70,11 +92,64 @@ class SingleSegmentExecutable : public Executable {
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
     return label_.Traced([&] { return executable_->Run(inputs, outputs); });
   }
+  void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
+             const std::vector<std::function<Status()>>& waits, std::function<void(Status)> done) override {
+    executable_->Start(inputs, outputs, waits, label_.TracedDone(std::move(done)));
+  }
   bool OutputsMayAliasInputs() const override { return executable_->OutputsMayAliasInputs(); }
 
  private:
   std::unique_ptr<Executable> executable_;
   SegmentLabel label_;
+};
+
+// One run in flight: the memory it made for itself and what is left to finish.
+struct RunState {
+  std::vector<std::shared_ptr<DeviceMemory>> temporaries;
+  std::vector<std::pair<size_t, std::shared_ptr<DeviceMemory>>> staged;
+  std::vector<DeviceMemory*> outputs;
+  std::function<void(Status)> done;
+  std::mutex mu;
+  std::condition_variable cv;
+  int device_done = 0;  // device segments completed (a device completes them in order)
+  Status status;
+  std::atomic<int> pending{1};  // device segments in flight, plus the thread starting the run
+
+  void Record(const Status& s) {
+    if (s.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (status.ok()) status = s;
+  }
+  Status Current() {
+    std::lock_guard<std::mutex> lock(mu);
+    return status;
+  }
+  void DeviceDone(const Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (status.ok() && !s.ok()) status = s;
+      ++device_done;
+    }
+    cv.notify_all();
+    Release();
+  }
+  void AwaitDevice(int count) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return device_done >= count; });
+  }
+  // The last one out copies staged outputs over their donated inputs (every segment has read them by
+  // now) and reports the run.
+  void Release() {
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    Status s = Current();
+    if (s.ok())
+      for (auto& [j, m] : staged) {
+        if (m->size()) std::memcpy(outputs[j]->data(), m->data(), m->size());
+        g_staged_outputs.fetch_add(1, std::memory_order_relaxed);
+      }
+    auto finish = std::move(done);
+    finish(s);
+  }
 };
 
 class SegmentedExecutable : public Executable {
@@ -88,32 +163,44 @@ class SegmentedExecutable : public Executable {
         input_last_reader_(std::move(input_last_reader)) {}
 
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
-    std::vector<std::shared_ptr<DeviceMemory>> temporaries;
-    temporaries.reserve(temporary_bytes_.size());
-    for (size_t bytes : temporary_bytes_) {
-      JMP_ASSIGN_OR_RETURN(auto m, device_.Allocate(bytes));
-      temporaries.push_back(std::move(m));
+    return StartAndWait(*this, inputs, outputs);
+  }
+
+  // Device segments are started one after the other without waiting (the device runs them in order);
+  // a host segment runs here once the device work it depends on is done, and the inputs it touches are
+  // written. The run is done when its last device segment is.
+  void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
+             const std::vector<std::function<Status()>>& waits, std::function<void(Status)> done) override {
+    auto run = std::make_shared<RunState>();
+    run->done = std::move(done);
+    run->outputs = outputs;
+    Status setup = Prepare(*run, inputs, outputs);
+    if (!setup.ok()) {
+      run->Record(setup);
+      return run->Release();
     }
     // A donated input reused as output j must not be overwritten while a later segment still reads it:
     // then output j is made in memory of its own and copied over the input at the end (counted; the
     // placement keeps this rare, since outputs are mostly written by the last segments).
     std::vector<DeviceMemory*> out(outputs);
-    std::vector<std::pair<size_t, std::shared_ptr<DeviceMemory>>> staged;
-    for (size_t j = 0; j < outputs.size(); ++j)
+    for (auto& [j, m] : run->staged) out[j] = m.get();
+    bool outputs_alias_inputs = false;
+    for (size_t j = 0; j < outputs.size() && !outputs_alias_inputs; ++j)
       for (size_t i = 0; i < inputs.size(); ++i)
-        if (outputs[j] == inputs[i] && output_writer_[j] < input_last_reader_[i]) {
-          JMP_ASSIGN_OR_RETURN(auto m, device_.Allocate(outputs[j]->size()));
-          out[j] = m.get();
-          staged.emplace_back(j, std::move(m));
-          break;
-        }
+        if (out[j] == inputs[i]) outputs_alias_inputs = true;
     auto memory = [&](const Slot& s) -> DeviceMemory* {
       switch (s.kind) {
         case Slot::kInput: return inputs[s.index];
         case Slot::kOutput: return out[s.index];
-        case Slot::kTemporary: return temporaries[s.index].get();
+        case Slot::kTemporary: return run->temporaries[s.index].get();
       }
       return nullptr;
+    };
+    std::vector<bool> waited(inputs.size(), waits.empty());
+    auto await_input = [&](size_t i) {
+      if (waited[i]) return;
+      waited[i] = true;
+      if (i < waits.size() && waits[i]) run->Record(waits[i]());
     };
     std::vector<DeviceMemory*> in_list, out_list;
     for (const CompiledSegment& seg : segments_) {
@@ -121,13 +208,28 @@ class SegmentedExecutable : public Executable {
       out_list.clear();
       for (const Slot& s : seg.reads) in_list.push_back(memory(s));
       for (const Slot& s : seg.writes) out_list.push_back(memory(s));
-      JMP_RETURN_IF_ERROR(seg.label.Traced([&] { return seg.executable->Run(in_list, out_list); }));
+      if (seg.on_device) {
+        if (!run->Current().ok()) continue;
+        run->pending.fetch_add(1, std::memory_order_relaxed);
+        seg.executable->Start(in_list, out_list, {}, seg.label.TracedDone([run](Status s) { run->DeviceDone(s); }));
+        continue;
+      }
+      {
+        trace::Scope sync(trace::Line::kWait, "device work");
+        run->AwaitDevice(seg.device_before);
+        for (const Slot& s : seg.reads)
+          if (s.kind == Slot::kInput) await_input(s.index);
+        if (seg.writes_outputs && outputs_alias_inputs) {
+          // Writing over a donated input: earlier runs' device work that reads it must be done, and so
+          // must the input's own producer.
+          for (size_t i = 0; i < inputs.size(); ++i) await_input(i);
+          device_.AwaitStarted();
+        }
+      }
+      if (!run->Current().ok()) continue;
+      run->Record(seg.label.Traced([&] { return seg.executable->Run(in_list, out_list); }));
     }
-    for (auto& [j, m] : staged) {
-      if (m->size()) std::memcpy(outputs[j]->data(), m->data(), m->size());
-      g_staged_outputs.fetch_add(1, std::memory_order_relaxed);
-    }
-    return Status::Ok();
+    run->Release();
   }
 
   bool OutputsMayAliasInputs() const override {
@@ -137,12 +239,57 @@ class SegmentedExecutable : public Executable {
   }
 
  private:
+  Status Prepare(RunState& run, const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) {
+    run.temporaries.reserve(temporary_bytes_.size());
+    for (size_t bytes : temporary_bytes_) {
+      JMP_ASSIGN_OR_RETURN(auto m, device_.Allocate(bytes));
+      run.temporaries.push_back(std::move(m));
+    }
+    for (size_t j = 0; j < outputs.size(); ++j)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (outputs[j] == inputs[i] && output_writer_[j] < input_last_reader_[i]) {
+          JMP_ASSIGN_OR_RETURN(auto m, device_.Allocate(outputs[j]->size()));
+          run.staged.emplace_back(j, std::move(m));
+          break;
+        }
+    return Status::Ok();
+  }
+
   Executor& device_;
   std::vector<CompiledSegment> segments_;
   std::vector<size_t> temporary_bytes_;
   std::vector<int> output_writer_;      // per output: the segment that writes it
   std::vector<int> input_last_reader_;  // per input: the last segment that reads it, or -1
 };
+
+// For each host segment, how many device segments before it it depends on (see CompiledSegment).
+void OrderHostSegments(std::vector<CompiledSegment>& segments) {
+  auto touches = [](const std::vector<Slot>& a, const std::vector<Slot>& b) {
+    for (const Slot& x : a)
+      for (const Slot& y : b)
+        if (x == y) return true;
+    return false;
+  };
+  auto any_of_kind = [](const std::vector<Slot>& a, Slot::Kind k) {
+    for (const Slot& x : a)
+      if (x.kind == k) return true;
+    return false;
+  };
+  for (size_t s = 0; s < segments.size(); ++s) {
+    CompiledSegment& host = segments[s];
+    if (host.on_device) continue;
+    host.writes_outputs = any_of_kind(host.writes, Slot::kOutput);
+    int ordinal = 0;
+    for (size_t d = 0; d < s; ++d) {
+      const CompiledSegment& dev = segments[d];
+      if (!dev.on_device) continue;
+      ++ordinal;
+      if (touches(dev.writes, host.reads) || touches(dev.writes, host.writes) || touches(dev.reads, host.writes) ||
+          (host.writes_outputs && any_of_kind(dev.reads, Slot::kInput)))
+        host.device_before = ordinal;
+    }
+  }
+}
 
 class SegmentedExecutor : public Executor {
  public:
@@ -152,6 +299,10 @@ class SegmentedExecutor : public Executor {
   std::string name() const override { return device_->name(); }
 
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override { return device_->Allocate(bytes); }
+  void AwaitStarted() override { device_->AwaitStarted(); }
+  PoolStats MemoryPoolStats() override { return device_->MemoryPoolStats(); }
+  size_t TrimMemoryPool() override { return device_->TrimMemoryPool(); }
+  int64_t MemoryLimit() override { return device_->MemoryLimit(); }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     mps::Placement placement = mps::PlaceGraph(graph);
@@ -175,6 +326,7 @@ class SegmentedExecutor : public Executor {
       CompiledSegment c;
       JMP_ASSIGN_OR_RETURN(c.executable, For(seg.where).Compile(seg.graph));
       c.label = SegmentLabel(seg.where, seg.graph);
+      c.on_device = seg.where == mps::Where::kMetal;
       for (int v : seg.inputs) {
         Slot slot = slot_of[static_cast<size_t>(v)];
         if (slot.index == SIZE_MAX) return Internal("placement: a segment reads a value no earlier segment makes");
@@ -201,6 +353,7 @@ class SegmentedExecutor : public Executor {
     }
     for (size_t j = 0; j < output_writer.size(); ++j)
       if (output_writer[j] < 0) return Internal("placement: output " + std::to_string(j) + " is never written");
+    OrderHostSegments(compiled);
     return std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled),
                                                                std::move(temporary_bytes), std::move(output_writer),
                                                                std::move(input_last_reader)));

@@ -1,10 +1,37 @@
 // Entry points of the client and of its one device and one memory.
+#include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "pjrt/api.h"
 
 namespace jmp::pjrt {
+
+namespace {
+
+std::mutex g_clients_mu;
+std::vector<ClientState*>& LiveClients() {
+  static auto* clients = new std::vector<ClientState*>;  // never destroyed: clients may outlive statics
+  return *clients;
+}
+
+}  // namespace
+
+size_t TrimMemoryPools() {
+  std::lock_guard<std::mutex> lock(g_clients_mu);
+  size_t bytes = 0;
+  for (ClientState* c : LiveClients()) bytes += c->executor->TrimMemoryPool();
+  return bytes;
+}
+
+int64_t PoolFreshAllocs() {
+  std::lock_guard<std::mutex> lock(g_clients_mu);
+  int64_t n = 0;
+  for (ClientState* c : LiveClients()) n += c->executor->MemoryPoolStats().fresh_allocs;
+  return n;
+}
 
 Status ClientCreate(PJRT_Client_Create_Args* args) {
   JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
@@ -12,6 +39,10 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   state->executor = std::move(executor);
   state->device_kind = state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
   state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor)";
+  {
+    std::lock_guard<std::mutex> lock(g_clients_mu);
+    LiveClients().push_back(state.get());
+  }
   auto* client = new PJRT_Client;
   client->state = std::move(state);
   client->device.description.client = client;
@@ -23,6 +54,11 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
 }
 
 Status ClientDestroy(PJRT_Client_Destroy_Args* args) {
+  if (args->client) {
+    std::lock_guard<std::mutex> lock(g_clients_mu);
+    auto& live = LiveClients();
+    live.erase(std::remove(live.begin(), live.end(), args->client->state.get()), live.end());
+  }
   delete args->client;
   return Status::Ok();
 }
@@ -177,18 +213,26 @@ Status DeviceDefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
 
 Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  const MemoryCounters& c = args->device->description.client->state->counters;
+  ClientState& state = *args->device->description.client->state;
+  const MemoryCounters& c = state.counters;
+  const exec::PoolStats pool = state.executor->MemoryPoolStats();
+  const int64_t limit = state.executor->MemoryLimit();
   args->bytes_in_use = c.bytes_in_use.load();
   args->peak_bytes_in_use = c.peak_bytes.load();
   args->peak_bytes_in_use_is_set = true;
   args->num_allocs = c.num_allocs.load();
   args->num_allocs_is_set = true;
   args->largest_alloc_size_is_set = false;
-  args->bytes_limit_is_set = false;
-  args->bytes_reserved_is_set = false;
-  args->peak_bytes_reserved_is_set = false;
+  // The pool's figures are the device's: every buffer, temporary and run arena it serves.
+  args->bytes_limit = limit;
+  args->bytes_limit_is_set = limit > 0;
+  args->bytes_reserved = pool.bytes_reserved;
+  args->bytes_reserved_is_set = true;
+  args->peak_bytes_reserved = pool.peak_bytes_reserved;
+  args->peak_bytes_reserved_is_set = true;
   args->bytes_reservable_limit_is_set = false;
-  args->largest_free_block_bytes_is_set = false;
+  args->largest_free_block_bytes = pool.largest_free_block;
+  args->largest_free_block_bytes_is_set = true;
   args->pool_bytes_is_set = false;
   args->peak_pool_bytes_is_set = false;
   return Status::Ok();

@@ -70,6 +70,20 @@ void ReadGate::WaitIdle() {
   cv_.wait(lock, [&] { return readers_ == 0; });
 }
 
+void InflightLimit::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return free_ > 0; });
+  --free_;
+}
+
+void InflightLimit::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++free_;
+  }
+  cv_.notify_one();
+}
+
 WorkQueue::WorkQueue() {
   worker_ = std::thread([this] {
     for (;;) {

@@ -21,6 +21,9 @@ class EventState {
   bool ready();
   Status Await();
   void OnReady(std::function<void(Status)> callback);
+  // The work queue whose runs set this event (null: set otherwise). A run queued on the same work
+  // queue needs no host wait for it before starting device work: the device runs work in order.
+  const void* producer = nullptr;
 
  private:
   std::mutex mu_;
@@ -47,6 +50,21 @@ class ReadGate {
   std::mutex mu_;
   std::condition_variable cv_;
   int readers_ = 0;
+};
+
+// Bounds the runs a client has queued or in flight (as XLA:CPU bounds its in-flight computations):
+// Execute takes a slot, waiting while all are taken, and the run gives it back when done, so that a loop
+// that never syncs paces itself instead of queueing unbounded work and memory.
+class InflightLimit {
+ public:
+  explicit InflightLimit(int limit) : free_(limit) {}
+  void Acquire();
+  void Release();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
 };
 
 // Runs work in submission order on one thread: an execution that consumes a buffer always runs

@@ -3,6 +3,8 @@
 #include "exec/host_callback.h"
 #include "support/trace.h"
 
+#include <cstdlib>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -11,9 +13,16 @@ namespace jmp::pjrt {
 
 std::atomic<int64_t> g_runs_in_flight{0};
 
+int MaxRunsInFlight() {
+  const char* env = std::getenv("JAX_METAL_MAX_INFLIGHT");
+  const long n = env ? std::strtol(env, nullptr, 10) : 0;
+  return n > 0 ? static_cast<int>(n) : 32;
+}
+
 namespace {
 
-// Everything the queued run holds on to; one allocation shared by the task.
+// Everything the queued run holds on to until its work completes (its memory goes back to the pool only
+// then); one allocation shared by the task and the completion.
 struct Run {
   std::shared_ptr<CompiledProgram> program;
   std::vector<std::shared_ptr<exec::DeviceMemory>> inputs;
@@ -22,32 +31,70 @@ struct Run {
   std::vector<std::shared_ptr<ReadGate>> overwritten;  // donated inputs the run writes over
   std::vector<std::shared_ptr<BufferState>> results;
   std::shared_ptr<EventState> done;
-  int64_t queued_ns = 0;  // when Execute queued it, while a trace is on
+  const void* pipeline = nullptr;  // the client's work queue
+  InflightLimit* inflight = nullptr;
+  int64_t queued_ns = 0;   // when Execute queued it, while a trace is on
+  int64_t started_ns = 0;  // when it started, while a trace is on
 
-  void operator()() const {
-    if (queued_ns) trace::RecordInterval(trace::Line::kWait, "queued", queued_ns, trace::NowNs());
-    trace::Scope scope(trace::Line::kExecute, "execute");
-    scope.Rename(program->name);
+  // Starts the run on the calling thread (the queue's, or the caller's when it runs inline); it
+  // completes, maybe later on the device's completion thread, through Finish.
+  static void Start(const std::shared_ptr<Run>& run) {
+    // Events set outside this queue are waited for here; this queue's own are the device's order, and
+    // host segments wait for them through `host_waits` only when they touch the input.
+    if (run->queued_ns) {
+      run->started_ns = trace::NowNs();
+      trace::RecordInterval(trace::Line::kWait, "queued", run->queued_ns, run->started_ns);
+    }
+    trace::Scope wait(trace::Line::kWait, "arguments");
+    std::vector<std::function<Status()>> host_waits(run->waits.size());
     Status status;
-    {
-      trace::Scope wait(trace::Line::kWait, "arguments");
-      for (auto& w : waits) {
-        Status s = w->Await();
-        if (!s.ok() && status.ok()) status = s;
+    for (size_t i = 0; i < run->waits.size(); ++i) {
+      const std::shared_ptr<EventState>& w = run->waits[i];
+      if (w->producer == run->pipeline && !w->ready()) {
+        host_waits[i] = [w] { return w->Await(); };
+        continue;
       }
-      for (auto& gate : overwritten) gate->WaitIdle();
+      Status s = w->Await();
+      if (!s.ok() && status.ok()) status = s;
     }
-    if (status.ok()) {
-      std::vector<exec::DeviceMemory*> in, out;
-      in.reserve(inputs.size());
-      out.reserve(outputs.size());
-      for (auto& mem : inputs) in.push_back(mem.get());
-      for (auto& mem : outputs) out.push_back(mem.get());
-      status = program->executable->Run(in, out);
-    }
-    for (auto& r : results) r->ready->Set(status);
-    done->Set(status);
-    g_runs_in_flight--;
+    for (auto& gate : run->overwritten) gate->WaitIdle();
+    wait.Close();
+    if (!status.ok()) return Finish(run, status);
+    std::vector<exec::DeviceMemory*> in, out;
+    in.reserve(run->inputs.size());
+    out.reserve(run->outputs.size());
+    for (auto& mem : run->inputs) in.push_back(mem.get());
+    for (auto& mem : run->outputs) out.push_back(mem.get());
+    run->program->executable->Start(in, out, host_waits, [run](Status s) { Finish(run, std::move(s)); });
+  }
+
+  // The run's work is done: its status is the first error of its arguments' (an earlier run's failure
+  // poisons what reads its results) or its own; waits for no thread, only for the argument events,
+  // which earlier work sets.
+  static void Finish(const std::shared_ptr<Run>& run, Status status) {
+    struct Join {
+      std::mutex mu;
+      Status status;
+      std::atomic<size_t> left;
+    };
+    auto join = std::make_shared<Join>();
+    join->status = std::move(status);
+    join->left = run->waits.size() + 1;
+    auto arrive = [run, join](const Status& s) {
+      {
+        std::lock_guard<std::mutex> lock(join->mu);
+        if (join->status.ok() && !s.ok()) join->status = s;
+      }
+      if (join->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      if (run->started_ns)
+        trace::RecordInterval(trace::Line::kExecute, run->program->name, run->started_ns, trace::NowNs());
+      for (auto& r : run->results) r->ready->Set(join->status);
+      run->done->Set(join->status);
+      g_runs_in_flight--;
+      if (run->inflight) run->inflight->Release();
+    };
+    for (auto& w : run->waits) w->OnReady(arrive);
+    arrive(Status::Ok());
   }
 };
 
@@ -99,8 +146,22 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
   }
 
+  // A slot among the client's runs in flight, given back when the run is done (or here, if it fails to
+  // queue). Work submitted from inside a callback takes none: the run waiting for the callback holds one.
+  struct Slot {
+    InflightLimit* limit;
+    ~Slot() {
+      if (limit) limit->Release();
+    }
+  } slot{nullptr};
+  if (!run_here) {
+    client.inflight.Acquire();
+    slot.limit = &client.inflight;
+  }
+
   auto run = std::make_shared<Run>();
   run->program = program;
+  run->pipeline = &client.queue;
   run->inputs.resize(n);
   run->waits.reserve(n);
 
@@ -161,14 +222,16 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     const DType dtype = j < program->output_dtypes.size() ? program->output_dtypes[j] : t.dtype;
     outputs.push_back(MakeBuffer(client.counters, dtype, t.shape, run->outputs[j], /*allocated=*/reuse[j] < 0));
   }
+  for (auto& out : outputs) out->ready->producer = &client.queue;
   run->results = outputs;
   run->done = std::make_shared<EventState>();
   if (trace::Enabled()) run->queued_ns = trace::NowNs();
   done = run->done;
+  run->inflight = std::exchange(slot.limit, nullptr);
   g_runs_in_flight++;
   if (run_here) {
     submit.unlock();  // the run may call back into Python, which may execute again
-    (*run)();
+    Run::Start(run);
     return Status::Ok();
   }
   // A small program whose arguments are all ready runs here when the queue is idle (no thread handoff,
@@ -177,8 +240,8 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   for (size_t i = 0; ready && i < run->waits.size(); ++i) ready = run->waits[i]->ready();
   for (size_t i = 0; ready && i < run->overwritten.size(); ++i) ready = run->overwritten[i]->Idle();
   // Still under the submit lock: no run submitted after this one may slip in before it.
-  if (ready && client.queue.RunIfIdle([&run] { (*run)(); })) return Status::Ok();
-  client.queue.Push([run = std::move(run)] { (*run)(); });
+  if (ready && client.queue.RunIfIdle([&run] { Run::Start(run); })) return Status::Ok();
+  client.queue.Push([run = std::move(run)] { Run::Start(run); });
   return Status::Ok();
 }
 

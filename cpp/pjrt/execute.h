@@ -1,6 +1,12 @@
 // One execution: check the arguments against the program, decide which inputs the call consumes and
 // which output takes which donated memory, and queue the run behind the work it depends on.
 //
+// Pipelining. The queue's thread starts each run and moves on: device segments are committed to the
+// device without waiting (it runs them in order, so a run that reads an earlier run's results needs no
+// host wait), and the run's results become ready when its work completes. Only host work waits, for
+// the inputs it touches. At most MaxRunsInFlight() runs are queued or in flight per client; Execute
+// waits for a slot beyond that.
+//
 // Buffer donation. An input is donated when @main declares it (tf.aliasing_output, jax.buffer_donor)
 // and the caller does not list it as non-donatable, unless other frameworks hold references to its
 // memory (dlpack: then it is used, not donated, as on XLA's CPU client). A donated buffer is consumed by
@@ -37,7 +43,11 @@ struct ExecutionContext {
   // in which buffers were found live and donated.
   std::mutex& submit_mu;
   WorkQueue& queue;
+  InflightLimit& inflight;
 };
+
+// How many runs a client may have queued or in flight before Execute waits: JAX_METAL_MAX_INFLIGHT, or 32.
+int MaxRunsInFlight();
 
 // Per output, the donated input whose memory it takes, or -1 for fresh memory: first each aliased
 // input (aliased_output) whose memory has the output's size, then each other donated input takes the

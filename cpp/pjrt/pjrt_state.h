@@ -23,6 +23,7 @@ struct PJRT_Error {
 namespace jmp::pjrt {
 
 struct ClientState {
+  InflightLimit inflight{MaxRunsInFlight()};  // first: destroyed last, after runs the executor still completes
   std::unique_ptr<exec::Executor> executor;
   std::string device_kind;
   std::string platform_version;
@@ -30,8 +31,14 @@ struct ClientState {
   std::mutex submit_mu;  // see ExecutionContext::submit_mu
   WorkQueue queue;
 
-  ExecutionContext execution_context() { return ExecutionContext{*executor, counters, submit_mu, queue}; }
+  ExecutionContext execution_context() { return ExecutionContext{*executor, counters, submit_mu, queue, inflight}; }
 };
+
+// Gives back the memory every live client's device pool keeps free (an explicit trim, as on
+// jax.clear_caches()); returns the bytes released.
+size_t TrimMemoryPools();
+// Blocks the live clients' device pools had to make fresh (not served from freed ones).
+int64_t PoolFreshAllocs();
 
 }  // namespace jmp::pjrt
 

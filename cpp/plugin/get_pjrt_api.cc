@@ -50,3 +50,10 @@ JMP_EXPORT int32_t jmp_set_signposts(int32_t on) {
   return 0;
 #endif
 }
+
+// Gives back the memory the device pools keep free for reuse (jax_metal_plugin.trim_memory()); returns the
+// bytes released.
+JMP_EXPORT int64_t jmp_pjrt_trim_memory() { return static_cast<int64_t>(jmp::pjrt::TrimMemoryPools()); }
+
+// The device pools' figures: blocks made fresh by the system, and blocks served again from the pool.
+JMP_EXPORT int64_t jmp_pjrt_pool_fresh_allocs() { return jmp::pjrt::PoolFreshAllocs(); }

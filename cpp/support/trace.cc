@@ -65,7 +65,7 @@ void Scope::Open() {
   if (IntervalSink sink = internal::g_sink.load(std::memory_order_relaxed)) sink(line_, name_, true, id_);
 }
 
-void Scope::Close() {
+void Scope::Finish() {
   const int64_t end = NowNs();
   if (IntervalSink sink = internal::g_sink.load(std::memory_order_relaxed))
     sink(line_, detail_.empty() ? name_ : detail_.c_str(), false, id_);

@@ -56,9 +56,7 @@ class Scope {
   Scope(Line line, const char* name) : line_(line), name_(name) {
     if (Enabled()) Open();
   }
-  ~Scope() {
-    if (on_) Close();
-  }
+  ~Scope() { Close(); }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
@@ -71,10 +69,15 @@ class Scope {
   void Rename(std::string name) {
     if (on_) detail_ = std::move(name);
   }
+  // Ends the interval before the scope does.
+  void Close() {
+    if (on_) Finish();
+    on_ = false;
+  }
 
  private:
   void Open();
-  void Close();
+  void Finish();
 
   Line line_;
   const char* name_;

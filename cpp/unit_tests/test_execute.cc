@@ -68,11 +68,12 @@ JMP_TEST(ExecutePlan, NoInputsOrNoOutputs) {
 
 // A client of its own: host executor, counters, queue.
 struct TestClient {
+  pjrt::InflightLimit inflight{4};
   std::unique_ptr<exec::Executor> executor = exec::CreateHostExecutor();
   pjrt::MemoryCounters counters;
   std::mutex submit_mu;
   pjrt::WorkQueue queue;
-  pjrt::ExecutionContext context() { return {*executor, counters, submit_mu, queue}; }
+  pjrt::ExecutionContext context() { return {*executor, counters, submit_mu, queue, inflight}; }
 };
 
 // out = x + x over f32[4], with x donated to (and aliased with) the output.

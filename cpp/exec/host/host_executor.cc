@@ -11,6 +11,8 @@
 #include <mutex>
 #include <new>
 
+#include <unistd.h>
+
 #include "exec/executor.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_memory.h"
@@ -261,6 +263,12 @@ class HostExecutor : public Executor {
   }
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     return std::unique_ptr<Executable>(new HostExecutable(graph));
+  }
+  PoolStats MemoryPoolStats() override { return blocks_->pool().Stats(); }
+  size_t TrimMemoryPool() override { return blocks_->pool().Trim(); }
+  int64_t MemoryLimit() override {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
   }
 
  private:

@@ -1,4 +1,4 @@
-// Host device memory and per-run arenas: both come from one bounded cache of freed blocks, so steady-state
+// Host device memory and per-run arenas: both come from one bounded pool of freed blocks, so steady-state
 // training steps neither allocate nor fault in fresh pages, and idle programs hold nothing.
 #pragma once
 
@@ -13,78 +13,46 @@
 
 #include <sys/mman.h>
 
+#include "exec/block_pool.h"
 #include "exec/executor.h"
 
 namespace jmp::exec::host {
 
-constexpr size_t kAlign = 64;
+constexpr size_t kAlign = BlockPool::kAlign;
 
-inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+inline size_t AlignUp(size_t n) { return BlockPool::AlignUp(n); }
 
-// Device buffers and run arenas come from one process-wide cache of freed blocks in size classes (four
-// per power of two), as GPU allocators do: a training step frees and allocates the same sizes every step,
-// and fresh large blocks would fault in every page again. At most kMaxCachedBytes stay cached; past that a
-// freed block goes back to the system at once (large blocks are mapped and unmapped directly, so no
-// allocator keeps them either). Thousands of compiled programs (a test suite) therefore hold no idle
-// memory of their own.
+// Device buffers and run arenas come from one process-wide pool of host blocks (exec/block_pool.h): at
+// most kMaxCachedBytes stay cached; large blocks are mapped and unmapped directly, so no malloc keeps
+// them either. Thousands of compiled programs (a test suite) therefore hold no idle memory of their own.
 class BlockCache {
  public:
   static constexpr size_t kMaxCachedBytes = size_t{256} << 20;
   static constexpr size_t kMapped = size_t{256} << 10;  // blocks this large are mmap'ed
 
-  static size_t SizeClass(size_t n) {
-    if (n <= 256) return AlignUp(n);
-    size_t top = size_t{1} << (63 - __builtin_clzll(static_cast<unsigned long long>(n - 1)));  // < n <= 2 top
-    size_t step = top / 4;
-    return AlignUp((n + step - 1) / step * step);
-  }
-  uint8_t* Take(size_t cls) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(cls);
-      if (it != free_.end()) {
-        uint8_t* p = it->second;
-        free_.erase(it);
-        cached_ -= cls;
-        return p;
-      }
-    }
-    return Allocate(cls);
-  }
-  void Give(uint8_t* p, size_t cls) {
-    if (!p) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (cached_ + cls <= kMaxCachedBytes) {
-        free_.emplace(cls, p);
-        cached_ += cls;
-        return;
-      }
-    }
-    Release(p, cls);
-  }
-  ~BlockCache() {
-    for (auto& [cls, p] : free_) Release(p, cls);
-  }
+  static size_t SizeClass(size_t n) { return BlockPool::SizeClass(n); }
+  uint8_t* Take(size_t cls) { return static_cast<uint8_t*>(pool_.Take(cls)); }
+  void Give(uint8_t* p, size_t cls) { pool_.Give(p, cls); }
+  BlockPool& pool() { return pool_; }
 
  private:
-  static uint8_t* Allocate(size_t cls) {
-    if (cls >= kMapped) {
-      void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  struct Backend : BlockPool::Backend {
+    void* Allocate(size_t cls) override {
+      if (cls >= kMapped) {
+        void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? nullptr : p;
+      }
+      return std::aligned_alloc(kAlign, cls);
     }
-    return static_cast<uint8_t*>(std::aligned_alloc(kAlign, cls));
-  }
-  static void Release(uint8_t* p, size_t cls) {
-    if (cls >= kMapped)
-      munmap(p, cls);
-    else
-      std::free(p);
-  }
-
-  std::mutex mu_;
-  std::multimap<size_t, uint8_t*> free_;
-  size_t cached_ = 0;
+    void Release(void* p, size_t cls) override {
+      if (cls >= kMapped)
+        munmap(p, cls);
+      else
+        std::free(p);
+    }
+  };
+  Backend backend_;
+  BlockPool pool_{&backend_, kMaxCachedBytes};
 };
 
 // The one cache every host executor and plan shares (never destroyed: buffers may outlive statics).

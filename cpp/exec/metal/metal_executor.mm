@@ -1,15 +1,23 @@
 // The Metal executor: one MPSGraph per executable, built once from the MPS op graph (one MPSGraph call
-// per op, a switch over the op table), compiled into an MPSGraphExecutable and run on MTLBuffers in
-// shared storage. Semantics live in op_kinds.def and the lowering; nothing here decides anything.
+// per op, a switch over the op table), compiled into an MPSGraphExecutable, encoded into a command buffer
+// per run and committed without waiting, on MTLBuffers in shared storage that the device pool reuses.
+// Semantics live in op_kinds.def and the lowering; nothing here decides anything.
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
 #import <MetalPerformanceShadersGraph/MetalPerformanceShadersGraph.h>
 
+#include <algorithm>
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "exec/block_pool.h"
+#include "exec/device_queue.h"
 #include "exec/executor.h"
 #include "exec/metal/metal_kernel.h"
 #include "mps/op_attrs.h"
@@ -357,21 +365,61 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
   return Internal("unknown op kind");
 }
 
-class MetalMemory : public DeviceMemory {
+// A block of the device pool: a shared-storage MTLBuffer and the MPSGraphTensorData views executables
+// made of it (a view per executable's input or output position), kept with the buffer and released with
+// it, so that a run over reused buffers creates no Objective-C objects.
+struct MetalBlock {
+  id<MTLBuffer> buffer;
+  std::mutex mu;
+  std::unordered_map<uint64_t, MPSGraphTensorData*> views;
+};
+
+class MetalPool : public BlockPool::Backend {
  public:
-  MetalMemory(id<MTLBuffer> buffer, size_t size) : buffer_(buffer), size_(size) {}
-  void* data() override { return buffer_ ? [buffer_ contents] : nullptr; }
-  size_t size() const override { return size_; }
-  id<MTLBuffer> buffer() const { return buffer_; }
+  explicit MetalPool(id<MTLDevice> device) : device_(device) {}
+  void* Allocate(size_t bytes) override {
+    id<MTLBuffer> buffer = [device_ newBufferWithLength:bytes options:MTLResourceStorageModeShared];
+    if (!buffer) return nullptr;
+    auto* block = new MetalBlock;
+    block->buffer = buffer;
+    return block;
+  }
+  void Release(void* block, size_t) override { delete static_cast<MetalBlock*>(block); }
+  BlockPool& pool() { return pool_; }
 
  private:
-  id<MTLBuffer> buffer_;  // released with this object (ARC)
-  size_t size_;
+  id<MTLDevice> device_;
+  BlockPool pool_{this, size_t{1} << 30};
 };
+
+class MetalMemory : public DeviceMemory {
+ public:
+  MetalMemory(std::shared_ptr<MetalPool> pool, size_t size)
+      : pool_(std::move(pool)), size_(size), cls_(BlockPool::SizeClass(size)) {
+    block_ = static_cast<MetalBlock*>(pool_->pool().Take(cls_));
+  }
+  ~MetalMemory() override {
+    if (block_) pool_->pool().Give(block_, cls_);
+  }
+  bool ok() const { return block_ != nullptr; }
+  void* data() override { return [block_->buffer contents]; }
+  size_t size() const override { return size_; }
+  id<MTLBuffer> buffer() const { return block_->buffer; }
+  MetalBlock* block() const { return block_; }
+
+ private:
+  std::shared_ptr<MetalPool> pool_;
+  MetalBlock* block_ = nullptr;
+  size_t size_, cls_;
+};
+
+std::atomic<uint64_t> g_next_executable_id{1};
 
 class MetalExecutable : public Executable {
  public:
-  MetalExecutable(id<MTLCommandQueue> queue, const mps::Graph& g) : queue_(queue), graph_(g) {}
+  MetalExecutable(id<MTLCommandQueue> queue, std::shared_ptr<MetalPool> pool, std::shared_ptr<StartedWork> work,
+                  const mps::Graph& g)
+      : queue_(queue), pool_(std::move(pool)), work_(std::move(work)), graph_(g) {}
 
   Status Build(id<MTLDevice> device) {
     MPSGraph* graph = [[MPSGraph alloc] init];
@@ -383,6 +431,12 @@ class MetalExecutable : public Executable {
       MPSGraphTensor* p = [graph placeholderWithShape:ShapeOf(graph_.type(v)) dataType:*dt name:nil];
       [params addObject:p];
       feeds[p] = [[MPSGraphShapedType alloc] initWithShape:ShapeOf(graph_.type(v)) dataType:*dt];
+      input_types_.push_back(feeds[p]);
+    }
+    for (int v : graph_.outputs) {
+      auto dt = ToMPS(graph_.type(v).dtype, nullptr);
+      if (!dt.ok()) return dt.status();
+      output_types_.push_back([[MPSGraphShapedType alloc] initWithShape:ShapeOf(graph_.type(v)) dataType:*dt]);
     }
     GraphBuilder builder(graph);
     auto outputs = builder.Build(graph_, params);
@@ -393,8 +447,6 @@ class MetalExecutable : public Executable {
       BOOL seen = [targets containsObject:t] || [params containsObject:t];
       [targets addObject:seen ? [graph identityWithTensor:t name:nil] : t];
     }
-    feeds_ = params;
-    targets_ = targets;
     MPSGraphDevice* gd = [MPSGraphDevice deviceWithMTLDevice:device];
     executable_ = [graph compileWithDevice:gd
                                      feeds:feeds
@@ -406,65 +458,134 @@ class MetalExecutable : public Executable {
   }
 
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
-    @autoreleasepool {
-      NSMutableArray<MPSGraphTensorData*>* in = [NSMutableArray array];
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        auto* m = static_cast<MetalMemory*>(inputs[i]);
-        const mps::TensorType& t = graph_.type(graph_.inputs[i]);
-        [in addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer()
-                                                              shape:ShapeOf(t)
-                                                           dataType:*ToMPS(t.dtype, nullptr)]];
-      }
-      NSMutableArray<MPSGraphTensorData*>* out = [NSMutableArray array];
-      for (size_t i = 0; i < outputs.size(); ++i) {
-        auto* m = static_cast<MetalMemory*>(outputs[i]);
-        const mps::TensorType& t = graph_.type(graph_.outputs[i]);
-        [out addObject:[[MPSGraphTensorData alloc] initWithMTLBuffer:m->buffer()
-                                                               shape:ShapeOf(t)
-                                                            dataType:*ToMPS(t.dtype, nullptr)]];
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      [executable_ runWithMTLCommandQueue:queue_ inputsArray:in resultsArray:out executionDescriptor:nil];
-    }
-    return Status::Ok();
+    return StartAndWait(*this, inputs, outputs);
   }
 
+  // Encodes the run into a command buffer and commits it without waiting; the buffer's completion
+  // handler reports the run. An output that is an input's memory (donation) is computed into a pool
+  // block and copied over the input on the GPU after the graph, in the same command buffer, so that
+  // every input is read before any output is written.
+  void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
+             const std::vector<std::function<Status()>>&, std::function<void(Status)> done) override {
+    @autoreleasepool {
+      NSMutableArray<MPSGraphTensorData*>* in = [NSMutableArray arrayWithCapacity:inputs.size()];
+      for (size_t i = 0; i < inputs.size(); ++i)
+        [in addObject:View(static_cast<MetalMemory*>(inputs[i]), i, input_types_[i])];
+      std::vector<std::shared_ptr<DeviceMemory>> staging;
+      std::vector<std::pair<MetalMemory*, MetalMemory*>> copies;  // (computed in, donated input)
+      NSMutableArray<MPSGraphTensorData*>* out = [NSMutableArray arrayWithCapacity:outputs.size()];
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        auto* m = static_cast<MetalMemory*>(outputs[j]);
+        if (std::find(inputs.begin(), inputs.end(), outputs[j]) != inputs.end()) {
+          auto tmp = std::make_shared<MetalMemory>(pool_, m->size());
+          if (!tmp->ok()) return done(ResourceExhausted("Metal could not allocate a donated output's staging"));
+          copies.emplace_back(tmp.get(), m);
+          m = tmp.get();
+          staging.push_back(std::move(tmp));
+        }
+        [out addObject:View(m, kOutputPosition + j, output_types_[j])];
+      }
+      MPSCommandBuffer* cb = [MPSCommandBuffer commandBufferFromCommandQueue:queue_];
+      {
+        std::lock_guard<std::mutex> lock(mu_);  // one encoder of this executable at a time
+        [executable_ encodeToCommandBuffer:cb inputsArray:in resultsArray:out executionDescriptor:nil];
+      }
+      if (!copies.empty()) {
+        id<MTLBlitCommandEncoder> blit = [cb blitCommandEncoder];
+        for (auto& [from, to] : copies)
+          if (to->size())
+            [blit copyFromBuffer:from->buffer()
+                     sourceOffset:0
+                         toBuffer:to->buffer()
+                destinationOffset:0
+                             size:to->size()];
+        [blit endEncoding];
+      }
+      auto finish = std::make_shared<std::function<void(Status)>>(std::move(done));
+      auto held = std::make_shared<std::vector<std::shared_ptr<DeviceMemory>>>(std::move(staging));
+      std::shared_ptr<StartedWork> work = work_;
+      work->Begin();
+      // The last command buffer MPSGraph encoded into (it may have committed earlier ones): it completes
+      // after them, in queue order.
+      [cb.rootCommandBuffer addCompletedHandler:^(id<MTLCommandBuffer> b) {
+        Status status;
+        if (b.status == MTLCommandBufferStatusError) {
+          NSString* text = b.error ? b.error.localizedDescription : @"unknown error";
+          status = Internal(std::string("Metal command buffer failed: ") + text.UTF8String);
+        }
+        held->clear();
+        work->End();
+        (*finish)(std::move(status));
+      }];
+      [cb commit];
+    }
+  }
+
+  bool OutputsMayAliasInputs() const override { return true; }
+
  private:
+  static constexpr size_t kOutputPosition = size_t{1} << 19;
+
+  // The block's view for this executable's position, made once and kept with the block.
+  MPSGraphTensorData* View(MetalMemory* m, size_t position, MPSGraphShapedType* type) {
+    MetalBlock* block = m->block();
+    const uint64_t key = (id_ << 20) | position;
+    std::lock_guard<std::mutex> lock(block->mu);
+    auto it = block->views.find(key);
+    if (it != block->views.end()) return it->second;
+    if (block->views.size() >= kMaxViewsPerBlock) block->views.clear();  // views of executables long gone
+    MPSGraphTensorData* view = [[MPSGraphTensorData alloc] initWithMTLBuffer:block->buffer
+                                                                       shape:type.shape
+                                                                    dataType:type.dataType];
+    block->views.emplace(key, view);
+    return view;
+  }
+  static constexpr size_t kMaxViewsPerBlock = 16;
+
   id<MTLCommandQueue> queue_;
+  std::shared_ptr<MetalPool> pool_;
+  std::shared_ptr<StartedWork> work_;
   mps::Graph graph_;
+  const uint64_t id_ = g_next_executable_id.fetch_add(1);
+  std::vector<MPSGraphShapedType*> input_types_, output_types_;
   MPSGraphExecutable* executable_ = nil;
-  NSArray<MPSGraphTensor*>* feeds_ = nil;
-  NSArray<MPSGraphTensor*>* targets_ = nil;
   std::mutex mu_;
 };
 
 class MetalExecutor : public Executor {
  public:
-  explicit MetalExecutor(id<MTLDevice> device) : device_(device), queue_([device newCommandQueue]) {}
+  explicit MetalExecutor(id<MTLDevice> device)
+      : device_(device), queue_([device newCommandQueue]), pool_(std::make_shared<MetalPool>(device)) {}
   std::string name() const override { return "metal"; }
 
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override {
-    id<MTLBuffer> buffer = [device_ newBufferWithLength:std::max<size_t>(bytes, 1)
-                                                options:MTLResourceStorageModeShared];
-    if (!buffer) return ResourceExhausted("Metal could not allocate " + std::to_string(bytes) + " bytes");
-    return std::shared_ptr<DeviceMemory>(std::make_shared<MetalMemory>(buffer, bytes));
+    auto m = std::make_shared<MetalMemory>(pool_, bytes);
+    if (!m->ok()) return ResourceExhausted("Metal could not allocate " + std::to_string(bytes) + " bytes");
+    return std::shared_ptr<DeviceMemory>(std::move(m));
   }
 
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     @autoreleasepool {
       if (IsMetalKernelGraph(graph))
-        return CompileMetalKernel(device_, queue_, graph,
+        return CompileMetalKernel(device_, queue_, work_, graph,
                                   [](DeviceMemory* m) { return static_cast<MetalMemory*>(m)->buffer(); });
-      auto exe = std::make_unique<MetalExecutable>(queue_, graph);
+      auto exe = std::make_unique<MetalExecutable>(queue_, pool_, work_, graph);
       Status s = exe->Build(device_);
       if (!s.ok()) return s;
       return std::unique_ptr<Executable>(std::move(exe));
     }
   }
 
+  void AwaitStarted() override { work_->AwaitStarted(); }
+  PoolStats MemoryPoolStats() override { return pool_->pool().Stats(); }
+  size_t TrimMemoryPool() override { return pool_->pool().Trim(); }
+  int64_t MemoryLimit() override { return static_cast<int64_t>([device_ recommendedMaxWorkingSetSize]); }
+
  private:
   id<MTLDevice> device_;
   id<MTLCommandQueue> queue_;
+  std::shared_ptr<MetalPool> pool_;
+  std::shared_ptr<StartedWork> work_ = std::make_shared<StartedWork>();
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "exec/device_queue.h"
 #include "exec/executor.h"
 #include "mps/graph.h"
 #include "support/status.h"
@@ -17,10 +18,11 @@ namespace jmp::exec {
 // Whether `graph` is one MetalKernel op (and nothing else an MPSGraph would need).
 bool IsMetalKernelGraph(const mps::Graph& graph);
 
-// `buffer_of` gives the MTLBuffer behind the executor's memory. A source that does not compile is an
+// `buffer_of` gives the MTLBuffer behind the executor's memory; runs are committed without waiting and
+// counted in `work` as the executor's graph runs are. A source that does not compile is an
 // InvalidArgument error carrying the Metal compiler's message.
 StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, id<MTLCommandQueue> queue,
-                                                         const mps::Graph& graph,
+                                                         std::shared_ptr<StartedWork> work, const mps::Graph& graph,
                                                          std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of);
 
 }  // namespace jmp::exec

@@ -46,15 +46,28 @@ StatusOr<id<MTLComputePipelineState>> Pipeline(id<MTLDevice> device, const mps::
 
 class MetalKernelExecutable : public Executable {
  public:
-  MetalKernelExecutable(id<MTLCommandQueue> queue, id<MTLComputePipelineState> pipeline, mps::MetalKernelAttrs attrs,
+  MetalKernelExecutable(id<MTLCommandQueue> queue, std::shared_ptr<StartedWork> work,
+                        id<MTLComputePipelineState> pipeline, mps::MetalKernelAttrs attrs,
                         std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of)
-      : queue_(queue), pipeline_(pipeline), attrs_(std::move(attrs)), buffer_of_(std::move(buffer_of)) {}
+      : queue_(queue),
+        work_(std::move(work)),
+        pipeline_(pipeline),
+        attrs_(std::move(attrs)),
+        buffer_of_(std::move(buffer_of)) {}
 
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
-    if (static_cast<int64_t>(attrs_.threadgroup[0] * attrs_.threadgroup[1] * attrs_.threadgroup[2]) >
-        static_cast<int64_t>([pipeline_ maxTotalThreadsPerThreadgroup]))
-      return InvalidArgument("metal_kernel '" + attrs_.entry + "': the threadgroup holds more threads than the " +
-                             std::to_string([pipeline_ maxTotalThreadsPerThreadgroup]) + " its pipeline allows");
+    return StartAndWait(*this, inputs, outputs);
+  }
+
+  // Encodes the dispatch into a command buffer of the executor's queue, after the graph runs committed
+  // before it, and commits without waiting; the completion handler reports the run.
+  void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
+             const std::vector<std::function<Status()>>&, std::function<void(Status)> done) override {
+    const int64_t threads = attrs_.threadgroup[0] * attrs_.threadgroup[1] * attrs_.threadgroup[2];
+    if (threads > static_cast<int64_t>([pipeline_ maxTotalThreadsPerThreadgroup]))
+      return done(InvalidArgument("metal_kernel '" + attrs_.entry + "': the threadgroup holds " +
+                                  std::to_string(threads) + " threads, more than the " +
+                                  std::to_string([pipeline_ maxTotalThreadsPerThreadgroup]) + " its pipeline allows"));
     @autoreleasepool {
       id<MTLCommandBuffer> commands = [queue_ commandBuffer];
       id<MTLComputeCommandEncoder> encoder = [commands computeCommandEncoder];
@@ -62,24 +75,31 @@ class MetalKernelExecutable : public Executable {
       NSUInteger index = 0;
       for (DeviceMemory* m : inputs) [encoder setBuffer:buffer_of_(m) offset:0 atIndex:index++];
       for (DeviceMemory* m : outputs) [encoder setBuffer:buffer_of_(m) offset:0 atIndex:index++];
-      [encoder dispatchThreads:MTLSizeMake(static_cast<NSUInteger>(attrs_.grid[0]),
-                                           static_cast<NSUInteger>(attrs_.grid[1]),
-                                           static_cast<NSUInteger>(attrs_.grid[2]))
-          threadsPerThreadgroup:MTLSizeMake(static_cast<NSUInteger>(attrs_.threadgroup[0]),
-                                            static_cast<NSUInteger>(attrs_.threadgroup[1]),
-                                            static_cast<NSUInteger>(attrs_.threadgroup[2]))];
+      auto size = [](const std::array<int64_t, 3>& v) {
+        return MTLSizeMake(static_cast<NSUInteger>(v[0]), static_cast<NSUInteger>(v[1]), static_cast<NSUInteger>(v[2]));
+      };
+      [encoder dispatchThreads:size(attrs_.grid) threadsPerThreadgroup:size(attrs_.threadgroup)];
       [encoder endEncoding];
+      auto finish = std::make_shared<std::function<void(Status)>>(std::move(done));
+      std::shared_ptr<StartedWork> work = work_;
+      const std::string entry = attrs_.entry;
+      work->Begin();
+      [commands addCompletedHandler:^(id<MTLCommandBuffer> b) {
+        Status status;
+        if (b.status == MTLCommandBufferStatusError) {
+          NSString* text = b.error ? b.error.localizedDescription : @"unknown error";
+          status = Internal("metal_kernel '" + entry + "' failed on the GPU: " + text.UTF8String);
+        }
+        work->End();
+        (*finish)(std::move(status));
+      }];
       [commands commit];
-      [commands waitUntilCompleted];
-      if ([commands status] == MTLCommandBufferStatusError)
-        return Internal("metal_kernel '" + attrs_.entry +
-                        "' failed on the GPU: " + std::string([[[commands error] localizedDescription] UTF8String]));
     }
-    return Status::Ok();
   }
 
  private:
   id<MTLCommandQueue> queue_;
+  std::shared_ptr<StartedWork> work_;
   id<MTLComputePipelineState> pipeline_;
   mps::MetalKernelAttrs attrs_;
   std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of_;
@@ -92,7 +112,7 @@ bool IsMetalKernelGraph(const mps::Graph& graph) {
 }
 
 StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, id<MTLCommandQueue> queue,
-                                                         const mps::Graph& graph,
+                                                         std::shared_ptr<StartedWork> work, const mps::Graph& graph,
                                                          std::function<id<MTLBuffer>(DeviceMemory*)> buffer_of) {
   const mps::Op& op = graph.ops[0];
   // The kernel's buffers are the segment's parameters and results, in the op's order.
@@ -101,7 +121,7 @@ StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, i
   mps::MetalKernelAttrs attrs = mps::MetalKernelAttrs::Of(op);
   JMP_ASSIGN_OR_RETURN(id<MTLComputePipelineState> pipeline, Pipeline(device, attrs));
   return std::unique_ptr<Executable>(
-      new MetalKernelExecutable(queue, pipeline, std::move(attrs), std::move(buffer_of)));
+      new MetalKernelExecutable(queue, std::move(work), pipeline, std::move(attrs), std::move(buffer_of)));
 }
 
 }  // namespace jmp::exec
