@@ -229,6 +229,21 @@ def matmul_f64_suite(quick):
     return stateless(lambda a, b: a @ b), 0, (a, b)
 
 
+def eigh_f32_suite(n):
+    """float32 eigh of an n x n symmetric matrix (LAPACK's syevd on both platforms from 64 rows on)."""
+    def build(quick):
+        a = np.random.default_rng(9).normal(size=(n, n)).astype(np.float32)
+        return stateless(lambda a: jnp.linalg.eigh(a)), 0, ((a + a.T) / 2,)
+    return build
+
+
+def svd_f32_suite(n):
+    """float32 svd (u, s, vt) of an n x n matrix (LAPACK's gesdd on both platforms from 64 on)."""
+    def build(quick):
+        return stateless(lambda a: jnp.linalg.svd(a)), 0, (np.random.default_rng(10).normal(size=(n, n)).astype(np.float32),)
+    return build
+
+
 @dataclass(frozen=True)
 class Suite:
     build: Callable
@@ -253,4 +268,6 @@ SUITES = {
     "host-callback": Suite(host_callback_suite, callbacks=1),
     "host-segment": Suite(host_segment_suite, x64=True),
     "matmul-f64": Suite(matmul_f64_suite, x64=True),
+    **{f"eigh-f32-{n}": Suite(eigh_f32_suite(n)) for n in (256, 1024)},
+    **{f"svd-f32-{n}": Suite(svd_f32_suite(n)) for n in (256, 1024)},
 }

@@ -41,22 +41,10 @@ def eigh_rule():
     unsupported (an error naming it) and nothing else changes.
     """
     try:
-        from jax._src.lax import linalg
         from jax._src.tpu.linalg import eigh as tpu_eigh
     except ImportError:
         return None
-    tpu_rule = getattr(tpu_eigh, "_eigh_tpu_lowering", None)
-    implementations = getattr(linalg, "EighImplementation", None)
-    if tpu_rule is None:
-        return None
-
-    def rule(ctx, operand, **params):
-        if implementations is not None and params.get("algorithm") == implementations.QR:
-            raise NotImplementedError("eigh: the QR implementation is not supported on platform metal; "
-                                      "use the default (Jacobi, QDWH above 256)")
-        return tpu_rule(ctx, operand, **params)
-
-    return rule
+    return getattr(tpu_eigh, "_eigh_tpu_lowering", None)
 
 
 def enable_eigh() -> None:
