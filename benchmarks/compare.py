@@ -3,8 +3,8 @@
     python benchmarks/compare.py run1.json run2.json [--tolerance 0.10]
 
 Two ratios a and b differ by max(a, b) / min(a, b) - 1. Exits 1 when a step-time or peak-RSS ratio
-present in both runs differs by more than the tolerance (default 10%), so it can gate a README table on
-reproducibility. Compile ratios are printed too but gate only with --all: they come from three compiles
+present in both runs differs by more than the tolerance (default 10%), so it can gate the table in
+docs/benchmarks.md on reproducibility. Compile ratios are printed too but gate only with --all: they come from three compiles
 per platform, and the plugin's compiles take milliseconds, where scheduler jitter is a large share.
 """
 

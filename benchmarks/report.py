@@ -1,6 +1,6 @@
 """The table and the chart of a benchmark run's results (see run.py for what is measured).
 
-    python benchmarks/report.py results.json    # the README's markdown table, from a saved run
+    python benchmarks/report.py results.json    # the markdown table of docs/benchmarks.md, from a saved run
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def plot(results, path):
 
 
 def markdown(results):
-    """The README's table: step and compile ratios with their IQR, and each suite's notes."""
+    """docs/benchmarks.md's table: step and compile ratios with their IQR, and each suite's notes."""
     m, s = results["machine"], results["settings"]
     lines = [f"<!-- {results['started'][:16]} UTC, {m.get('cpu')}, {m['cores']} cores, load average "
              f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}, {s['repeat']} rounds, "

@@ -152,9 +152,9 @@ def tiny_dispatch_suite(quick):
     return stateless(lambda x: jnp.sin(x) * 2.0 + 1.0), 0, (x,)
 
 
-# ---- suites added for issue 17: a large elementwise chain, a loop of cheap iterations, a host callback
+# ---- per-op overheads: a large elementwise chain, a loop of cheap iterations, a host callback
 
-# The issue's program is 1e8 elements (XLA:CPU peaks near 1.8 GB RSS on it, the host executor's fused
+# JAX's own Bernoulli test draws 1e8 elements (XLA:CPU peaks near 1.8 GB RSS on it, the host executor's fused
 # groups near 0.5 GB); --quick uses 1e7, `run.py --bernoulli-size N` any other size.
 BERNOULLI_SIZE = {"full": int(1e8), "quick": int(1e7)}
 
@@ -191,7 +191,7 @@ def host_callback_suite(quick):
     return stateless(f), 0, (np.ones((1024,), np.float32),)
 
 
-# ---- issue 14: a program with host segments between Metal ones
+# ---- a program with host segments between Metal ones
 
 
 def host_segment_suite(quick):

@@ -2,7 +2,7 @@
 
 JAX finds this package through the `jax_plugins` entry-point group and calls `initialize()`, which
 registers the PJRT plugin library as platform "metal". Select it with JAX_PLATFORMS=metal (or
-"metal,cpu" for both).
+"metal,cpu" for both). `status()` says what the plugin installed in JAX and what is switched off.
 """
 
 from __future__ import annotations
@@ -32,22 +32,43 @@ def initialize() -> None:
     path = library_path()
     if not os.path.exists(path):
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
-    from jax._src import xla_bridge
+    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings,
+                   _platform_clash, _status)
 
-    from . import _approx_top_k, _callbacks, _jax_internals, _linalg_lowerings, _platform_clash
-
-    clashes = _platform_clash.others() or _platform_clash.registered_elsewhere(
-        getattr(xla_bridge, "_backend_factories", {}))
+    register_plugin = _jax_internals.get("xla_bridge.register_plugin")  # without it there is no platform
+    try:
+        earlier = _jax_internals.get("xla_bridge._backend_factories")
+    except _jax_internals.MissingInternal:  # only the installed packages can be checked for a clash
+        earlier = {}
+    clashes = _platform_clash.others() or _platform_clash.registered_elsewhere(earlier)
     if clashes:
-        warnings.warn(_platform_clash.message(clashes), PlatformClashWarning, stacklevel=2)
+        message = _platform_clash.message(clashes)
+        _status.record("metal", "platform", False, message)
+        warnings.warn(message, PlatformClashWarning, stacklevel=2)
         return
-    xla_bridge.register_plugin("metal", priority=500, library_path=path)
+    _capabilities.install()  # before any compile: placement reads JAX_METAL_AVOID then
+    register_plugin("metal", priority=500, library_path=path)
     _registered = True
-    _jax_internals.enable_donation()
-    _jax_internals.enable_eigh()
+    _status.record("metal", "platform", True, f"PJRT plugin {path}")
+    _donation.enable()
     _callbacks.install(path)
     _linalg_lowerings.enable()
     _approx_top_k.enable()
+
+
+def status():
+    """What the plugin installed in JAX in this process: the platform, each patch of JAX and each lowering
+    for metal, active or switched off and why. Printed (or shown in a REPL) it is a table; `.off` lists
+    what is switched off, `.feature(name)` one entry, `.as_dict()` all of it for a report."""
+    import jax
+
+    from . import _status
+
+    try:
+        jax.devices()  # JAX loads its plugins with its backends
+    except RuntimeError:  # no backend came up; the record says what the plugin got to, if anything
+        pass
+    return _status.snapshot()
 
 
 class PlatformClashWarning(UserWarning):
@@ -61,4 +82,4 @@ def mps_graph(fn, *args, **kwargs) -> str:
     return tools.mps_graph(fn, *args, **kwargs)
 
 
-__all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "__version__"]
+__all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "status", "__version__"]

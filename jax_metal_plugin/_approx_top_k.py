@@ -8,12 +8,17 @@ dimension (the best that many, sorted). JAX takes floating operands only; their 
 largest k of their negation (exact).
 
 The primitive and mlir.lower_fun are JAX internals: when a JAX release moves them, approx_top_k keeps
-JAX's own lowering (an error naming the custom call) and nothing else changes.
+JAX's own lowering (an error naming the custom call), status() names what is missing, and nothing else
+changes.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from . import _jax_internals, _status
+
+FEATURE = "approx_top_k"
 
 
 def _exact(operand, *, size, dimension, is_max_k):
@@ -30,13 +35,11 @@ def _exact(operand, *, size, dimension, is_max_k):
 def enable() -> None:
     """Registers the exact rule for platform "metal"; a missing JAX internal leaves JAX's own rule."""
     try:
-        from jax._src.interpreters import mlir
-        from jax._src.lax import ann
-    except ImportError:
-        return
-    primitive = getattr(ann, "approx_top_k_p", None)
-    lower_fun = getattr(mlir, "lower_fun", None)
-    if primitive is None or lower_fun is None:
+        primitive = _jax_internals.get("ann.approx_top_k_p")
+        lower_fun = _jax_internals.get("mlir.lower_fun")
+        register_lowering = _jax_internals.get("mlir.register_lowering")
+    except _jax_internals.MissingInternal as exc:
+        _status.record(FEATURE, "lowering", False, str(exc))
         return
 
     def rule(ctx, operand, *, reduction_dimension, is_max_k, **params):
@@ -52,6 +55,8 @@ def enable() -> None:
         return lower_fun(exact, multiple_results=True)(ctx, operand)
 
     try:
-        mlir.register_lowering(primitive, rule, platform="metal")
-    except Exception:  # an unknown platform or a changed signature: leave JAX's own behaviour
-        pass
+        register_lowering(primitive, rule, platform="metal")
+    except NotImplementedError as exc:  # JAX does not know platform "metal": registration failed
+        _status.record(FEATURE, "lowering", False, str(exc))
+        return
+    _status.record(FEATURE, "lowering", True, "exact top k (recall 1) through MPSGraph's topK")

@@ -15,8 +15,9 @@ pure_callback_impl, io_callback_impl): with a CPU backend present (JAX_PLATFORMS
 implementations refuse ("failed to find a local CPU device"); then the callback gets NumPy arrays,
 in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
 
-Everything here touches JAX internals; a name a JAX release lacks leaves that primitive without a
-metal lowering (JAX's error when used, `status()` says why) and never breaks initialisation.
+Everything here touches JAX internals (through _jax_internals); a name a JAX release lacks leaves that
+primitive without a metal lowering (JAX's error when used, `status()` says why) and never breaks
+initialisation.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import traceback
 from typing import Callable
 
 import numpy as np
+
+from . import _jax_internals, _status
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +64,6 @@ _registry: dict[int, Callable] = {}
 _retired: list[int] = []
 _library = None
 _trampoline = None  # the ctypes function object: must outlive every call
-_problems: list[str] = []
-_lowered: list[str] = []
 
 
 class _Lease:
@@ -83,12 +84,6 @@ def _sweep() -> None:
         return
     while _retired:
         _registry.pop(_retired.pop(), None)
-
-
-def status() -> str:
-    """Which callback primitives have a metal lowering, and what kept any of them off."""
-    text = "lowered for metal: " + (", ".join(_lowered) or "none")
-    return text + ("; " + "; ".join(_problems) if _problems else "")
 
 
 # ---- dtypes as the plugin names them (support/dtype.h DTypeName)
@@ -142,13 +137,11 @@ def _canonical(value) -> np.ndarray:
     dtype JAX would use for it (float64 -> float32 without jax_enable_x64)."""
     array = np.asarray(value)
     try:
-        from jax._src import dtypes
-
-        canonical = dtypes.canonicalize_dtype(array.dtype)
-        if canonical != array.dtype:
-            array = array.astype(canonical)
-    except (ImportError, AttributeError, TypeError):
-        pass
+        canonical = _jax_internals.get("dtypes.canonicalize_dtype")(array.dtype)
+    except (_jax_internals.MissingInternal, TypeError):  # TypeError: a dtype JAX has no canonical form for
+        canonical = array.dtype
+    if canonical != array.dtype:
+        array = array.astype(canonical)
     return array if array.flags.c_contiguous else array.copy(order="C")  # ascontiguousarray makes 0-d 1-d
 
 
@@ -202,10 +195,8 @@ def _call(callback_id, n, data, dtypes, ranks, dims, offsets, n_results, sink, e
 
 def _cpu_available() -> bool:
     try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.local_devices(backend="cpu"))
-    except Exception:  # noqa: BLE001 - no CPU backend: JAX_PLATFORMS leaves it out
+        return bool(_jax_internals.xla_bridge.local_devices(backend="cpu"))
+    except RuntimeError:  # no CPU backend: JAX_PLATFORMS leaves it out, or it failed to initialise
         return False
 
 
@@ -233,8 +224,7 @@ def _runner(jax_impl, kind, params):
 
 
 def _ir_type(ctx, aval):
-    from jax._src.interpreters import mlir
-
+    mlir = _jax_internals.mlir
     try:
         return mlir.aval_to_ir_type(ctx.module_context, aval)
     except TypeError:
@@ -243,9 +233,8 @@ def _ir_type(ctx, aval):
 
 def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
     """The custom call for one callback; returns (results, the new token or None)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir.dialects import hlo
-
+    mlir = _jax_internals.mlir
+    hlo = _jax_internals.hlo
     with _lock:
         _sweep()
         callback_id = next(_ids)
@@ -267,25 +256,22 @@ def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
 
 def _with_token(ctx, effect, emit):
     """Threads the token of an ordered effect through `emit(token) -> (results, token)`."""
-    from jax._src.interpreters import mlir
-
+    token_set = _jax_internals.get("mlir.TokenSet")
     token = ctx.tokens_in.get(effect)
     results, token = emit(token)
-    ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({effect: token})))
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(token_set({effect: token})))
     return results
 
 
 def _pure_callback_rule(ctx, *args, callback, sharding=None, **params):
-    from jax._src import callback as cb
-
+    cb = _jax_internals.callback
     run = _runner(cb.pure_callback_impl, "pure_callback", dict(callback=callback, sharding=None, **params))
     results, _ = _emit(ctx, args, run, result_avals=ctx.avals_out, has_side_effect=False)
     return results
 
 
 def _io_callback_rule(ctx, *args, callback, sharding=None, ordered=False, **params):
-    from jax._src import callback as cb
-
+    cb = _jax_internals.callback
     run = _runner(cb.io_callback_impl, "io_callback", dict(callback=callback, sharding=None, ordered=ordered, **params))
     if ordered:
         return _with_token(ctx, cb._OrderedIOEffect, lambda token: _emit(
@@ -295,9 +281,7 @@ def _io_callback_rule(ctx, *args, callback, sharding=None, ordered=False, **para
 
 
 def _debug_rule(ctx, args, run, effect):
-    from jax._src import effects
-
-    if effects.ordered_effects.contains(effect):
+    if _jax_internals.get("effects.ordered_effects").contains(effect):
         return _with_token(ctx, effect, lambda token: _emit(
             ctx, args, run, result_avals=(), token=token, has_side_effect=True))
     results, _ = _emit(ctx, args, run, result_avals=(), has_side_effect=True)
@@ -305,9 +289,7 @@ def _debug_rule(ctx, args, run, effect):
 
 
 def _debug_callback_rule(ctx, *args, effect, **params):
-    from jax._src import debugging
-
-    primitive = debugging.debug_callback_p
+    primitive = _jax_internals.get("debugging.debug_callback_p")
 
     def run(*flat_args):
         primitive.impl(*flat_args, effect=effect, **params)
@@ -317,8 +299,7 @@ def _debug_callback_rule(ctx, *args, effect, **params):
 
 
 def _debug_print_rule(ctx, *args, ordered, **params):
-    from jax._src import debugging
-
+    debugging = _jax_internals.debugging
     primitive = debugging.debug_print_p
     effect = debugging.ordered_debug_effect if ordered else debugging.debug_effect
 
@@ -354,24 +335,34 @@ def _wrap_debug_callback_impl(debugging) -> None:
     debugging.debug_callback_p.def_impl(impl)
 
 
-def _register(primitive_holder, name, rule, register_lowering) -> None:
-    primitive = getattr(primitive_holder, name, None)
-    if primitive is None:
-        _problems.append(f"{name} not found in this JAX")
-        return
-    register_lowering(primitive, rule)
-    _lowered.append(primitive.name)
+# feature -> (the primitive, the JAX internals its rule uses, the rule)
+LOWERINGS = {
+    "pure_callback": ("callback.pure_callback_p", ("callback.pure_callback_impl",), _pure_callback_rule),
+    "io_callback": ("callback.io_callback_p", ("callback.io_callback_impl", "callback._OrderedIOEffect",
+                                               "mlir.TokenSet"), _io_callback_rule),
+    "debug_callback": ("debugging.debug_callback_p", ("effects.ordered_effects", "mlir.TokenSet"),
+                       _debug_callback_rule),
+    "debug_print": ("debugging.debug_print_p", ("debugging.ordered_debug_effect", "debugging.debug_effect",
+                                                "effects.ordered_effects", "mlir.TokenSet"), _debug_print_rule),
+}
+EAGER_PATCH = "eager debug callbacks"
+
+
+def _off(reason: str) -> None:
+    for feature in LOWERINGS:
+        _status.record(feature, "lowering", False, reason)
+    _status.record(EAGER_PATCH, "patch", False, reason)
 
 
 def install(library_path: str) -> None:
     """Installs the trampoline in the plugin library and the metal lowerings (called by initialize())."""
     global _library, _trampoline
     try:
-        from jax._src import callback as cb
-        from jax._src import debugging
-        from jax._src.interpreters import mlir
-    except ImportError as exc:
-        _problems.append(f"JAX's callback modules are not importable ({exc})")
+        mlir = _jax_internals.mlir
+        for needed in ("mlir.register_lowering", "mlir.custom_call", "mlir.aval_to_ir_type", "hlo.TokenType"):
+            _jax_internals.get(needed)
+    except _jax_internals.MissingInternal as exc:
+        _off(str(exc))
         return
     try:
         library = ctypes.CDLL(library_path)
@@ -384,36 +375,31 @@ def install(library_path: str) -> None:
         library.jmp_pjrt_runs_in_flight.argtypes = []
         library.jmp_pjrt_runs_in_flight.restype = ctypes.c_int64
     except (OSError, AttributeError) as exc:
-        _problems.append(f"the plugin library has no callback entry points ({exc})")
+        _off(f"the plugin library has no callback entry points ({exc})")
         return
     _library = library
     _trampoline = _TRAMPOLINE_TYPE(_call)
     library.jmp_set_python_callback(_trampoline)
 
     params = inspect.signature(mlir.register_lowering).parameters
-
-    def register_lowering(primitive, rule):
-        # Each lowering registers its own callback: a cached rule would share one between modules.
-        extra = {"cacheable": False} if "cacheable" in params else {}
-        mlir.register_lowering(primitive, rule, platform="metal", **extra)
-
-    needed = {"pure_callback_p": ("pure_callback_impl",), "io_callback_p": ("io_callback_impl", "_OrderedIOEffect")}
-    for name, helpers in needed.items():
-        missing = [h for h in helpers if not hasattr(cb, h)]
-        if missing:
-            _problems.append(f"{name}: jax._src.callback lacks {', '.join(missing)}")
+    # Each lowering registers its own callback: a cached rule would share one between modules.
+    extra = {"cacheable": False} if "cacheable" in params else {}
+    for feature, (primitive_name, needed, rule) in LOWERINGS.items():
+        try:
+            primitive = _jax_internals.get(primitive_name)
+            for name in needed:
+                _jax_internals.get(name)
+        except _jax_internals.MissingInternal as exc:
+            _status.record(feature, "lowering", False, str(exc))
             continue
-        _register(cb, name, _pure_callback_rule if name == "pure_callback_p" else _io_callback_rule,
-                  register_lowering)
-    if hasattr(debugging, "debug_callback_p"):
-        _register(debugging, "debug_callback_p", _debug_callback_rule, register_lowering)
-        if hasattr(debugging, "debug_callback_impl"):
-            _wrap_debug_callback_impl(debugging)
-    else:
-        _problems.append("debug_callback_p not found in this JAX")
-    # debug_print_p is newer than debug_callback_p; older JAX builds jax.debug.print on debug_callback.
-    if hasattr(debugging, "debug_print_p"):
-        if all(hasattr(debugging, n) for n in ("ordered_debug_effect", "debug_effect")):
-            _register(debugging, "debug_print_p", _debug_print_rule, register_lowering)
-        else:
-            _problems.append("debug_print_p: jax._src.debugging lacks its effects")
+        mlir.register_lowering(primitive, rule, platform="metal", **extra)
+        _status.record(feature, "lowering", True, "calls back into Python from a host op, as on cpu")
+    try:
+        debugging = _jax_internals.debugging
+        _jax_internals.get("debugging.debug_callback_impl")
+        _jax_internals.get("debugging.logger")
+    except _jax_internals.MissingInternal as exc:
+        _status.record(EAGER_PATCH, "patch", False, str(exc))
+        return
+    _wrap_debug_callback_impl(debugging)
+    _status.record(EAGER_PATCH, "patch", True, "eager jax.debug.callback/print work without a CPU device")

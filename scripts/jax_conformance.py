@@ -4,8 +4,8 @@
     python scripts/jax_conformance.py --jax-tree JAX_SRC [FILE ...] [--timeout S] [--json OUT]
 
 JAX_SRC is a JAX source tree (e.g. a checkout of jax-ml/jax at tag jax-vX.Y.Z) whose version matches the
-installed jax; FILEs are names in its tests/ folder (lax_test, fft_test, ...; default: the list of
-issue 16). Each file runs in its own process with JAX_PLATFORMS=metal (no CPU device, so no test quietly
+installed jax; FILEs are names in its tests/ folder (lax_test, fft_test, ...; default: the 19 files of
+FILES below). Each file runs in its own process with JAX_PLATFORMS=metal (no CPU device, so no test quietly
 runs on CPU), under a time limit, from a temporary copy of tests/ so that the tree's jax sources never
 shadow the installed package. Nothing of JAX's is copied into this repository.
 

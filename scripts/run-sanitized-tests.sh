@@ -16,4 +16,4 @@ runtime="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 cd "$build"
 LD_PRELOAD="$runtime" ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   PYTHONPATH="$build/pkg" python3 -m pytest -q -p no:cacheprovider "$root/tests" \
-  --ignore="$root/tests/test_cross_build.py"
+  --ignore="$root/tests/tooling/test_cross_build.py"

@@ -1,6 +1,14 @@
-"""Test set-up: run JAX with both the metal plugin and the CPU backend, so every test can compare."""
+"""Test set-up: run JAX with both the metal plugin and the CPU backend, so every test can compare.
+
+Tests live in folders by layer (ops/, runtime/, programs/, tooling/); the shared helpers beside this
+file (jaxcompare.py, artifacts.py) are imported by name from any of them, so this folder goes on
+sys.path first.
+"""
 
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Before jax is imported anywhere: both platforms, metal first. A plugin that fails to load must fail
 # the tests, never skip them.

@@ -194,9 +194,7 @@ def scatter_rows_with_body(x, idx, updates, fn):
     """x with rows idx[:, 0] combined with `updates` by fn(old, update): lax.scatter_apply with the update
     passed to the body (JAX's public scatter_apply drops it), unique indices, out-of-range rows dropped."""
     from jax import lax
-    from jax._src import core
-    from jax._src.lax import lax as lax_internal
-    from jax._src.lax import slicing
+    from jax_metal_plugin._jax_internals import core, lax_internal, slicing
 
     jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))

@@ -1,4 +1,4 @@
-// A small unit-test harness for the C++ core, run through pytest (tests/test_cpp_units.py calls
+// A small unit-test harness for the C++ core, run through pytest (tests/tooling/test_cpp_units.py calls
 // jax_metal_plugin._core.run_unit_test per registered test), so the README's one test command runs
 // these too and each C++ test is reported by name. No third-party test framework: nothing to fetch.
 #pragma once

@@ -1,7 +1,7 @@
 // Float exp, tanh and sigmoid written without branches so the compiler vectorises the loops that
 // call them (libm's scalar expf/tanhf cost 3-17 ns an element and dominate attention and GELU on the
 // host). Accuracy: within 3 ulp of the true value over the whole float range (NaN, ±inf, overflow
-// to inf, underflow through subnormals to 0 all as libm gives them); tests/test_elementwise.py compares
+// to inf, underflow through subnormals to 0 all as libm gives them); tests/ops/test_elementwise.py compares
 // them with XLA:CPU's. The loops vectorise only without -ftrapping-math (CMakeLists.txt sets
 // -fno-trapping-math for the host executor; it never reads floating-point exception flags).
 #pragma once

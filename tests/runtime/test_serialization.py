@@ -1,0 +1,59 @@
+"""Executable serialization (PJRT_Executable_Serialize / DeserializeAndLoad), what JAX's persistent
+compilation cache stores and loads: a loaded executable computes what the original does, and bytes that
+are not ours are refused with an error, the process alive."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax_metal_plugin._jax_internals import compiler, xla_bridge
+
+
+def serialize(fn, *args):
+    compiled = jax.jit(fn).lower(*args).compile()
+    backend = xla_bridge.get_backend("metal")
+    executable = compiled.runtime_executable()
+    return backend, executable, backend.serialize_executable(executable)
+
+
+def load(backend, data):
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    return backend.deserialize_executable(data, jax.devices("metal")[:1], options)
+
+
+def run(loaded, *args):
+    arrays = jax.device_put(args, jax.devices("metal")[0])
+    results = loaded.execute_sharded(list(arrays)).disassemble_into_single_device_arrays()
+    return [np.asarray(r[0]) for r in results]
+
+
+def test_a_loaded_executable_computes_what_the_original_does():
+    def fn(x, w):
+        return jnp.tanh(x @ w), jnp.cumsum(x, axis=0)
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    w = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
+    backend, executable, data = serialize(fn, x, w)
+    loaded = load(backend, data)
+    assert loaded.fingerprint == executable.fingerprint
+    want = jax.jit(fn)(*jax.device_put((x, w), jax.devices("metal")[0]))
+    for got, expected in zip(run(loaded, x, w), want):
+        np.testing.assert_array_equal(got, np.asarray(expected))
+
+
+def corrupt(data, offset, replacement):
+    """JAX wraps our bytes in a container of its own; change ours inside it, keeping its length."""
+    start = data.index(b"JMPXEC01") + offset
+    return data[:start] + replacement + data[start + len(replacement):]
+
+
+@pytest.mark.parametrize("offset,replacement,message", [
+    (0, b"JMPXEC99", "not an executable serialized by this version"),  # another format version
+    (8, b"\x01", "truncated or padded"),  # the artifact's length field no longer matches
+    (16, b"\x00\x00\x00\x00", "artifact|bytecode|magic"),  # the artifact itself is damaged
+])
+def test_foreign_or_damaged_bytes_are_refused(offset, replacement, message):
+    backend, _, good = serialize(lambda x: x + 1, np.ones(2, np.float32))
+    with pytest.raises(Exception, match=message):
+        load(backend, corrupt(good, offset, replacement))
+    np.testing.assert_array_equal(run(load(backend, good), np.ones(2, np.float32))[0], [2, 2])

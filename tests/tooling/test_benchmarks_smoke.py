@@ -1,0 +1,29 @@
+"""benchmarks/run.py still runs end to end: a short interleaved run of two suites writes rounds, ratios
+and copies per suite (the host-callback suite runs on both platforms), and a suite a platform cannot run
+is reported, not fatal. Says nothing of speed."""
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_a_short_benchmark_run_reports_every_suite(tmp_path):
+    out = tmp_path / "results.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--suite", "tiny-dispatch",
+                        "host-callback", "--repeat", "2", "--seconds", "0.2", "--out", str(out), "--plot",
+                        str(tmp_path / "ratios.png")], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["machine"] and results["settings"]
+    tiny = results["suites"]["tiny-dispatch"]
+    assert len(tiny["step_ratio"]["rounds"]) == 2
+    assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])
+    assert tiny["platforms"]["metal"]["copies"] == 0
+    callback = results["suites"]["host-callback"]["platforms"]
+    assert callback["metal"]["step_s"] > 0 and callback["metal"]["callbacks_per_step"] == 1
+    assert callback["cpu"]["step_s"] > 0
+    assert (tmp_path / "ratios.png").stat().st_size > 0

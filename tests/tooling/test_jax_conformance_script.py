@@ -1,0 +1,82 @@
+"""scripts/jax_conformance.py's own bookkeeping: version-marked known failures and skip classification."""
+
+import importlib.util
+import os
+
+import pytest
+
+_SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "scripts", "jax_conformance.py")
+_spec = importlib.util.spec_from_file_location("jax_conformance", _SCRIPT)
+jc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(jc)
+
+
+def test_known_list_version_markers(tmp_path):
+    path = tmp_path / "known.txt"
+    path.write_text("# comment\n\n"
+                    "a_test::T::always  # cause a\n"
+                    "a_test::T::from_011 [>=0.11.0]  # cause b\n"
+                    "a_test::T::before_011 [<0.11.0]  # cause c\n")
+    assert jc.load_known(str(path), "0.10.2") == {"a_test::T::always": "cause a", "a_test::T::before_011": "cause c"}
+    assert jc.load_known(str(path), "0.11.0") == {"a_test::T::always": "cause a", "a_test::T::from_011": "cause b"}
+    assert set(jc.load_known(str(path), "0.12.1")) == {"a_test::T::always", "a_test::T::from_011"}
+
+
+def test_known_list_rejects_malformed_entry(tmp_path):
+    path = tmp_path / "known.txt"
+    path.write_text("a_test::T::x [=0.11.0]  # bad marker\n")
+    with pytest.raises(SystemExit):
+        jc.load_known(str(path), "0.11.0")
+
+
+def test_the_repository_known_list_parses_for_both_versions():
+    old, new = jc.load_known(jc.KNOWN, "0.10.2"), jc.load_known(jc.KNOWN, "0.11.0")
+    assert old and new
+    assert not any(t.startswith("nn_test::NNFunctionsTest::testScaledMatmul") for t in old)
+    assert "nn_test::NNFunctionsTest::testScaledMatmul0" in new
+
+
+@pytest.mark.parametrize("reason,ours", [
+    ("Test requires GPU.", False),  # GPU only: skips on CPU too
+    ("Test requires GPU or CPU.", True),  # runs on CPU: a skip on metal is a failure
+    ("Test requires >= 2 devices", False),  # one device, as JAX's CPU backend by default: skips there too
+    ("Works only when number of devices is a multiple of 2.", False),
+    ("Pivoting is only supported on CPU and GPU.", True),  # runs on CPU
+    ("Skipped on devices with tags: ['cpu']", False),
+])
+def test_skip_classification(reason, ours):
+    assert (jc.NOT_OURS.search(reason) is None) == ours
+
+
+@pytest.mark.parametrize("keep_caches", [False, True])
+def test_caches_emptied_between_tests_unless_kept(tmp_path, keep_caches):
+    # With a limit of 0 GiB the caches are emptied after every test: test_b sees test_a's compiled
+    # program only when the script keeps JAX's caches.
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "two_test.py").write_text(
+        "import jax\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "def test_a():\n"
+        "    f(1.0)\n"
+        "    assert f._cache_size() == 1\n"
+        "def test_b():\n"
+        "    assert f._cache_size() == 0\n")
+    results, rss, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), keep_caches, rss_limit=0)
+    assert note == "" and rss > 0
+    assert results["two_test::two_test::test_a"][0] == "passed"
+    assert results["two_test::two_test::test_b"][0] == ("failed" if keep_caches else "passed")
+
+
+def test_caches_kept_below_the_limit(tmp_path):
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "two_test.py").write_text(
+        "import jax\n"
+        "f = jax.jit(lambda x: x + 1)\n"
+        "def test_a():\n"
+        "    f(1.0)\n"
+        "def test_b():\n"
+        "    assert f._cache_size() == 1\n")
+    results, _, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), rss_limit=64.0)
+    assert note == "" and results["two_test::two_test::test_b"][0] == "passed"
