@@ -229,6 +229,54 @@ def matmul_f64_suite(quick):
     return stateless(lambda a, b: a @ b), 0, (a, b)
 
 
+def eigh_f32_suite(n):
+    """float32 eigh of an n x n symmetric matrix (LAPACK's syevd on both platforms from 64 rows on)."""
+    def build(quick):
+        a = np.random.default_rng(9).normal(size=(n, n)).astype(np.float32)
+        return stateless(lambda a: jnp.linalg.eigh(a)), 0, ((a + a.T) / 2,)
+    return build
+
+
+def svd_f32_suite(n):
+    """float32 svd (u, s, vt) of an n x n matrix (LAPACK's gesdd on both platforms from 64 on)."""
+    def build(quick):
+        return stateless(lambda a: jnp.linalg.svd(a)), 0, (np.random.default_rng(10).normal(size=(n, n)).astype(np.float32),)
+    return build
+
+
+def random_normal_f64_suite(quick):
+    """`jax.random.normal` of 4M float64 values under jax_enable_x64: threefry bits, then erf_inv's
+    polynomials (each coefficient a splat of the full shape in the program JAX emits)."""
+    return stateless(lambda key: jax.random.normal(key, (4_000_000,), dtype=jnp.float64)), 0, (jax.random.key(11),)
+
+
+def resnet18_init_f64_suite(quick):
+    """A float64 ResNet-18 initialisation as haiku writes it, in plain jax: truncated-normal variance
+    scaling for every convolution (fan-in), batch-norm scales and offsets, a zero-initialised classifier bias."""
+    def conv(key, k, cin, cout):
+        std = np.sqrt(1.0 / (k * k * cin)) / 0.87962566103423978  # haiku's VarianceScaling(1, fan_in, truncated)
+        return std * jax.random.truncated_normal(key, -2.0, 2.0, (k, k, cin, cout), jnp.float64)
+
+    def init(key):
+        keys = iter(jax.random.split(key, 32))
+        params = {"conv1": conv(next(keys), 7, 3, 64), "bn1": (jnp.ones(64), jnp.zeros(64))}
+        cin = 64
+        for stage, cout in enumerate((64, 128, 256, 512)):
+            for block in range(2):
+                name = f"layer{stage}_{block}"
+                stride = 2 if stage and not block else 1
+                params[name] = {"conv_a": conv(next(keys), 3, cin, cout), "conv_b": conv(next(keys), 3, cout, cout),
+                                "bn_a": (jnp.ones(cout), jnp.zeros(cout)), "bn_b": (jnp.ones(cout), jnp.zeros(cout))}
+                if stride != 1 or cin != cout:
+                    params[name]["proj"] = conv(next(keys), 1, cin, cout)
+                cin = cout
+        w = jax.random.truncated_normal(next(keys), -2.0, 2.0, (512, 1000), jnp.float64) / np.sqrt(512)
+        params["fc"] = (w, jnp.zeros(1000))
+        return params
+
+    return stateless(init), 0, (jax.random.key(12),)
+
+
 @dataclass(frozen=True)
 class Suite:
     build: Callable
@@ -253,4 +301,8 @@ SUITES = {
     "host-callback": Suite(host_callback_suite, callbacks=1),
     "host-segment": Suite(host_segment_suite, x64=True),
     "matmul-f64": Suite(matmul_f64_suite, x64=True),
+    "random-normal-f64": Suite(random_normal_f64_suite, x64=True, fresh_rss=True),
+    "resnet18-init-f64": Suite(resnet18_init_f64_suite, x64=True, fresh_rss=True),
+    **{f"eigh-f32-{n}": Suite(eigh_f32_suite(n)) for n in (256, 1024)},
+    **{f"svd-f32-{n}": Suite(svd_f32_suite(n)) for n in (256, 1024)},
 }

@@ -5,14 +5,16 @@ on the host with LAPACK (Accelerate on macOS). JAX has no generic lowering for e
 lu and svd for other platforms through algorithms built on float32-only pieces, so for those dtypes
 (and for eig always) these rules emit custom calls the plugin maps to its LAPACK ops
 (cpp/lower/lower_lapack.cc): ``jax_metal.lapack.eig``, ``jax_metal.lapack.lu``, ``jax_metal.lapack.svd``,
-and XLA's ``Eigh`` for eigh. What JAX lowers for cpu and gpu only always goes to LAPACK, float32
+and ``jax_metal.lapack.eigh`` for eigh; float32 eigh and svd go there too for matrices of
+FLOAT32_LAPACK_FROM rows and columns or more, and eigh with ``EighImplementation.QR`` (what cpu runs)
+for every size. What JAX lowers for cpu and gpu only always goes to LAPACK, float32
 included: tridiagonal (sytrd/hetrd) to ``jax_metal.lapack.tridiagonal``, geqp3 (the pivoted QR of
 ``qr(pivoting=True)``) to ``jax_metal.lapack.geqp3``, and tridiagonal_solve (gtsv, with row pivoting,
 where JAX's generic lowering has none; or with ``perturb_singular``) to
 ``jax_metal.lapack.tridiagonal_solve``. cholesky, triangular_solve and qr need nothing here: JAX's generic
 lowerings already reach the plugin, which chooses by dtype.
 
-eigh is registered here once, for every dtype: float32 (and float16, bfloat16) through JAX's TPU rule,
+eigh is registered here once, for every dtype: smaller float32 (and float16, bfloat16) through JAX's TPU rule,
 which is JAX code apart from the "Eigh" custom call it emits for matrices up to 256 (larger ones are split
 with QDWH first); the plugin lowers that custom call itself (Jacobi, cpp/lower/lower_eigh.cc). svd's
 float32 path is JAX's TPU rule too (QDWH), lu's JAX's blocked LU.
@@ -32,8 +34,20 @@ from . import _jax_internals, _status
 _LAPACK_DTYPES = (np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
 
 
+# float32 eigh and svd go to LAPACK too from this matrix size on. JAX's GPU-side algorithms (Jacobi up
+# to 256, QDWH splits above) cost O(n) dependent steps of whole-matrix ops per sweep, some ten sweeps,
+# and QDWH adds tens of QR iterations: from a few dozen rows on that outweighs one round trip to the host
+# (on a Mac Accelerate's LAPACK reads the same unified memory), and at 256 and above it is 100-1000x
+# slower. Below, a batch of small matrices stays on the GPU, where Jacobi runs the whole batch at once.
+FLOAT32_LAPACK_FROM = 64
+
+
 def _uses_lapack(aval) -> bool:
     return np.dtype(aval.dtype) in _LAPACK_DTYPES
+
+
+def _float32_on_lapack(aval) -> bool:
+    return np.dtype(aval.dtype) == np.dtype(np.float32) and min(aval.shape[-2:]) >= FLOAT32_LAPACK_FROM
 
 
 def _call(ctx, target, operands, result_avals, config):
@@ -84,38 +98,49 @@ def _svd_rule():
 
     def rule(ctx, operand, *, full_matrices, compute_uv, subset_by_index=None, **params):
         aval, = ctx.avals_in
-        if not _uses_lapack(aval):
+        m, n = aval.shape[-2:]
+        whole = subset_by_index is None or tuple(subset_by_index) == (0, min(m, n))
+        if not (_uses_lapack(aval) or (_float32_on_lapack(aval) and whole)):
             return fallback(ctx, operand, full_matrices=full_matrices, compute_uv=compute_uv,
                             subset_by_index=subset_by_index, **params)
-        m, n = aval.shape[-2:]
-        if not (subset_by_index is None or tuple(subset_by_index) == (0, min(m, n))):
+        if not whole:
             raise NotImplementedError("svd: subset_by_index is not supported on platform metal for "
                                       f"{np.dtype(aval.dtype).name}")
         return _call(ctx, "jax_metal.lapack.svd", [operand], list(ctx.avals_out),
                      f"{int(full_matrices)},{int(compute_uv)}")
 
-    return rule, "LAPACK gesdd for float64 and complex; QDWH (JAX's TPU rule) for float32"
+    return rule, ("LAPACK gesdd for float64 and complex and for float32 from FLOAT32_LAPACK_FROM on; "
+                  "QDWH (JAX's TPU rule) for smaller float32")
 
 
 def _eigh_rule():
     fallback = _jax_internals.get("tpu_eigh._eigh_tpu_lowering")
-    implementations = _jax_internals.get("linalg.EighImplementation")
 
     def rule(ctx, operand, *, lower, sort_eigenvalues, subset_by_index=None, **params):
         aval, = ctx.avals_in
-        if not _uses_lapack(aval):
-            if params.get("algorithm") == implementations.QR:
-                raise NotImplementedError("eigh: the QR implementation is not supported on platform metal; "
-                                          "use the default (Jacobi, QDWH above 256)")
+        n = aval.shape[-1]
+        whole = subset_by_index is None or tuple(subset_by_index) == (0, n)
+        # EighImplementation: QR is LAPACK's (what cpu runs), JACOBI and QDWH are JAX's GPU-side
+        # algorithms (TPU's rule); the default picks by dtype and size.
+        algorithm = getattr(params.get("algorithm"), "name", None)
+        if algorithm == "QR":
+            on_lapack = True
+        elif algorithm in ("JACOBI", "QDWH"):
+            on_lapack = _uses_lapack(aval)
+        else:
+            # Unsorted eigenvalues stay off LAPACK (which sorts): QDWH's base case asks for them and
+            # reads each block's eigenvalues from where its padding put them.
+            on_lapack = _uses_lapack(aval) or (_float32_on_lapack(aval) and whole and sort_eigenvalues)
+        if not on_lapack:
             return fallback(ctx, operand, lower=lower, sort_eigenvalues=sort_eigenvalues,
                             subset_by_index=subset_by_index, **params)
-        n = aval.shape[-1]
-        if not (subset_by_index is None or tuple(subset_by_index) == (0, n)):
+        if not whole:
             raise NotImplementedError("eigh: subset_by_index is not supported on platform metal for "
-                                      f"{np.dtype(aval.dtype).name}")
-        return _call(ctx, "Eigh", [operand], list(ctx.avals_out), f"{int(lower)},{int(sort_eigenvalues)},100,1e-6")
+                                      f"{np.dtype(aval.dtype).name} on LAPACK")
+        return _call(ctx, "jax_metal.lapack.eigh", [operand], list(ctx.avals_out), f"{int(lower)}")
 
-    return rule, "LAPACK syevd/heevd for float64 and complex; Jacobi (JAX's TPU rule) for float32"
+    return rule, ("LAPACK syevd/heevd for float64, complex, EighImplementation.QR and float32 from "
+                  "FLOAT32_LAPACK_FROM on; Jacobi/QDWH (JAX's TPU rule) for smaller float32")
 
 
 def _tridiagonal_rule():

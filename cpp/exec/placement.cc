@@ -3,6 +3,8 @@
 #include "exec/capabilities.h"
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -62,23 +64,62 @@ bool IsSource(const Op& op) {
          (op.kind == OpKind::kConstant || op.kind == OpKind::kCoordinateAlongAxis);
 }
 
+// The elementwise rows of the op table.
+bool IsElementwiseRow(OpKind kind) {
+  static const OpKind kRows[] = {
+#define JMP_MPS_UNARY(name, macos, selector) OpKind::k##name,
+#define JMP_MPS_BINARY(name, macos, primary, secondary) OpKind::k##name,
+#include "mps/op_kinds.def"
+  };
+  return std::find(std::begin(kRows), std::end(kRows), kind) != std::end(kRows);
+}
+
+// Per op: whether segments recompute it rather than read it from the segment that made it. Sources are,
+// and so is a reshape, broadcast, cast or elementwise op of values recomputed that way (a splat of a
+// constant, the coefficients of a polynomial): passed between segments, such a splat would be a
+// buffer of the full shape made and kept alive per constant (hundreds of MB for a polynomial over
+// millions of float64 elements), where the segment reading it makes it tile by tile or folds it. An op
+// Metal cannot run is repeated only when no Metal op could read its result (its dtypes are all
+// host-only), so every segment that copies it can run it.
+std::vector<uint8_t> Recomputed(const Graph& g, const std::vector<int>& producer) {
+  std::vector<uint8_t> recomputed(g.ops.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (IsSource(op)) {
+      recomputed[i] = 1;
+      continue;
+    }
+    const bool kind = op.kind == OpKind::kReshape || op.kind == OpKind::kBroadcast ||
+                      op.kind == OpKind::kReinterpretCast || op.kind == OpKind::kCast || IsElementwiseRow(op.kind);
+    if (!kind || op.inputs.empty() || !op.subgraphs.empty()) continue;
+    bool from_sources = true, any_metal_dtype = false;
+    for (int v : op.inputs) {
+      int p = producer[static_cast<size_t>(v)];
+      from_sources = from_sources && p >= 0 && recomputed[static_cast<size_t>(p)];
+      any_metal_dtype = any_metal_dtype || MetalHasDType(g.type(v).dtype);
+    }
+    for (int v : op.outputs) any_metal_dtype = any_metal_dtype || MetalHasDType(g.type(v).dtype);
+    recomputed[i] = from_sources && (MetalRuns(g, op) || !any_metal_dtype);
+  }
+  return recomputed;
+}
+
 // A Metal kernel is a compute pipeline, not part of an MPSGraph: on Metal it runs as a segment of its
-// own, and what it reads is made by other segments (a source it reads is scheduled as an ordinary op).
+// own, and what it reads is made by other segments (a recomputed value it reads is scheduled as an
+// ordinary op instead).
 bool OwnSegment(const Op& op, Where where) { return where == Where::kMetal && op.kind == OpKind::kMetalKernel; }
 
-std::vector<uint8_t> SourceFlags(const Graph& g, const std::vector<int>& producer, const std::vector<Where>& where) {
-  std::vector<uint8_t> source(g.ops.size());
-  for (size_t i = 0; i < g.ops.size(); ++i) source[i] = IsSource(g.ops[i]);
+void ScheduleKernelOperands(const Graph& g, const std::vector<int>& producer, const std::vector<Where>& where,
+                            std::vector<uint8_t>& recomputed) {
   for (size_t i = 0; i < g.ops.size(); ++i)
     if (OwnSegment(g.ops[i], where[i]))
       for (int v : g.ops[i].inputs)
-        if (int p = producer[static_cast<size_t>(v)]; p >= 0) source[static_cast<size_t>(p)] = 0;
-  return source;
+        if (int p = producer[static_cast<size_t>(v)]; p >= 0) recomputed[static_cast<size_t>(p)] = 0;
 }
 
 // List scheduling: stay on one executor while it has ready ops, taking them in program order.
 std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, const std::vector<int>& producer,
-                             const std::vector<uint8_t>& source) {
+                             const std::vector<uint8_t>& recomputed) {
   const size_t n = g.ops.size();
   std::vector<size_t> waiting(n, 0);
   std::vector<std::vector<size_t>> consumers(n);
@@ -91,7 +132,7 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
     const Op& op = g.ops[i];
     std::set<size_t> from;
     for (int v : op.inputs)
-      if (int p = producer[static_cast<size_t>(v)]; p >= 0 && !source[static_cast<size_t>(p)])
+      if (int p = producer[static_cast<size_t>(v)]; p >= 0 && !recomputed[static_cast<size_t>(p)])
         from.insert(static_cast<size_t>(p));
     for (size_t p : from) depend(p, i);
     if (OpKindHostOnly(op.kind)) {
@@ -101,7 +142,7 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
   }
   std::set<size_t> ready[2];
   for (size_t i = 0; i < n; ++i)
-    if (!source[i] && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
+    if (!recomputed[i] && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
   std::vector<size_t> order;
   size_t current = 0;
   if (ready[1].size() && (ready[0].empty() || *ready[1].begin() < *ready[0].begin())) current = 1;
@@ -117,27 +158,33 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
 }
 
 // Builds the segment's own graph from its ops, returning the outer values `outputs`; what it reads
-// from outside becomes its parameters, except sources, which it recomputes.
-void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, const std::vector<uint8_t>& source, Segment& s,
-                       const std::vector<int>& outputs) {
+// from outside becomes its parameters, except what it recomputes (Recomputed).
+void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, const std::vector<uint8_t>& recomputed,
+                       Segment& s, const std::vector<int>& outputs) {
   std::unordered_map<int, int> local;  // outer value -> segment value
   std::vector<size_t> ops;
-  auto value = [&](int outer) -> int {
+  std::function<int(int)> value = [&](int outer) -> int {
     auto it = local.find(outer);
     if (it != local.end()) return it->second;
+    int p = producer[static_cast<size_t>(outer)];
+    if (p >= 0 && recomputed[static_cast<size_t>(p)]) {
+      Op copy = g.ops[static_cast<size_t>(p)];
+      for (int& in : copy.inputs) in = value(in);  // recomputed too, ahead of it
+      for (int& out : copy.outputs) {
+        const TensorType& t = g.type(out);
+        int v = s.graph.AddValue(t.dtype, t.shape);
+        local.emplace(out, v);
+        out = v;
+      }
+      s.graph.ops.push_back(std::move(copy));
+      ops.push_back(static_cast<size_t>(p));
+      return local.at(outer);
+    }
     const TensorType& t = g.type(outer);
     int v = s.graph.AddValue(t.dtype, t.shape);
     local.emplace(outer, v);
-    int p = producer[static_cast<size_t>(outer)];
-    if (p >= 0 && source[static_cast<size_t>(p)]) {
-      Op copy = g.ops[static_cast<size_t>(p)];
-      copy.outputs = {v};
-      s.graph.ops.push_back(std::move(copy));
-      ops.push_back(static_cast<size_t>(p));
-    } else {
-      s.inputs.push_back(outer);
-      s.graph.inputs.push_back(v);
-    }
+    s.inputs.push_back(outer);
+    s.graph.inputs.push_back(v);
     return v;
   };
   for (size_t i : s.ops) {
@@ -170,10 +217,10 @@ Placement PlaceGraph(const Graph& g) {
   p.op_where.resize(n);
   for (size_t i = 0; i < n; ++i) p.op_where[i] = MetalRuns(g, g.ops[i]) ? Where::kMetal : Where::kHost;
 
-  // Cut the schedule where the executor changes, and around Metal kernels.
-  const std::vector<uint8_t> source = SourceFlags(g, producer, p.op_where);
-  std::vector<size_t> order = Schedule(g, p.op_where, producer, source);
-  bool after_kernel = false;
+  // Cut the schedule where the executor changes.
+  std::vector<uint8_t> recomputed = Recomputed(g, producer);
+  ScheduleKernelOperands(g, producer, p.op_where, recomputed);
+  std::vector<size_t> order = Schedule(g, p.op_where, producer, recomputed);
   for (size_t i : order) {
     const bool kernel = OwnSegment(g.ops[i], p.op_where[i]);
     if (p.segments.empty() || p.segments.back().where != p.op_where[i] || kernel || after_kernel) {
@@ -230,7 +277,7 @@ Placement PlaceGraph(const Graph& g) {
         outs.push_back(v);
         seg.returns.push_back(-1);
       }
-    BuildSegmentGraph(g, producer, source, seg, outs);
+    BuildSegmentGraph(g, producer, recomputed, seg, outs);
   }
   return p;
 }

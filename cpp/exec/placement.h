@@ -28,8 +28,8 @@ bool MetalRuns(const Graph& graph, const Op& op);
 
 // A run of ops on one executor, as a graph of its own. Its parameters are outer values that earlier
 // segments made or the executable's inputs; its results are the outer values later segments read or
-// the executable returns. Constants and iotas an op needs are recomputed inside the segment rather
-// than passed between executors.
+// the executable returns. Constants and iotas an op needs, and reshapes, broadcasts, casts and
+// elementwise ops of them only, are recomputed inside the segment rather than passed between executors.
 struct Segment {
   Where where = Where::kMetal;
   Graph graph;

@@ -15,7 +15,7 @@ StatusOr<std::vector<int64_t>> DeviceIds(LowerContext& cx, const char* name) {
   const shlo::Attr* a = cx.op().Find(name);
   if (!a) return std::vector<int64_t>{};  // absent: every replica in one group
   if (a->kind == shlo::Attr::Kind::kInts) return a->ints;
-  if (a->kind == shlo::Attr::Kind::kTensor && a->type.dtype == DType::kI64 && a->data.size() % 8 == 0) {
+  if (a->kind == shlo::Attr::Kind::kTensor && a->type.dtype == DType::kI64 && a->data.size() % 8 == 0 && !a->splat) {
     std::vector<int64_t> ids(a->data.size() / 8);
     for (size_t i = 0; i < ids.size(); ++i) {
       uint64_t v = 0;

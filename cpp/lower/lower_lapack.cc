@@ -1,9 +1,10 @@
 // The factorisations MPSGraph has no float64 or complex kernels for, as the host-only LAPACK rows of
 // op_kinds.def: stablehlo.cholesky and triangular_solve, XLA's Qr, ProductOfElementaryHouseholderReflectors
 // and Eigh custom calls (their float32 forms stay on the MPS decompositions of lower_linalg.cc and
-// lower_eigh.cc, which run on the GPU), and the plugin's own custom calls for lu, svd and eig (for every
-// dtype LAPACK serves), tridiagonal, pivoted QR and tridiagonal_solve (for every dtype: JAX lowers
-// those three for CPU and GPU only), which jax_metal_plugin/_linalg_lowerings.py emits.
+// lower_eigh.cc, which run on the GPU), and the plugin's own custom calls for lu, svd, eigh and eig (for
+// every dtype LAPACK serves: the Python side sends float32 eigh and svd here from a size on), tridiagonal, pivoted QR
+// and tridiagonal_solve (for every dtype: JAX lowers those three for CPU and GPU only), which
+// jax_metal_plugin/_linalg_lowerings.py emits.
 #include "lower/lower_lapack.h"
 
 #include <algorithm>
@@ -211,6 +212,7 @@ Status LapackEigh(LowerContext& cx) {
 void RegisterLapackRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "custom_call:jax_metal.lapack.lu", &Lu);
   RegisterRule(r, "custom_call:jax_metal.lapack.svd", &Svd);
+  RegisterRule(r, "custom_call:jax_metal.lapack.eigh", &LapackEigh);
   RegisterRule(r, "custom_call:jax_metal.lapack.eig", &Eig);
   RegisterRule(r, "custom_call:jax_metal.lapack.tridiagonal", &Tridiagonal);
   RegisterRule(r, "custom_call:jax_metal.lapack.geqp3", &PivotedQr);

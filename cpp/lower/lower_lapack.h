@@ -13,6 +13,6 @@ Status LapackCholesky(LowerContext& cx);            // stablehlo.cholesky
 Status LapackTriangularSolve(LowerContext& cx);     // stablehlo.triangular_solve
 Status LapackQr(LowerContext& cx);                  // custom_call Qr
 Status LapackHouseholderProduct(LowerContext& cx);  // custom_call ProductOfElementaryHouseholderReflectors
-Status LapackEigh(LowerContext& cx);                // custom_call Eigh, backend_config "lower,sort,..."
+Status LapackEigh(LowerContext& cx);  // custom_call Eigh ("lower,sort,...") or jax_metal.lapack.eigh ("lower")
 
 }  // namespace jmp::mps

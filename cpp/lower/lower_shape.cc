@@ -15,6 +15,12 @@ Status Constant(LowerContext& cx) {
   const shlo::Type& t = cx.OutType(0);
   size_t width = ByteSize(t.dtype);
   size_t count = static_cast<size_t>(t.NumElements());
+  if (value->splat && value->data.size() == width && count > 0) {
+    int scalar = cx.ConstantData(t.dtype, {}, value->data);
+    if (!IsComplex(t.dtype)) cx.RecordSplat(scalar, DecodeScalar(t.dtype, value->data.data()));
+    cx.Bind(0, cx.BroadcastTo(scalar, t.shape));
+    return Status::Ok();
+  }
   if (value->data.size() != count * width)
     return cx.Unsupported("constant has " + std::to_string(value->data.size()) + " bytes, its type needs " +
                           std::to_string(count * width));

@@ -52,9 +52,20 @@ struct Attr {
   std::string s;   // kString; kSymbol: the name without '@'; kEnum: StableHLO spelling ("LT", "TOTALORDER", "RFFT")
   std::vector<int64_t> ints;  // kInts
   Type type;                  // kType; kTensor: the tensor's type; kInt/kFloat: the element type
-  std::vector<uint8_t>
-      data;  // kTensor: little-endian elements, i1 one byte per element (0/1), i4/ui4 one byte per element holding
-             // the value (sign-/zero-extended), f8 one byte (its bits), every element present (splats expanded)
+  std::vector<uint8_t> data;  // kTensor: little-endian elements, i1 one byte per element (0/1), i4/ui4 one byte per
+                              // element holding the value (sign-/zero-extended), f8 one byte (its bits), every element
+                              // present (small splats expanded), or one element when `splat`
+  // kTensor: `data` is the one element of a large splat (the lowering broadcasts a scalar; expanded, a
+  // polynomial's coefficients over millions of float64 elements would cost gigabytes to read).
+  bool splat = false;
+  std::vector<uint8_t> ExpandedData() const {  // kTensor: every element present
+    if (!splat) return data;
+    std::vector<uint8_t> all;
+    const int64_t count = type.NumElements();
+    all.reserve(static_cast<size_t>(count) * data.size());
+    for (int64_t i = 0; i < count; ++i) all.insert(all.end(), data.begin(), data.end());
+    return all;
+  }
   std::vector<Attr> array;  // kArray
   AttrMap dict;             // kDict; also the fields of structured attributes such as
                             // dot_dimension_numbers { lhs_batching_dimensions: kInts, ... }

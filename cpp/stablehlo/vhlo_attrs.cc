@@ -12,6 +12,7 @@ namespace jmp::shlo {
 namespace {
 
 constexpr size_t kMaxConstantBytes = size_t{1} << 31;
+constexpr size_t kMaxExpandedSplatBytes = size_t{64} << 10;  // larger splats keep one element (Attr::splat)
 
 // VHLO attribute and type codes (StableHLO's VhloBytecode.cpp).
 enum VhloAttrCode {
@@ -337,7 +338,10 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
           raw = std::move(unpacked);
         }
       }
-      if (raw.size() == width && count != 1) {  // a splat
+      if (raw.size() == width && count != 1 && count * width > kMaxExpandedSplatBytes) {
+        out->data = std::move(raw);
+        out->splat = true;
+      } else if (raw.size() == width && count != 1) {  // a small splat
         out->data.resize(count * width);
         for (size_t i = 0; i < count; ++i) std::memcpy(out->data.data() + i * width, raw.data(), width);
       } else if (raw.size() == count * width) {

@@ -141,6 +141,10 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
       Attr ints;
       ints.kind = Attr::Kind::kInts;
       size_t width = ByteSize(value.type.dtype);
+      if (value.splat) {
+        value.data = value.ExpandedData();
+        value.splat = false;
+      }
       for (size_t i = 0; i + width <= value.data.size(); i += width) {
         int64_t v = 0;
         if (width == 8)

@@ -258,7 +258,7 @@ def test_eigh_grads_vmap_low_precision_and_large():
             got = run_on("metal", eigvalsh, a.astype(dtype))
             assert got.dtype == dtype
             np.testing.assert_allclose(got.astype(np.float32), want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
-    # Above 256 JAX splits the matrix with QDWH (QR, Cholesky, triangular solves) before Jacobi.
+    # From FLOAT32_LAPACK_FROM rows on float32 eigh runs on LAPACK (tests/ops/test_eigh_svd_float32_lapack.py).
     big = separated(260)
     w, v = run_on("metal", jnp.linalg.eigh, big)
     w_cpu, v_cpu = run_on("cpu", jnp.linalg.eigh, big)

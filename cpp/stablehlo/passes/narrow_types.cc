@@ -453,7 +453,7 @@ class Rewriter {
       return Status::Ok();
     }
     if (op.name == "stablehlo.constant" && any_nf && op.results.size() == 1 && copy.Find("value"))
-      f8_constants_[op.results[0]] = copy.Find("value")->data;
+      f8_constants_[op.results[0]] = copy.Find("value")->ExpandedData();
     for (auto& [name, a] : copy.attrs) RetypeAttr(a);
     const Attr* target = op.Find("call_target_name");
     const bool passes_through = op.name == "stablehlo.custom_call" && target && In(kPassThroughTargets, target->s);
