@@ -12,8 +12,9 @@ execution's error, with its type and message.
 What runs is JAX's own eager implementation of the primitive (debug_callback_impl, debug_print_impl,
 pure_callback_impl, io_callback_impl): with a CPU backend present (JAX_PLATFORMS unset or
 "metal,cpu") the callback sees the very values it sees on cpu. Without one (JAX_PLATFORMS=metal), JAX's
-implementations refuse ("failed to find a local CPU device"); then the callback gets NumPy arrays,
-in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
+implementations refuse ("failed to find a local CPU device"); then the same implementation runs with the
+default (metal) device in the CPU device's place, so the callback still gets jax.Arrays (PRNG keys
+included), in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
 
 Everything here touches JAX internals; a name a JAX release lacks leaves that primitive without a
 metal lowering (JAX's error when used, `status()` says why) and never breaks initialisation.
@@ -209,22 +210,34 @@ def _cpu_available() -> bool:
         return False
 
 
-def _numpy_impl(*args, callback, kind, **_):
-    """JAX's pure/io callback implementation without a CPU device: NumPy arrays in and out."""
-    try:
-        import jax
+def _host_device():
+    """Where a callback's arguments live without a CPU backend: the default device (metal), which on
+    unified memory is host memory too."""
+    import jax
 
-        return jax.tree_util.tree_map(np.asarray, callback(*args))
-    except BaseException:
-        logger.exception("jax.%s failed", kind)
-        raise
+    return jax.local_devices()[0]
+
+
+def _metal_impl(*args, callback, kind, **_):
+    """JAX's pure/io callback implementation with the CPU device replaced by the default one: the
+    callback gets jax.Arrays, as on cpu, and its results go back as NumPy arrays."""
+    import jax
+
+    device = _host_device()
+    args = jax.device_put(args, device)
+    with jax.default_device(device):
+        try:
+            return jax.tree_util.tree_map(np.asarray, callback(*args))
+        except BaseException:
+            logger.exception("jax.%s failed", kind)
+            raise
 
 
 def _runner(jax_impl, kind, params):
     def run(*args):
         if _cpu_available():
             return tuple(jax_impl(*args, **params))
-        return tuple(_numpy_impl(*args, kind=kind, **params))
+        return tuple(_metal_impl(*args, kind=kind, **params))
 
     return run
 
@@ -329,9 +342,25 @@ def _debug_print_rule(ctx, *args, ordered, **params):
     return _debug_rule(ctx, args, run, effect)
 
 
+def _check_rule(ctx, *args, err_tree, debug):
+    """checkify.check / debug_check staged without checkify.checkify, as JAX lowers them for cpu: a
+    debug_check does nothing, a check is refused unless runtime errors are enabled, and then raises
+    from a callback when its predicate fails."""
+    from jax._src import checkify
+
+    if debug:
+        return []
+    if not checkify.config.xla_runtime_errors.value:
+        raise checkify.functionalization_error
+    raise_if_failed = functools.partial(checkify.python_err, err_tree)
+    results, _ = _emit(ctx, args, lambda *flat: tuple(raise_if_failed(*flat)), result_avals=ctx.avals_out,
+                       has_side_effect=True)
+    return results
+
+
 def _wrap_debug_callback_impl(debugging) -> None:
     """Eager jax.debug.callback/print with JAX_PLATFORMS=metal: JAX's implementation wants a CPU device
-    to put the arguments on; without one the callback gets NumPy arrays instead (with one, JAX's
+    to put the arguments on; without one they go to the default (metal) device instead (with one, JAX's
     implementation runs unchanged)."""
     original = debugging.debug_callback_impl
     if getattr(original, "_jax_metal_wrapped", False):
@@ -341,12 +370,16 @@ def _wrap_debug_callback_impl(debugging) -> None:
     def impl(*args, callback, **params):
         if _cpu_available():
             return original(*args, callback=callback, **params)
-        arrays = [np.asarray(a) for a in args]
-        try:
-            callback(*arrays)
-        except BaseException:
-            debugging.logger.exception("jax.debug.callback failed")
-            raise
+        import jax
+
+        device = _host_device()
+        args = jax.device_put(args, device)
+        with jax.default_device(device):
+            try:
+                callback(*args)
+            except BaseException:
+                debugging.logger.exception("jax.debug.callback failed")
+                raise
         return ()
 
     impl._jax_metal_wrapped = True
@@ -411,6 +444,17 @@ def install(library_path: str) -> None:
             _wrap_debug_callback_impl(debugging)
     else:
         _problems.append("debug_callback_p not found in this JAX")
+    try:
+        from jax._src import checkify
+    except ImportError as exc:
+        _problems.append(f"jax._src.checkify is not importable ({exc})")
+    else:
+        lacks = [n for n in ("check_p", "functionalization_error", "python_err", "config")
+                 if not hasattr(checkify, n)]
+        if lacks:
+            _problems.append(f"check_p: jax._src.checkify lacks {', '.join(lacks)}")
+        else:
+            _register(checkify, "check_p", _check_rule, register_lowering)
     # debug_print_p is newer than debug_callback_p; older JAX builds jax.debug.print on debug_callback.
     if hasattr(debugging, "debug_print_p"):
         if all(hasattr(debugging, n) for n in ("ordered_debug_effect", "debug_effect")):

@@ -160,7 +160,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   if (run_here) {
     submit.unlock();  // the run may call back into Python, which may execute again
     (*run)();
-    return Status::Ok();
+    return program->calls_python ? done->Await() : Status::Ok();
   }
   // A small program whose arguments are all ready runs here when the queue is idle (no thread handoff,
   // as XLA:CPU runs such programs); the rest, and everything while the queue works, is queued.
@@ -169,8 +169,13 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   for (size_t i = 0; ready && i < run->overwritten.size(); ++i) ready = run->overwritten[i]->Idle();
   // Still under the submit lock: no run submitted after this one may slip in before it.
   if (ready && client.queue.RunIfIdle([&run] { (*run)(); })) return Status::Ok();
+  const bool wait = program->calls_python;
   client.queue.Push([run = std::move(run)] { (*run)(); });
-  return Status::Ok();
+  if (!wait) return Status::Ok();
+  // The callback takes the GIL: the caller (JAX releases it around Execute) waits without holding the
+  // submit lock, which work the callback submits may need. A failed run fails the call, as on XLA:CPU.
+  submit.unlock();
+  return done->Await();
 }
 
 }  // namespace jmp::pjrt
