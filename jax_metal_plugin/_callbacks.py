@@ -254,11 +254,65 @@ def _ir_type(ctx, aval):
         return mlir.aval_to_ir_type(aval)
 
 
+# ---- sub-byte and 8-bit float types: the program computes on a storage type (int4 as int8, uint4 as
+# uint8, a float8/float4 as uint8 holding its bits; stablehlo/passes/narrow_types.cc), the callback
+# sees the type JAX declared.
+
+_SIGNED_STORAGE = {"int2": np.int8, "int4": np.int8}
+
+
+def _narrow_dtype(aval):
+    try:
+        dtype = np.dtype(aval.dtype)
+    except TypeError:  # extended dtypes (PRNG keys) travel as their physical type
+        return None
+    if dtype.itemsize != 1 or dtype.kind in "biu" and dtype.name not in ("int2", "uint2", "int4", "uint4"):
+        return None
+    if dtype.name in ("bool", "int8", "uint8"):
+        return None
+    return dtype
+
+
+def _from_storage(array, dtype):
+    array = np.asarray(array)
+    if dtype.kind == "V" or dtype.name.startswith("float"):
+        return array.view(np.uint8).view(dtype)  # the bit pattern
+    return array.astype(dtype)  # a value of the narrow integer type, exact
+
+
+def _to_storage(value, dtype):
+    array = np.asarray(value)
+    if array.dtype != dtype:
+        return value  # not what the program declared: the runtime's check names both types
+    if dtype.name in _SIGNED_STORAGE:
+        return array.astype(np.int8)
+    if dtype.name.startswith("uint"):
+        return array.astype(np.uint8)
+    return array.view(np.uint8)
+
+
+def _narrow_adapter(fn, operand_avals, result_avals):
+    ins = [_narrow_dtype(a) for a in operand_avals]
+    outs = [_narrow_dtype(a) for a in result_avals]
+    if not any(d is not None for d in ins + outs):
+        return fn
+
+    def run(*args):
+        args = [a if d is None else _from_storage(a, d) for a, d in zip(args, ins)]
+        results = tuple(fn(*args))
+        if len(results) != len(outs):
+            return results
+        return tuple(r if d is None else _to_storage(r, d) for r, d in zip(results, outs))
+
+    return run
+
+
 def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
     """The custom call for one callback; returns (results, the new token or None)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir.dialects import hlo
 
+    fn = _narrow_adapter(fn, list(ctx.avals_in), list(result_avals))
     with _lock:
         _sweep()
         callback_id = next(_ids)

@@ -75,6 +75,9 @@ const std::set<std::string> kMovesData = {
 // custom_call targets the lowering passes through (lower_shape.cc): they move nothing either.
 const std::set<std::string> kPassThroughTargets = {
     "dce_sink", "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
+    // A Python callback gets and gives the storage form; jax_metal_plugin/_callbacks.py converts it
+    // from and to the narrow type the callback sees, exactly.
+    "jax_metal_python_callback",
 };
 // Control flow: their regions are rewritten like any block; their results need nothing.
 const std::set<std::string> kControlFlow = {"stablehlo.while", "stablehlo.if", "stablehlo.case"};
