@@ -103,7 +103,8 @@ _NAMES = {
 
 
 @functools.lru_cache(maxsize=None)
-def _numpy_dtype(name: str) -> np.dtype:
+def _numpy_dtype(name: bytes) -> np.dtype:
+    name = name.decode()
     for numpy_name, plugin_name in _NAMES.items():
         if plugin_name == name:
             if numpy_name == "bfloat16":
@@ -124,17 +125,15 @@ def _plugin_name(dtype: np.dtype) -> str:
 def _operands(n, data, dtypes, ranks, dims, offsets):
     arrays = []
     for i in range(n):
-        dtype = _numpy_dtype(dtypes[i].decode())
+        dtype = _numpy_dtype(dtypes[i])
         start = offsets[i]
-        shape = tuple(dims[start + d] for d in range(ranks[i]))
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if nbytes == 0 or not data[i]:
-            arrays.append(np.zeros(shape, dtype))
-            continue
+        shape = tuple(dims[start:start + ranks[i]])
         # One copy out of the executor's memory, which later ops reuse: a callback may keep its
         # arguments (appending them to a list is common).
-        view = (ctypes.c_char * nbytes).from_address(data[i])
-        arrays.append(np.frombuffer(view, dtype=dtype).reshape(shape).copy())
+        array = np.zeros(shape, dtype) if not data[i] else np.empty(shape, dtype)
+        if array.nbytes and data[i]:
+            ctypes.memmove(array.ctypes.data, data[i], array.nbytes)
+        arrays.append(array)
     return arrays
 
 
@@ -162,6 +161,8 @@ def _deliver(outs, n_results, sink):
     if len(outs) != n_results:
         raise RuntimeError(
             f"Mismatched number of outputs from callback. Expected: {n_results}, Actual: {len(outs)}")
+    if not outs:
+        return
     error = ctypes.create_string_buffer(4096)
     for i, value in enumerate(outs):
         array = _canonical(value)
@@ -201,13 +202,20 @@ def _call(callback_id, n, data, dtypes, ranks, dims, offsets, n_results, sink, e
 # ---- what runs at call time
 
 
+_has_cpu: list[bool] = []  # once known: JAX's backends do not change once initialised
+
+
 def _cpu_available() -> bool:
+    if _has_cpu:
+        return _has_cpu[0]
     try:
         from jax._src import xla_bridge
 
-        return bool(xla_bridge.local_devices(backend="cpu"))
+        found = bool(xla_bridge.local_devices(backend="cpu"))
     except Exception:  # noqa: BLE001 - no CPU backend: JAX_PLATFORMS leaves it out
-        return False
+        found = False
+    _has_cpu.append(found)
+    return found
 
 
 def _host_device():
