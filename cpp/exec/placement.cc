@@ -28,6 +28,8 @@ bool MetalHasDType(DType dtype) {
     case DType::kC128:
     case DType::kI4:
     case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:
     JMP_NARROW_FLOAT_CASES:
       return false;
   }
