@@ -12,8 +12,9 @@ execution's error, with its type and message.
 What runs is JAX's own eager implementation of the primitive (debug_callback_impl, debug_print_impl,
 pure_callback_impl, io_callback_impl): with a CPU backend present (JAX_PLATFORMS unset or
 "metal,cpu") the callback sees the very values it sees on cpu. Without one (JAX_PLATFORMS=metal), JAX's
-implementations refuse ("failed to find a local CPU device"); then the callback gets NumPy arrays,
-in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
+implementations refuse ("failed to find a local CPU device"); then the same implementation runs with the
+default (metal) device in the CPU device's place, so the callback still gets jax.Arrays (PRNG keys
+included), in jitted code and eagerly alike (debug_callback_impl is wrapped for the eager case).
 
 Everything here touches JAX internals (through _jax_internals); a name a JAX release lacks leaves that
 primitive without a metal lowering (JAX's error when used, `status()` says why) and never breaks
@@ -97,7 +98,8 @@ _NAMES = {
 
 
 @functools.lru_cache(maxsize=None)
-def _numpy_dtype(name: str) -> np.dtype:
+def _numpy_dtype(name: bytes) -> np.dtype:
+    name = name.decode()
     for numpy_name, plugin_name in _NAMES.items():
         if plugin_name == name:
             if numpy_name == "bfloat16":
@@ -118,17 +120,15 @@ def _plugin_name(dtype: np.dtype) -> str:
 def _operands(n, data, dtypes, ranks, dims, offsets):
     arrays = []
     for i in range(n):
-        dtype = _numpy_dtype(dtypes[i].decode())
+        dtype = _numpy_dtype(dtypes[i])
         start = offsets[i]
-        shape = tuple(dims[start + d] for d in range(ranks[i]))
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if nbytes == 0 or not data[i]:
-            arrays.append(np.zeros(shape, dtype))
-            continue
+        shape = tuple(dims[start:start + ranks[i]])
         # One copy out of the executor's memory, which later ops reuse: a callback may keep its
         # arguments (appending them to a list is common).
-        view = (ctypes.c_char * nbytes).from_address(data[i])
-        arrays.append(np.frombuffer(view, dtype=dtype).reshape(shape).copy())
+        array = np.zeros(shape, dtype) if not data[i] else np.empty(shape, dtype)
+        if array.nbytes and data[i]:
+            ctypes.memmove(array.ctypes.data, data[i], array.nbytes)
+        arrays.append(array)
     return arrays
 
 
@@ -154,6 +154,8 @@ def _deliver(outs, n_results, sink):
     if len(outs) != n_results:
         raise RuntimeError(
             f"Mismatched number of outputs from callback. Expected: {n_results}, Actual: {len(outs)}")
+    if not outs:
+        return
     error = ctypes.create_string_buffer(4096)
     for i, value in enumerate(outs):
         array = _canonical(value)
@@ -193,29 +195,48 @@ def _call(callback_id, n, data, dtypes, ranks, dims, offsets, n_results, sink, e
 # ---- what runs at call time
 
 
+_has_cpu: list[bool] = []  # once known: JAX's backends do not change once initialised
+
+
 def _cpu_available() -> bool:
+    if _has_cpu:
+        return _has_cpu[0]
     try:
-        return bool(_jax_internals.xla_bridge.local_devices(backend="cpu"))
+        found = bool(_jax_internals.xla_bridge.local_devices(backend="cpu"))
     except RuntimeError:  # no CPU backend: JAX_PLATFORMS leaves it out, or it failed to initialise
-        return False
+        found = False
+    _has_cpu.append(found)
+    return found
 
 
-def _numpy_impl(*args, callback, kind, **_):
-    """JAX's pure/io callback implementation without a CPU device: NumPy arrays in and out."""
-    try:
-        import jax
+def _host_device():
+    """Where a callback's arguments live without a CPU backend: the default device (metal), which on
+    unified memory is host memory too."""
+    import jax
 
-        return jax.tree_util.tree_map(np.asarray, callback(*args))
-    except BaseException:
-        logger.exception("jax.%s failed", kind)
-        raise
+    return jax.local_devices()[0]
+
+
+def _metal_impl(*args, callback, kind, **_):
+    """JAX's pure/io callback implementation with the CPU device replaced by the default one: the
+    callback gets jax.Arrays, as on cpu, and its results go back as NumPy arrays."""
+    import jax
+
+    device = _host_device()
+    args = jax.device_put(args, device)
+    with jax.default_device(device):
+        try:
+            return jax.tree_util.tree_map(np.asarray, callback(*args))
+        except BaseException:
+            logger.exception("jax.%s failed", kind)
+            raise
 
 
 def _runner(jax_impl, kind, params):
     def run(*args):
         if _cpu_available():
             return tuple(jax_impl(*args, **params))
-        return tuple(_numpy_impl(*args, kind=kind, **params))
+        return tuple(_metal_impl(*args, kind=kind, **params))
 
     return run
 
@@ -231,10 +252,64 @@ def _ir_type(ctx, aval):
         return mlir.aval_to_ir_type(aval)
 
 
+# ---- sub-byte and 8-bit float types: the program computes on a storage type (int4 as int8, uint4 as
+# uint8, a float8/float4 as uint8 holding its bits; stablehlo/passes/narrow_types.cc), the callback
+# sees the type JAX declared.
+
+_SIGNED_STORAGE = {"int2": np.int8, "int4": np.int8}
+
+
+def _narrow_dtype(aval):
+    try:
+        dtype = np.dtype(aval.dtype)
+    except TypeError:  # extended dtypes (PRNG keys) travel as their physical type
+        return None
+    if dtype.itemsize != 1 or dtype.kind in "biu" and dtype.name not in ("int2", "uint2", "int4", "uint4"):
+        return None
+    if dtype.name in ("bool", "int8", "uint8"):
+        return None
+    return dtype
+
+
+def _from_storage(array, dtype):
+    array = np.asarray(array)
+    if dtype.kind == "V" or dtype.name.startswith("float"):
+        return array.view(np.uint8).view(dtype)  # the bit pattern
+    return array.astype(dtype)  # a value of the narrow integer type, exact
+
+
+def _to_storage(value, dtype):
+    array = np.asarray(value)
+    if array.dtype != dtype:
+        return value  # not what the program declared: the runtime's check names both types
+    if dtype.name in _SIGNED_STORAGE:
+        return array.astype(np.int8)
+    if dtype.name.startswith("uint"):
+        return array.astype(np.uint8)
+    return array.view(np.uint8)
+
+
+def _narrow_adapter(fn, operand_avals, result_avals):
+    ins = [_narrow_dtype(a) for a in operand_avals]
+    outs = [_narrow_dtype(a) for a in result_avals]
+    if not any(d is not None for d in ins + outs):
+        return fn
+
+    def run(*args):
+        args = [a if d is None else _from_storage(a, d) for a, d in zip(args, ins)]
+        results = tuple(fn(*args))
+        if len(results) != len(outs):
+            return results
+        return tuple(r if d is None else _to_storage(r, d) for r, d in zip(results, outs))
+
+    return run
+
+
 def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
     """The custom call for one callback; returns (results, the new token or None)."""
     mlir = _jax_internals.mlir
     hlo = _jax_internals.hlo
+    fn = _narrow_adapter(fn, list(ctx.avals_in), list(result_avals))
     with _lock:
         _sweep()
         callback_id = next(_ids)
@@ -310,9 +385,24 @@ def _debug_print_rule(ctx, *args, ordered, **params):
     return _debug_rule(ctx, args, run, effect)
 
 
+def _check_rule(ctx, *args, err_tree, debug):
+    """checkify.check / debug_check staged without checkify.checkify, as JAX lowers them for cpu: a
+    debug_check does nothing, a check is refused unless runtime errors are enabled, and then raises
+    from a callback when its predicate fails."""
+    checkify = _jax_internals.checkify
+    if debug:
+        return []
+    if not checkify.config.xla_runtime_errors.value:
+        raise checkify.functionalization_error
+    raise_if_failed = functools.partial(checkify.python_err, err_tree)
+    results, _ = _emit(ctx, args, lambda *flat: tuple(raise_if_failed(*flat)), result_avals=ctx.avals_out,
+                       has_side_effect=True)
+    return results
+
+
 def _wrap_debug_callback_impl(debugging) -> None:
     """Eager jax.debug.callback/print with JAX_PLATFORMS=metal: JAX's implementation wants a CPU device
-    to put the arguments on; without one the callback gets NumPy arrays instead (with one, JAX's
+    to put the arguments on; without one they go to the default (metal) device instead (with one, JAX's
     implementation runs unchanged)."""
     original = debugging.debug_callback_impl
     if getattr(original, "_jax_metal_wrapped", False):
@@ -322,12 +412,16 @@ def _wrap_debug_callback_impl(debugging) -> None:
     def impl(*args, callback, **params):
         if _cpu_available():
             return original(*args, callback=callback, **params)
-        arrays = [np.asarray(a) for a in args]
-        try:
-            callback(*arrays)
-        except BaseException:
-            debugging.logger.exception("jax.debug.callback failed")
-            raise
+        import jax
+
+        device = _host_device()
+        args = jax.device_put(args, device)
+        with jax.default_device(device):
+            try:
+                callback(*args)
+            except BaseException:
+                debugging.logger.exception("jax.debug.callback failed")
+                raise
         return ()
 
     impl._jax_metal_wrapped = True
@@ -344,6 +438,8 @@ LOWERINGS = {
                        _debug_callback_rule),
     "debug_print": ("debugging.debug_print_p", ("debugging.ordered_debug_effect", "debugging.debug_effect",
                                                 "effects.ordered_effects", "mlir.TokenSet"), _debug_print_rule),
+    "check": ("checkify.check_p", ("checkify.functionalization_error", "checkify.python_err", "checkify.config"),
+              _check_rule),
 }
 EAGER_PATCH = "eager debug callbacks"
 

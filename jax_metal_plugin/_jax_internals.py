@@ -18,6 +18,7 @@ from types import ModuleType
 # range keep working.
 MODULES: dict[str, str | tuple[str, ...]] = {
     "callback": "jax._src.callback",
+    "checkify": "jax._src.checkify",
     "compiler": "jax._src.compiler",
     "core": "jax._src.core",
     "debugging": "jax._src.debugging",
@@ -66,6 +67,10 @@ NAMES = {
     "callback.io_callback_p": "io_callback on metal",
     "callback.io_callback_impl": "what an io_callback runs",
     "callback._OrderedIOEffect": "io_callback(ordered=True) on metal",
+    "checkify.check_p": "checkify.check staged without checkify on metal",
+    "checkify.functionalization_error": "checkify.check staged without checkify on metal",
+    "checkify.python_err": "checkify.check with runtime errors on metal",
+    "checkify.config": "checkify.check with runtime errors on metal",
     "debugging.debug_callback_p": "jax.debug.callback on metal",
     "debugging.debug_callback_impl": "eager jax.debug.callback/print without a CPU device",
     "debugging.debug_print_p": "jax.debug.print on metal",

@@ -35,6 +35,8 @@ std::string_view JaxDTypeName(DType dtype) {
     case DType::kC128: return "complex128";
     case DType::kI4: return "int4";
     case DType::kU4: return "uint4";
+    case DType::kI2: return "int2";
+    case DType::kU2: return "uint2";
     case DType::kF8E4M3FN: return "float8_e4m3fn";
     case DType::kF8E5M2: return "float8_e5m2";
     case DType::kF8E4M3FNUZ: return "float8_e4m3fnuz";

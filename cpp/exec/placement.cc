@@ -32,6 +32,8 @@ bool MetalHasDType(DType dtype) {
     case DType::kC128:
     case DType::kI4:
     case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:
     JMP_NARROW_FLOAT_CASES:
       return false;
   }
@@ -221,6 +223,7 @@ Placement PlaceGraph(const Graph& g) {
   std::vector<uint8_t> recomputed = Recomputed(g, producer);
   ScheduleKernelOperands(g, producer, p.op_where, recomputed);
   std::vector<size_t> order = Schedule(g, p.op_where, producer, recomputed);
+  bool after_kernel = false;
   for (size_t i : order) {
     const bool kernel = OwnSegment(g.ops[i], p.op_where[i]);
     if (p.segments.empty() || p.segments.back().where != p.op_where[i] || kernel || after_kernel) {

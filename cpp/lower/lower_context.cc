@@ -60,9 +60,13 @@ std::vector<uint8_t> EncodeScalar(DType dtype, double v) {
       return out;
     }
     // Narrow types never reach the lowering proper (stablehlo/passes/narrow_types.cc rewrites them to their storage).
-    case DType::kI4: return Bytes(static_cast<int8_t>(std::clamp(SaturateTo<int8_t>(v), int8_t{-8}, int8_t{7})));
+    case DType::kI4:
+    case DType::kI2:
+      return Bytes(static_cast<int8_t>(std::clamp(SaturateTo<int8_t>(v), static_cast<int8_t>(SubByteMin(dtype)),
+                                                  static_cast<int8_t>(SubByteMax(dtype)))));
     case DType::kU4:
-      return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), uint8_t{15})));
+    case DType::kU2:
+      return Bytes(static_cast<uint8_t>(std::min(SaturateTo<uint8_t>(v), static_cast<uint8_t>(SubByteMax(dtype)))));
     JMP_NARROW_FLOAT_CASES:
       return Bytes(uint8_t{0x7f});  // unused: no narrow scalar reaches the lowering proper
   }
@@ -90,8 +94,10 @@ double DecodeScalar(DType dtype, const uint8_t* p) {
     case DType::kF64: return load(double{});
     case DType::kC64: return load(float{});  // real part; only identity checks use this
     case DType::kC128: return load(double{});
-    case DType::kI4: return load(int8_t{});
+    case DType::kI4:
+    case DType::kI2: return load(int8_t{});
     case DType::kU4:
+    case DType::kU2:
       return load(uint8_t{});
     JMP_NARROW_FLOAT_CASES:
       return std::numeric_limits<double>::quiet_NaN();  // not decoded here (stablehlo/passes/narrow_types.cc)
@@ -124,8 +130,10 @@ double LowestValue(DType dtype) {
     case DType::kC128:
     JMP_NARROW_FLOAT_CASES:
       return -std::numeric_limits<double>::infinity();
-    case DType::kI4: return -8;
-    case DType::kU4: return 0;
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kI2:
+    case DType::kU2: return SubByteMin(dtype);
   }
   return 0;
 }
@@ -149,8 +157,10 @@ double HighestValue(DType dtype) {
     case DType::kC128:
     JMP_NARROW_FLOAT_CASES:
       return std::numeric_limits<double>::infinity();
-    case DType::kI4: return 7;
-    case DType::kU4: return 15;
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kI2:
+    case DType::kU2: return SubByteMax(dtype);
   }
   return 0;
 }

@@ -78,12 +78,27 @@ Status While(LowerContext& cx) {
 
 using Builder = LowerContext::SubgraphBuilder;
 
+// A branch of an If without results (branches that only call back, as jax.debug.print under lax.cond):
+// every op has an output, so the If returns an empty bool array, as a token is, which no one reads.
+Builder WithEmptyResult(LowerContext& cx, Builder build) {
+  return [&cx, build = std::move(build)](const std::vector<int>& params) -> StatusOr<std::vector<int>> {
+    JMP_ASSIGN_OR_RETURN(std::vector<int> values, build(params));
+    if (values.empty()) values.push_back(cx.ConstantData(DType::kBool, {0}, {}));
+    return values;
+  };
+}
+
 // Emits If(pred, then, else) in the current scope; both branches take no parameters of their own.
+// Without `out_types` it has one output, the empty bool array of WithEmptyResult.
 StatusOr<std::vector<int>> EmitIf(LowerContext& cx, int pred, const Builder& then_build, const Builder& else_build,
-                                  const std::vector<TensorType>& out_types) {
+                                  std::vector<TensorType> out_types) {
+  const bool effects_only = out_types.empty();
+  if (effects_only) out_types.push_back(TensorType{DType::kBool, {0}});
   std::vector<int> then_caps, else_caps;
-  JMP_ASSIGN_OR_RETURN(Graph then_g, cx.BuildSubgraph({}, then_build, &then_caps));
-  JMP_ASSIGN_OR_RETURN(Graph else_g, cx.BuildSubgraph({}, else_build, &else_caps));
+  JMP_ASSIGN_OR_RETURN(Graph then_g,
+                       cx.BuildSubgraph({}, effects_only ? WithEmptyResult(cx, then_build) : then_build, &then_caps));
+  JMP_ASSIGN_OR_RETURN(Graph else_g,
+                       cx.BuildSubgraph({}, effects_only ? WithEmptyResult(cx, else_build) : else_build, &else_caps));
   if (then_g.outputs.size() != out_types.size() || else_g.outputs.size() != out_types.size())
     return cx.Unsupported("branches return the wrong number of values");
   std::vector<int> caps = Union(then_caps, else_caps);
@@ -120,7 +135,7 @@ Status If(LowerContext& cx) {
   std::vector<TensorType> out_types = ResultTypes(cx);
   JMP_ASSIGN_OR_RETURN(std::vector<int> outputs,
                        EmitIf(cx, pred, RegionBuilder(cx, op.regions[0]), RegionBuilder(cx, op.regions[1]), out_types));
-  for (size_t i = 0; i < outputs.size(); ++i) cx.Bind(i, outputs[i]);
+  for (size_t i = 0; i < op.results.size(); ++i) cx.Bind(i, outputs[i]);
   return Status::Ok();
 }
 
@@ -143,7 +158,7 @@ Status Case(LowerContext& cx) {
         out_types);
   };
   JMP_ASSIGN_OR_RETURN(std::vector<int> outputs, build(0));
-  for (size_t i = 0; i < outputs.size(); ++i) cx.BindShlo(results_ids[i], outputs[i]);
+  for (size_t i = 0; i < results_ids.size(); ++i) cx.BindShlo(results_ids[i], outputs[i]);
   return Status::Ok();
 }
 

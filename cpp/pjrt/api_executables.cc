@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "pjrt/api.h"
+#include "pjrt/compile_options.h"
 
 namespace jmp::pjrt {
 
@@ -24,6 +25,8 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   const PJRT_Program* p = args->program;
   std::string_view format(p->format ? p->format : "", p->format ? p->format_size : 0);
   JMP_REQUIRE(p->code || !p->code_size, "PJRT_Client_Compile: program code is null");
+  JMP_RETURN_IF_ERROR(
+      CheckCompileOptions(reinterpret_cast<const uint8_t*>(args->compile_options), args->compile_options_size));
   JMP_ASSIGN_OR_RETURN(
       std::shared_ptr<CompiledProgram> program,
       CompileProgram(*args->client->state->executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size));
@@ -143,6 +146,12 @@ Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* arg
   JMP_REQUIRE(args->client, "PJRT_Executable_DeserializeAndLoad: client is null");
   JMP_REQUIRE(args->serialized_executable || !args->serialized_executable_size,
               "PJRT_Executable_DeserializeAndLoad: serialized_executable is null");
+  constexpr size_t kOverridesEnd =
+      offsetof(PJRT_Executable_DeserializeAndLoad_Args, overridden_serialized_compile_options_size) + sizeof(size_t);
+  if (args->struct_size >= kOverridesEnd)
+    JMP_RETURN_IF_ERROR(
+        CheckCompileOptions(reinterpret_cast<const uint8_t*>(args->overridden_serialized_compile_options),
+                            args->overridden_serialized_compile_options_size));
   JMP_ASSIGN_OR_RETURN(
       std::shared_ptr<CompiledProgram> program,
       DeserializeProgram(*args->client->state->executor, reinterpret_cast<const uint8_t*>(args->serialized_executable),

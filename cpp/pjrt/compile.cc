@@ -23,6 +23,16 @@ bool RunsInline(const mps::Graph& g) {
   return bytes <= kInlineBytes;
 }
 
+// Whether any op, at any depth, calls into Python.
+bool CallsPython(const mps::Graph& g) {
+  for (const mps::Op& op : g.ops) {
+    if (op.kind == mps::OpKind::kPythonCallback) return true;
+    for (const mps::Graph& body : op.subgraphs)
+      if (CallsPython(body)) return true;
+  }
+  return false;
+}
+
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
   for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
@@ -50,6 +60,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   scope.Stat("mps_ops", std::to_string(program->graph.ops.size()));
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->runs_inline = RunsInline(program->graph);
+  program->calls_python = CallsPython(program->graph);
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
   program->code.assign(code, code + code_size);

@@ -41,6 +41,9 @@ struct CompiledProgram {
   // Small enough (no loops or host-only ops, little data) that when nothing is queued the calling thread
   // runs it at once: handing it to the queue's thread and waiting costs more than the run.
   bool runs_inline = false;
+  // Holds a Python callback: Execute returns once the run is done, as XLA:CPU's does, so that what the
+  // callback prints or raises happens within the call that ran it.
+  bool calls_python = false;
   std::vector<uint8_t> code;  // the VHLO artifact it was compiled from (what serialization keeps)
 };
 

@@ -39,6 +39,8 @@ PJRT_Buffer_Type ToBufferType(DType dtype) {
     case DType::kC128: return PJRT_Buffer_Type_C128;
     case DType::kI4: return PJRT_Buffer_Type_S4;
     case DType::kU4: return PJRT_Buffer_Type_U4;
+    case DType::kI2: return PJRT_Buffer_Type_S2;
+    case DType::kU2: return PJRT_Buffer_Type_U2;
     case DType::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
     case DType::kF8E5M2: return PJRT_Buffer_Type_F8E5M2;
     case DType::kF8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;

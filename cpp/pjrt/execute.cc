@@ -232,17 +232,29 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   if (run_here) {
     submit.unlock();  // the run may call back into Python, which may execute again
     Run::Start(run);
-    return Status::Ok();
+    return program->calls_python ? done->Await() : Status::Ok();
   }
   // A small program whose arguments are all ready runs here when the queue is idle (no thread handoff,
   // as XLA:CPU runs such programs); the rest, and everything while the queue works, is queued.
-  bool ready = program->runs_inline;
+  // A program that calls into Python is done before Execute returns (as on XLA:CPU), so it too runs here
+  // when it can, sparing the handoff to the queue's thread and back.
+  const bool wait = program->calls_python;
+  bool ready = program->runs_inline || wait;
   for (size_t i = 0; ready && i < run->waits.size(); ++i) ready = run->waits[i]->ready();
   for (size_t i = 0; ready && i < run->overwritten.size(); ++i) ready = run->overwritten[i]->Idle();
-  // Still under the submit lock: no run submitted after this one may slip in before it.
-  if (ready && client.queue.RunIfIdle([&run] { Run::Start(run); })) return Status::Ok();
+  // Still under the submit lock: no run submitted after this one may slip in before it. Once the queue
+  // is claimed the lock can go: a callback may submit work, which takes it.
+  if (ready && client.queue.RunIfIdle([&run, &submit, wait] {
+        if (wait) submit.unlock();
+        Run::Start(run);
+      }))
+    return wait ? done->Await() : Status::Ok();
   client.queue.Push([run = std::move(run)] { Run::Start(run); });
-  return Status::Ok();
+  if (!wait) return Status::Ok();
+  // The callback takes the GIL: the caller (JAX releases it around Execute) waits without holding the
+  // submit lock, which work the callback submits may need. A failed run fails the call, as on XLA:CPU.
+  submit.unlock();
+  return done->Await();
 }
 
 }  // namespace jmp::pjrt

@@ -69,6 +69,8 @@ enum VhloTypeCode {
   kF8E4M3T = 35,
   kF8E3M4T = 36,
   kF4E2M1FNT = 37,
+  kSI2T = 31,
+  kUI2T = 32,
   kF8E8M0FNUT = 40,
 };
 
@@ -123,6 +125,8 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
     case kF8E8M0FNUT: return scalar(DType::kF8E8M0FNU);
     case kSI4T: return scalar(DType::kI4);
     case kUI4T: return scalar(DType::kU4);
+    case kSI2T: return scalar(DType::kI2);
+    case kUI2T: return scalar(DType::kU2);
     case kSI8T: return scalar(DType::kI8);
     case kSI16T: return scalar(DType::kI16);
     case kSI32T: return scalar(DType::kI32);
@@ -295,14 +299,15 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
     }
     case kIntegerV1: {
       JMP_ASSIGN_OR_RETURN(const Type* t, table.ReadTypeRef(r, depth));
-      if (t->kind != Type::Kind::kTensor || !(IsInteger(t->dtype) || IsInt4(t->dtype) || t->dtype == DType::kBool))
+      if (t->kind != Type::Kind::kTensor ||
+          !(IsInteger(t->dtype) || IsSubByteInt(t->dtype) || t->dtype == DType::kBool))
         return r.Error("integer attribute of a non-integer type");
       int bits = BitWidth(t->dtype);
       uint64_t v;
       JMP_RETURN_IF_ERROR(ReadAPInt(r, bits, &v));
       if (bits < 64) {
         v &= (uint64_t{1} << bits) - 1;
-        if ((IsSignedInt(t->dtype) || t->dtype == DType::kI4) && (v >> (bits - 1)) & 1)
+        if ((IsSignedInt(t->dtype) || IsSignedSubByte(t->dtype)) && (v >> (bits - 1)) & 1)
           v |= ~((uint64_t{1} << bits) - 1);
       }
       out->kind = Attr::Kind::kInt;
@@ -350,11 +355,14 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
         return r.Error("dense constant has " + std::to_string(raw.size()) + " bytes for " + std::to_string(count) +
                        " elements of " + std::string(DTypeName(t->dtype)));
       }
-      // MLIR stores a 4-bit element in a byte's low bits; ours is the value itself (ir.h).
-      if (t->dtype == DType::kI4)
-        for (uint8_t& b : out->data) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<uint8_t>(b << 4)) >> 4);
-      if (t->dtype == DType::kU4)
-        for (uint8_t& b : out->data) b &= 0x0f;
+      // MLIR stores a sub-byte element in a byte's low bits; ours is the value itself (ir.h).
+      if (IsSubByteInt(t->dtype)) {
+        const int unused = 8 - BitWidth(t->dtype);
+        for (uint8_t& b : out->data)
+          b = IsSignedSubByte(t->dtype)
+                  ? static_cast<uint8_t>(static_cast<int8_t>(static_cast<uint8_t>(b << unused)) >> unused)
+                  : static_cast<uint8_t>(b & (0xff >> unused));
+      }
       return Status::Ok();
     }
     case kTypeV1: {

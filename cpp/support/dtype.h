@@ -25,11 +25,13 @@ enum class DType : uint8_t {
   kC64,
   kC128,
   // Narrow types: StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one byte per element
-  // as ml_dtypes lays them out (int4/uint4/float4: the 4-bit pattern in the low nibble, high nibble
-  // zero; float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
+  // as ml_dtypes lays them out (int2/uint2/int4/uint4/float4: the bit pattern in the low bits, the
+  // others zero; float8: the bit pattern); the lowering rewrites every op on them to ops on their storage type
   // (stablehlo/passes/narrow_types.cc), so no MPS op graph ever holds one.
   kI4,
   kU4,
+  kI2,
+  kU2,
   kF8E4M3FN,
   kF8E5M2,
   kF8E4M3FNUZ,
@@ -54,19 +56,12 @@ enum class DType : uint8_t {
   case DType::kF8E8M0FNU:      \
   case DType::kF4E2M1FN
 
-inline constexpr DType kAllDTypes[] = {DType::kBool,       DType::kI8,
-                                       DType::kI16,        DType::kI32,
-                                       DType::kI64,        DType::kU8,
-                                       DType::kU16,        DType::kU32,
-                                       DType::kU64,        DType::kF16,
-                                       DType::kBF16,       DType::kF32,
-                                       DType::kF64,        DType::kC64,
-                                       DType::kC128,       DType::kI4,
-                                       DType::kU4,         DType::kF8E4M3FN,
-                                       DType::kF8E5M2,     DType::kF8E4M3FNUZ,
-                                       DType::kF8E5M2FNUZ, DType::kF8E4M3B11FNUZ,
-                                       DType::kF8E4M3,     DType::kF8E3M4,
-                                       DType::kF8E8M0FNU,  DType::kF4E2M1FN};
+inline constexpr DType kAllDTypes[] = {
+    DType::kBool,   DType::kI8,       DType::kI16,       DType::kI32,        DType::kI64,        DType::kU8,
+    DType::kU16,    DType::kU32,      DType::kU64,       DType::kF16,        DType::kBF16,       DType::kF32,
+    DType::kF64,    DType::kC64,      DType::kC128,      DType::kI4,         DType::kU4,         DType::kI2,
+    DType::kU2,     DType::kF8E4M3FN, DType::kF8E5M2,    DType::kF8E4M3FNUZ, DType::kF8E5M2FNUZ, DType::kF8E4M3B11FNUZ,
+    DType::kF8E4M3, DType::kF8E3M4,   DType::kF8E8M0FNU, DType::kF4E2M1FN};
 
 constexpr size_t ByteSize(DType t) {
   switch (t) {
@@ -75,6 +70,8 @@ constexpr size_t ByteSize(DType t) {
     case DType::kU8:
     case DType::kI4:
     case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:
     JMP_NARROW_FLOAT_CASES:
       return 1;
     case DType::kI16:
@@ -96,19 +93,27 @@ constexpr size_t ByteSize(DType t) {
 // Bits of the integer or float type (bool counts as 1).
 constexpr int BitWidth(DType t) {
   return t == DType::kBool                                             ? 1
+         : t == DType::kI2 || t == DType::kU2                          ? 2
          : t == DType::kI4 || t == DType::kU4 || t == DType::kF4E2M1FN ? 4
                                                                        : static_cast<int>(ByteSize(t) * 8);
 }
 
-// The narrow types (see DType) and the type each computes on inside the MPS op graph: int4 as int8
-// (sign-extended), uint4 as uint8, float8/float4 as uint8 holding the bit pattern.
-constexpr bool IsInt4(DType t) { return t == DType::kI4 || t == DType::kU4; }
+// The narrow types (see DType) and the type each computes on inside the MPS op graph: int2/int4 as
+// int8 (sign-extended), uint2/uint4 as uint8, float8/float4 as uint8 holding the bit pattern.
+// IsSubByteInt: the integers narrower than a byte (int2, uint2, int4, uint4), which share every rewrite.
+constexpr bool IsSubByteInt(DType t) {
+  return t == DType::kI4 || t == DType::kU4 || t == DType::kI2 || t == DType::kU2;
+}
+constexpr bool IsSignedSubByte(DType t) { return t == DType::kI4 || t == DType::kI2; }
 // float8 in every format, and float4_e2m1fn: the floats narrower than 16 bits.
 constexpr bool IsNarrowFloat(DType t) { return t >= DType::kF8E4M3FN && t <= DType::kF4E2M1FN; }
-constexpr bool IsNarrow(DType t) { return IsInt4(t) || IsNarrowFloat(t); }
+constexpr bool IsNarrow(DType t) { return IsSubByteInt(t) || IsNarrowFloat(t); }
 constexpr DType StorageOf(DType t) {
-  return t == DType::kI4 ? DType::kI8 : t == DType::kU4 || IsNarrowFloat(t) ? DType::kU8 : t;
+  return IsSignedSubByte(t) ? DType::kI8 : IsSubByteInt(t) || IsNarrowFloat(t) ? DType::kU8 : t;
 }
+// The range of a sub-byte integer type.
+constexpr int SubByteMin(DType t) { return IsSignedSubByte(t) ? -(1 << (BitWidth(t) - 1)) : 0; }
+constexpr int SubByteMax(DType t) { return IsSignedSubByte(t) ? (1 << (BitWidth(t) - 1)) - 1 : (1 << BitWidth(t)) - 1; }
 
 constexpr bool IsFloat(DType t) {
   return t == DType::kF16 || t == DType::kBF16 || t == DType::kF32 || t == DType::kF64;
@@ -142,6 +147,8 @@ constexpr std::string_view DTypeName(DType t) {
     case DType::kC128: return "complex<f64>";
     case DType::kI4: return "i4";
     case DType::kU4: return "ui4";
+    case DType::kI2: return "i2";
+    case DType::kU2: return "ui2";
     case DType::kF8E4M3FN: return "f8E4M3FN";
     case DType::kF8E5M2: return "f8E5M2";
     case DType::kF8E4M3FNUZ: return "f8E4M3FNUZ";

@@ -15,7 +15,7 @@ import pytest
 import jax_metal_plugin
 from jaxcompare import assert_close, device
 
-LOWERINGS = {"pure_callback", "io_callback", "debug_callback", "debug_print", "eig", "lu", "svd", "eigh",
+LOWERINGS = {"pure_callback", "io_callback", "debug_callback", "debug_print", "check", "eig", "lu", "svd", "eigh",
              "tridiagonal", "geqp3", "tridiagonal_solve", "approx_top_k"}
 PATCHES = {"buffer donation", "eager debug callbacks"}
 

@@ -84,8 +84,10 @@ auto Dispatch(DType dtype, F&& f) {
     case DType::kC64: return f(Tag<c64>{});
     case DType::kC128: return f(Tag<std::complex<double>>{});
     // Never in an MPS op graph (verify.cc refuses them); their storage types, for completeness.
-    case DType::kI4: return f(Tag<int8_t>{});
+    case DType::kI4:
+    case DType::kI2: return f(Tag<int8_t>{});
     case DType::kU4:
+    case DType::kU2:
     JMP_NARROW_FLOAT_CASES:
       return f(Tag<uint8_t>{});
   }

@@ -47,6 +47,8 @@ StatusOr<MPSDataType> ToMPS(DType t, const mps::Op* op) {
                            ": float64 is not supported by MPSGraph");
     case DType::kI4:
     case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:
     JMP_NARROW_FLOAT_CASES:
       return Internal(std::string(op ? mps::OpKindName(op->kind) : "argument") + ": " + std::string(DTypeName(t)) +
                       " reached the Metal executor (the lowering rewrites narrow types)");

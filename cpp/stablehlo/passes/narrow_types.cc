@@ -74,7 +74,14 @@ const std::set<std::string> kMovesData = {
 };
 // custom_call targets the lowering passes through (lower_shape.cc): they move nothing either.
 const std::set<std::string> kPassThroughTargets = {
-    "dce_sink", "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
+    "dce_sink",
+    "Sharding",
+    "SPMDFullToShardShape",
+    "SPMDShardToFullShape",
+    "annotate_device_placement",
+    // A Python callback gets and gives the storage form; jax_metal_plugin/_callbacks.py converts it
+    // from and to the narrow type the callback sees, exactly.
+    "jax_metal_python_callback",
 };
 // Control flow: their regions are rewritten like any block; their results need nothing.
 const std::set<std::string> kControlFlow = {"stablehlo.while", "stablehlo.if", "stablehlo.case"};
@@ -244,16 +251,18 @@ class Rewriter {
   int Convert(int x, DType d, int result = -1) { return Unary("stablehlo.convert", x, d, result); }
   int Bitcast(int x, DType d, int result = -1) { return Unary("stablehlo.bitcast_convert", x, d, result); }
 
-  // int4/uint4 storage -> the same value wrapped into 4 bits (int8 sign-extended, uint8 masked).
+  // Sub-byte integer storage -> the same value wrapped into its bits (int8 sign-extended, uint8 masked).
   int Wrap(int x, DType narrow, int result = -1) {
-    if (narrow == DType::kU4) return Binary("stablehlo.and", x, Like(x, 0x0f), result);
-    int up = Binary("stablehlo.shift_left", x, Like(x, 4));
-    return Binary("stablehlo.shift_right_arithmetic", up, Like(up, 4), result);
+    if (!IsSignedSubByte(narrow))
+      return Binary("stablehlo.and", x, Like(x, static_cast<uint64_t>(SubByteMax(narrow))), result);
+    const uint64_t unused = static_cast<uint64_t>(8 - BitWidth(narrow));
+    int up = Binary("stablehlo.shift_left", x, Like(x, unused));
+    return Binary("stablehlo.shift_right_arithmetic", up, Like(up, unused), result);
   }
-  // int4/uint4 storage -> its 4-bit pattern as uint8 0..15.
-  int Nibble(int x) {
+  // Storage of a type `bits` wide -> its bit pattern as uint8 (int4/uint4/float4: 0..15).
+  int Nibble(int x, int bits = 4) {
     int u = DTypeOfValue(x) == DType::kU8 ? x : Bitcast(x, DType::kU8);
-    return Binary("stablehlo.and", u, Like(u, 0x0f));
+    return Binary("stablehlo.and", u, Like(u, (uint64_t{1} << bits) - 1));
   }
 
   // Narrow float bits (uint8) -> float32, exactly.
@@ -386,7 +395,7 @@ class Rewriter {
       if (t.kind != Type::Kind::kTensor || !IsNarrow(t.dtype)) return;
       if (found == DType::kF32) found = t.dtype;
       if (IsNarrowFloat(t.dtype)) *any_nf = true;
-      if (IsInt4(t.dtype)) *any_i4 = true;
+      if (IsSubByteInt(t.dtype)) *any_i4 = true;
     };
     for (int v : op.operands) see(v);
     for (int v : op.results) see(v);
@@ -554,7 +563,7 @@ class Rewriter {
         int f = NewValue(DType::kF32, t.shape);
         encodes.push_back({f, v});
         v = f;
-      } else if (t.kind == Type::Kind::kTensor && IsInt4(t.dtype)) {
+      } else if (t.kind == Type::Kind::kTensor && IsSubByteInt(t.dtype)) {
         return Refuse(op, t.dtype);
       }
     }
@@ -624,19 +633,20 @@ class Rewriter {
       const DType t = TypeOf(r).dtype;
       // popcnt needs nothing: XLA:CPU counts int4's bits as the sign-extended byte's (popcnt(-8) = 5),
       // which is what computing on int8 storage gives.
-      if (op.name == "stablehlo.count_leading_zeros" && IsInt4(t)) {
-        int n = Unary(op.name, Nibble(op.operands[0]), DType::kU8);  // counts within the 4 bits
-        n = Binary("stablehlo.subtract", n, Like(n, 4));
+      if (op.name == "stablehlo.count_leading_zeros" && IsSubByteInt(t)) {
+        int n = Unary(op.name, Nibble(op.operands[0], BitWidth(t)), DType::kU8);  // counts within its bits
+        n = Binary("stablehlo.subtract", n, Like(n, static_cast<uint64_t>(8 - BitWidth(t))));
         Convert(n, StorageOf(t), r);
         return Status::Ok();
       }
-      if (op.name == "stablehlo.shift_right_logical" && t == DType::kI4) {
-        int x = Bitcast(Nibble(op.operands[0]), DType::kI8);
+      if (op.name == "stablehlo.shift_right_logical" && IsSignedSubByte(t)) {
+        int x = Bitcast(Nibble(op.operands[0], BitWidth(t)), DType::kI8);
         Wrap(Binary(op.name, x, op.operands[1]), t, r);
         return Status::Ok();
       }
-      if (op.name == "stablehlo.shift_right_arithmetic" && t == DType::kU4) {  // the sign is bit 3
-        int x = Wrap(Bitcast(op.operands[0], DType::kI8), DType::kI4);
+      if (op.name == "stablehlo.shift_right_arithmetic" && IsSubByteInt(t) && !IsSignedSubByte(t)) {
+        // the sign is the top bit of its width
+        int x = Wrap(Bitcast(op.operands[0], DType::kI8), t == DType::kU4 ? DType::kI4 : DType::kI2);
         int s = Binary(op.name, x, Bitcast(op.operands[1], DType::kI8));
         Wrap(Bitcast(s, DType::kU8), t, r);
         return Status::Ok();
@@ -646,7 +656,7 @@ class Rewriter {
     for (int& v : copy.results) {
       const Type t = TypeOf(v);
       if (t.kind == Type::Kind::kTuple && TypeIsNarrow(t)) return Refuse(op, DType::kI4);
-      if (t.kind == Type::Kind::kTensor && IsInt4(t.dtype)) {
+      if (t.kind == Type::Kind::kTensor && IsSubByteInt(t.dtype)) {
         int s = NewValue(StorageOf(t.dtype), t.shape);
         wraps.push_back({s, v});
         v = s;
@@ -663,7 +673,7 @@ class Rewriter {
     DType from = DTypeOfValue(x);
     const DType to = DTypeOfValue(r);
     if (IsComplex(from) || IsComplex(to)) return Refuse(op, IsNarrow(from) ? from : to);
-    if (IsNarrowFloat(from) && (IsInteger(to) || IsInt4(to))) {
+    if (IsNarrowFloat(from) && (IsInteger(to) || IsSubByteInt(to))) {
       NarrowFloatToInteger(Decode(x, from), from, to, r);
       return Status::Ok();
     }
@@ -684,7 +694,7 @@ class Rewriter {
                                                          from == DType::kF16 || from == DType::kBF16);
       if (from != DType::kF32) x = Convert(x, DType::kF32);
       Encode(x, to, r, narrow_float);
-    } else if (IsInt4(to)) {
+    } else if (IsSubByteInt(to)) {
       ToInt4(x, from, to, r);
     } else {
       Convert(x, to, r);
@@ -697,8 +707,8 @@ class Rewriter {
     int y = Convert(x, s);
     if (!IsFloat(from)) return Wrap(y, to, result);
     // saturating, like XLA:CPU (the storage conversion saturates to 8 bits first)
-    y = Binary("stablehlo.maximum", y, Like(y, to == DType::kI4 ? 0xf8 : 0));
-    return Binary("stablehlo.minimum", y, Like(y, to == DType::kI4 ? 7 : 15), result);
+    y = Binary("stablehlo.maximum", y, Like(y, static_cast<uint8_t>(SubByteMin(to))));
+    return Binary("stablehlo.minimum", y, Like(y, static_cast<uint64_t>(SubByteMax(to))), result);
   }
 
   // Narrow float (decoded to float32 `x`) -> integer, as XLA converts: a value at or beyond a bound of
@@ -706,7 +716,7 @@ class Rewriter {
   // (int8's largest): 127 saturates to 6, so 6 converts to 127, and -6 to -128.
   void NarrowFloatToInteger(int x, DType from, DType to, int result) {
     const int bits = BitWidth(to);
-    const bool is_signed = IsSignedInt(to) || to == DType::kI4;
+    const bool is_signed = IsSignedInt(to) || IsSignedSubByte(to);
     const int64_t hi = bits >= 64  ? (is_signed ? INT64_MAX : -1)
                        : is_signed ? (int64_t{1} << (bits - 1)) - 1
                                    : (int64_t{1} << bits) - 1;
@@ -719,7 +729,7 @@ class Rewriter {
       std::memcpy(&b, &f, 4);
       return Broadcast(Decode(Encode(Splat(DType::kF32, b, {}), from), from), shape);
     };
-    int y = IsInt4(to) ? ToInt4(x, DType::kF32, to) : Convert(x, to);
+    int y = IsSubByteInt(to) ? ToInt4(x, DType::kF32, to) : Convert(x, to);
     y = Select(Compare("GE", x, bound(hi_value), "FLOAT"), Like(y, static_cast<uint64_t>(hi)), y);
     Select(Compare("LE", x, bound(static_cast<double>(lo)), "FLOAT"), Like(y, static_cast<uint64_t>(lo)), y, result);
   }
@@ -732,7 +742,7 @@ class Rewriter {
     if (from == DType::kBool || to == DType::kBool || IsComplex(from) || IsComplex(to))
       return Refuse(op, IsNarrow(from) ? from : to);
     if (fw == tw) {
-      if (IsInt4(to)) {
+      if (IsSubByteInt(to)) {
         Wrap(Bitcast(x, StorageOf(to)), to, r);
       } else if (tw == 4) {  // float4: the low nibble, whatever int4's storage held above it
         int u = Bitcast(x, DType::kU8);
@@ -742,6 +752,7 @@ class Rewriter {
       }
       return Status::Ok();
     }
+    if (fw == 2 || tw == 2) return Refuse(op, fw == 2 ? from : to);  // packing 2-bit lanes: not yet
     if (fw != 4 && tw != 4) {  // float8 <-> 16/32/64 bits: the storage bytes are the bits
       Bitcast(x, StorageOf(to), r);
       return Status::Ok();
@@ -790,7 +801,7 @@ class Rewriter {
     dim.kind = Attr::Kind::kInt;
     dim.i = static_cast<int64_t>(in_shape.size());
     int cat = Emit("stablehlo.concatenate", parts, DType::kU8, out_shape, {{"dimension", dim}});
-    if (to == DType::kI4) {
+    if (IsSignedSubByte(to)) {
       Wrap(Bitcast(cat, DType::kI8), to, r);
     } else {
       Bitcast(cat, DType::kU8, r);
@@ -798,23 +809,24 @@ class Rewriter {
     return Status::Ok();
   }
 
-  // @main's int4 buffers hold ml_dtypes' layout (the low nibble): sign-extend arguments on entry, mask
-  // results on exit.
+  // @main's int2/int4 buffers hold ml_dtypes' layout (the low bits): sign-extend arguments on entry,
+  // mask results on exit.
   Status MainBoundary(Block& block) {
     std::vector<Op> entry;
     out_ = &entry;
     for (int& arg : block.args) {
-      if (DTypeOfValue(arg) != DType::kI4) continue;
+      const DType t = DTypeOfValue(arg);
+      if (!IsSignedSubByte(t)) continue;
       int raw = NewValue(DType::kI8, TypeOf(arg).shape);
-      Wrap(raw, DType::kI4, arg);
+      Wrap(raw, t, arg);
       arg = raw;
     }
     if (block.ops.empty() || block.ops.back().name != "func.return") return InvalidArgument("@main has no func.return");
     std::vector<Op> exit;
     out_ = &exit;
     for (int& v : block.ops.back().operands)
-      if (TypeOf(v).kind == Type::Kind::kTensor && TypeOf(v).dtype == DType::kI4)
-        v = Binary("stablehlo.and", v, Like(v, 0x0f));
+      if (TypeOf(v).kind == Type::Kind::kTensor && IsSignedSubByte(TypeOf(v).dtype))
+        v = Binary("stablehlo.and", v, Like(v, static_cast<uint64_t>((1 << BitWidth(TypeOf(v).dtype)) - 1)));
     Op ret = std::move(block.ops.back());
     block.ops.pop_back();
     entry.insert(entry.end(), std::make_move_iterator(block.ops.begin()), std::make_move_iterator(block.ops.end()));
