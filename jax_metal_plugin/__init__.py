@@ -45,9 +45,30 @@ def initialize() -> None:
     _registered = True
     _jax_internals.enable_donation()
     _jax_internals.enable_eigh()
+    _jax_internals.enable_persistent_cache()
     _callbacks.install(path)
     _linalg_lowerings.enable()
     _approx_top_k.enable()
+
+
+def stats() -> dict:
+    """The plugin's work counters so far in this process (they only grow; take differences):
+    graph_runs (device graph executions: Metal segments run, in placed mode those a Mac would run),
+    syncs (an execution's host segment waiting for the device's results), fresh_allocs (new backing
+    memory, not memory a cache reused), copies (of buffer contents), programs_lowered (StableHLO read
+    and lowered) and programs_deserialized (rebuilt from a serialized executable: persistent-cache hits).
+    Empty when the plugin library lacks the entry points."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library_path())
+        names, stat = lib.jmp_pjrt_stat_names, lib.jmp_pjrt_stat
+    except (OSError, AttributeError):
+        return {}
+    names.restype = ctypes.c_char_p
+    stat.restype = ctypes.c_int64
+    stat.argtypes = [ctypes.c_char_p]
+    return {n: int(stat(n.encode())) for n in names().decode().split(",")}
 
 
 class PlatformClashWarning(UserWarning):
@@ -61,4 +82,4 @@ def mps_graph(fn, *args, **kwargs) -> str:
     return tools.mps_graph(fn, *args, **kwargs)
 
 
-__all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "__version__"]
+__all__ = ["PlatformClashWarning", "initialize", "library_path", "mps_graph", "stats", "__version__"]

@@ -71,3 +71,38 @@ def enable_eigh() -> None:
     if primitive is None or rule is None:
         return
     mlir.register_lowering(primitive, rule, platform="metal")
+
+
+class _CacheablePlatform:
+    """What compilation_cache.is_cache_used reads of a backend, with a platform name it accepts."""
+
+    platform = "gpu"
+    supports_executable_serialization = True
+
+
+def enable_persistent_cache() -> None:
+    """Lets JAX's persistent compilation cache (jax_compilation_cache_dir) store and load "metal" programs.
+
+    JAX 0.10's jax._src.compilation_cache.is_cache_used(backend) accepts only the platforms in a list
+    local to the function (tpu, gpu, cpu, neuron); for any other it answers False and every process
+    compiles everything again. The plugin serializes executables (PJRT_Executable_Serialize and
+    DeserializeAndLoad, with the plugin build's hash in the platform version JAX puts in the key), so
+    the check is wrapped: a "metal" backend is asked about as a supported one, every other backend as
+    it is. The answer is still JAX's (the cache must be enabled and a directory set). Releases without
+    the function have no such gate, and releases that rename it leave the cache off for "metal".
+    """
+    try:
+        from jax._src import compilation_cache
+    except ImportError:
+        return
+    check = getattr(compilation_cache, "is_cache_used", None)
+    if check is None or getattr(check, "_jax_metal_plugin", False):
+        return
+
+    def is_cache_used(backend, *args, **kwargs):
+        if getattr(backend, "platform", None) == "metal":
+            return check(_CacheablePlatform(), *args, **kwargs)
+        return check(backend, *args, **kwargs)
+
+    is_cache_used._jax_metal_plugin = True
+    compilation_cache.is_cache_used = is_cache_used

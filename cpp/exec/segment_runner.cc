@@ -12,6 +12,8 @@
 
 #include "exec/executor.h"
 #include "exec/placement.h"
+#include "exec/work_counters.h"
+#include "support/byte_stream.h"
 
 namespace jmp::exec {
 
@@ -28,8 +30,9 @@ struct Slot {
 
 struct CompiledSegment {
   std::unique_ptr<Executable> executable;
-  std::vector<Slot> reads;   // per segment parameter
-  std::vector<Slot> writes;  // per segment result
+  std::vector<Slot> reads;        // per segment parameter
+  std::vector<Slot> writes;       // per segment result
+  bool waits_for_device = false;  // a host segment right after a Metal one: the host waits for the GPU
 };
 
 class SegmentedExecutable : public Executable {
@@ -76,6 +79,7 @@ class SegmentedExecutable : public Executable {
       out_list.clear();
       for (const Slot& s : seg.reads) in_list.push_back(memory(s));
       for (const Slot& s : seg.writes) out_list.push_back(memory(s));
+      if (seg.waits_for_device) Counters().syncs.fetch_add(1, std::memory_order_relaxed);
       JMP_RETURN_IF_ERROR(seg.executable->Run(in_list, out_list));
     }
     for (auto& [j, m] : staged) {
@@ -89,6 +93,17 @@ class SegmentedExecutable : public Executable {
     for (const CompiledSegment& seg : segments_)
       if (!seg.executable->OutputsMayAliasInputs()) return false;
     return true;
+  }
+
+  // Each segment's own bytes, in order.
+  StatusOr<std::string> Serialize() const override {
+    ByteWriter out;
+    out.U64(segments_.size());
+    for (const CompiledSegment& seg : segments_) {
+      JMP_ASSIGN_OR_RETURN(std::string bytes, seg.executable->Serialize());
+      out.Bytes(bytes);
+    }
+    return std::move(out.str());
   }
 
  private:
@@ -108,9 +123,39 @@ class SegmentedExecutor : public Executor {
 
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override { return device_->Allocate(bytes); }
 
-  StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
+  StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override { return Build(graph, nullptr); }
+
+  // The placement is a function of the graph, so the segments are those the bytes were made from: one
+  // segment's bytes are its executable's own, several are a list.
+  StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) override {
+    return Build(graph, &serialized);
+  }
+
+ private:
+  StatusOr<std::unique_ptr<Executable>> Build(const mps::Graph& graph, const std::string_view* serialized) {
     mps::Placement placement = mps::PlaceGraph(graph);
-    if (placement.segments.size() == 1) return For(placement.segments[0].where).Compile(graph);
+    std::vector<std::string_view> parts;
+    if (serialized && placement.segments.size() == 1) {
+      parts.push_back(*serialized);
+    } else if (serialized) {
+      ByteReader in(reinterpret_cast<const uint8_t*>(serialized->data()), serialized->size(), "serialized executable");
+      JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
+      if (n != placement.segments.size()) return in.Malformed("its segments are not those of its graph");
+      for (size_t s = 0; s < n; ++s) {
+        JMP_ASSIGN_OR_RETURN(std::string_view part, in.Bytes());
+        parts.push_back(part);
+      }
+      if (in.left() != 0) return in.Malformed("bytes after the last segment");
+    }
+    auto compile = [&](size_t s, const mps::Graph& g) {
+      Executor& executor = For(placement.segments[s].where);
+      return serialized ? executor.Load(g, parts[s]) : executor.Compile(g);
+    };
+    if (placement.segments.size() == 1) {
+      JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> only, compile(0, graph));
+      only->device_graphs_per_run = placement.segments[0].where == mps::Where::kMetal ? 1 : 0;
+      return only;
+    }
 
     // Every outer value a segment reads or writes gets one slot: a parameter, the first output that
     // returns it, or a temporary.
@@ -120,10 +165,14 @@ class SegmentedExecutor : public Executor {
     std::vector<int> output_writer(graph.outputs.size(), -1);
     std::vector<int> input_last_reader(graph.inputs.size(), -1);
     std::vector<CompiledSegment> compiled;
+    int device_graphs = 0;
     for (size_t s = 0; s < placement.segments.size(); ++s) {
       const mps::Segment& seg = placement.segments[s];
       CompiledSegment c;
-      JMP_ASSIGN_OR_RETURN(c.executable, For(seg.where).Compile(seg.graph));
+      JMP_ASSIGN_OR_RETURN(c.executable, compile(s, seg.graph));
+      c.waits_for_device =
+          seg.where != mps::Where::kMetal && s > 0 && placement.segments[s - 1].where == mps::Where::kMetal;
+      if (seg.where == mps::Where::kMetal) ++device_graphs;
       for (int v : seg.inputs) {
         Slot slot = slot_of[static_cast<size_t>(v)];
         if (slot.index == SIZE_MAX) return Internal("placement: a segment reads a value no earlier segment makes");
@@ -150,12 +199,13 @@ class SegmentedExecutor : public Executor {
     }
     for (size_t j = 0; j < output_writer.size(); ++j)
       if (output_writer[j] < 0) return Internal("placement: output " + std::to_string(j) + " is never written");
-    return std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled),
-                                                               std::move(temporary_bytes), std::move(output_writer),
-                                                               std::move(input_last_reader)));
+    auto executable =
+        std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled), std::move(temporary_bytes),
+                                                            std::move(output_writer), std::move(input_last_reader)));
+    executable->device_graphs_per_run = device_graphs;
+    return executable;
   }
 
- private:
   Executor& For(mps::Where where) { return where == mps::Where::kMetal ? *device_ : *host_; }
 
   std::unique_ptr<Executor> device_;

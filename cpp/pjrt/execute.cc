@@ -1,6 +1,7 @@
 #include "pjrt/execute.h"
 
 #include "exec/host_callback.h"
+#include "exec/work_counters.h"
 
 #include <string>
 #include <unordered_map>
@@ -36,6 +37,7 @@ struct Run {
       for (auto& mem : inputs) in.push_back(mem.get());
       for (auto& mem : outputs) out.push_back(mem.get());
       status = program->executable->Run(in, out);
+      exec::Counters().graph_runs.fetch_add(program->executable->device_graphs_per_run, std::memory_order_relaxed);
     }
     for (auto& r : results) r->ready->Set(status);
     done->Set(status);

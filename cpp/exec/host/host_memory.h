@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 
 #include "exec/executor.h"
+#include "exec/work_counters.h"
 
 namespace jmp::exec::host {
 
@@ -69,6 +70,7 @@ class BlockCache {
 
  private:
   static uint8_t* Allocate(size_t cls) {
+    Counters().fresh_allocs.fetch_add(1, std::memory_order_relaxed);
     if (cls >= kMapped) {
       void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);

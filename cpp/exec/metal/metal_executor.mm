@@ -8,9 +8,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/package_archive.h"
+#include "exec/work_counters.h"
 #include "mps/op_attrs.h"
 
 namespace jmp::exec {
@@ -403,6 +406,35 @@ class MetalExecutable : public Executable {
     return Status::Ok();
   }
 
+  // A package MPSGraph wrote (Serialize) for this graph: MPSGraph's compile is skipped. The directory
+  // stays until this executable goes (ASSUMPTION: MPSGraph may read the package after init returns).
+  Status Load(std::string_view package) {
+    JMP_ASSIGN_OR_RETURN(package_dir_, MakeTemporaryDirectory());
+    const std::string path = package_dir_ + "/executable.mpsgraphpackage";
+    JMP_RETURN_IF_ERROR(UnpackDirectory(package, path));
+    NSURL* url = [NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()] isDirectory:YES];
+    executable_ = [[MPSGraphExecutable alloc] initWithMPSGraphPackageAtURL:url compilationDescriptor:nil];
+    if (!executable_) return InvalidArgument("MPSGraph could not load the serialized executable's package");
+    return Status::Ok();
+  }
+
+  StatusOr<std::string> Serialize() const override {
+    @autoreleasepool {
+      JMP_ASSIGN_OR_RETURN(std::string dir, MakeTemporaryDirectory());
+      const std::string path = dir + "/executable.mpsgraphpackage";
+      NSURL* url = [NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()] isDirectory:YES];
+      [executable_ serializeToMPSGraphPackageAtURL:url descriptor:nil];
+      StatusOr<std::string> packed = PackDirectory(path);
+      RemoveDirectoryTree(dir);
+      return packed;
+    }
+  }
+
+  ~MetalExecutable() override {
+    executable_ = nil;
+    if (!package_dir_.empty()) RemoveDirectoryTree(package_dir_);
+  }
+
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
     @autoreleasepool {
       NSMutableArray<MPSGraphTensorData*>* in = [NSMutableArray array];
@@ -433,6 +465,7 @@ class MetalExecutable : public Executable {
   MPSGraphExecutable* executable_ = nil;
   NSArray<MPSGraphTensor*>* feeds_ = nil;
   NSArray<MPSGraphTensor*>* targets_ = nil;
+  std::string package_dir_;  // where a loaded executable's package lies
   std::mutex mu_;
 };
 
@@ -445,6 +478,7 @@ class MetalExecutor : public Executor {
     id<MTLBuffer> buffer = [device_ newBufferWithLength:std::max<size_t>(bytes, 1)
                                                 options:MTLResourceStorageModeShared];
     if (!buffer) return ResourceExhausted("Metal could not allocate " + std::to_string(bytes) + " bytes");
+    Counters().fresh_allocs.fetch_add(1, std::memory_order_relaxed);
     return std::shared_ptr<DeviceMemory>(std::make_shared<MetalMemory>(buffer, bytes));
   }
 
@@ -453,6 +487,15 @@ class MetalExecutor : public Executor {
       auto exe = std::make_unique<MetalExecutable>(queue_, graph);
       Status s = exe->Build(device_);
       if (!s.ok()) return s;
+      return std::unique_ptr<Executable>(std::move(exe));
+    }
+  }
+
+  StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) override {
+    if (serialized.empty()) return Compile(graph);
+    @autoreleasepool {
+      auto exe = std::make_unique<MetalExecutable>(queue_, graph);
+      JMP_RETURN_IF_ERROR(exe->Load(serialized));
       return std::unique_ptr<Executable>(std::move(exe));
     }
   }
