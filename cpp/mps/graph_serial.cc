@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "mps/op_attrs.h"
 #include "mps/verify.h"
 
 namespace jmp::mps {
@@ -29,7 +30,7 @@ void WriteOp(const Op& op, ByteWriter& out) {
   out.I64s(op.ends);
   out.I64s(op.strides);
   out.F64(op.scalar);
-  out.I64(op.int_attr);
+  out.I64(PackedIntAttr(op));
   out.Bytes(std::string_view(reinterpret_cast<const char*>(op.data.data()), op.data.size()));
   out.U64(op.subgraphs.size());
   for (const Graph& g : op.subgraphs) WriteGraph(g, out);
@@ -50,7 +51,8 @@ StatusOr<Op> ReadOp(ByteReader& in, int depth) {
   JMP_ASSIGN_OR_RETURN(op.ends, in.I64s());
   JMP_ASSIGN_OR_RETURN(op.strides, in.I64s());
   JMP_ASSIGN_OR_RETURN(op.scalar, in.F64());
-  JMP_ASSIGN_OR_RETURN(op.int_attr, in.I64());
+  JMP_ASSIGN_OR_RETURN(int64_t packed, in.I64());
+  SetPackedIntAttr(op, packed);
   JMP_ASSIGN_OR_RETURN(std::string_view data, in.Bytes());
   op.data.assign(data.begin(), data.end());
   JMP_ASSIGN_OR_RETURN(size_t subgraphs, in.Count(32));
