@@ -12,7 +12,7 @@ try:  # what JAX's PJRT client itself runs: legalizes chlo (into composites) bef
 except (ImportError, AttributeError):  # older or newer jaxlib layouts: plain StableHLO only
     _serialize = _stablehlo.serialize_portable_artifact_str
 
-from . import _core
+from . import _native
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -21,7 +21,7 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 def artifact_version() -> str:
     """The StableHLO version JAX sends this plugin: the older of jaxlib's and ours."""
-    ours = tuple(_core.stablehlo_newest_version)
+    ours = _native.stablehlo_newest_version()
     theirs = _version_tuple(_stablehlo.get_current_version())
     return ".".join(str(v) for v in min(ours, theirs))
 
@@ -35,9 +35,9 @@ def portable_artifact(fn, *args, version: str | None = None, **kwargs) -> bytes:
 
 def stablehlo_ir(fn, *args, **kwargs) -> str:
     """Our reader's view of jax.jit(fn)'s program."""
-    return _core.parse_artifact(portable_artifact(fn, *args, **kwargs))
+    return _native.parse_artifact(portable_artifact(fn, *args, **kwargs))
 
 
 def mps_graph(fn, *args, **kwargs) -> str:
     """The MPS op graph of jax.jit(fn) for these arguments: one MPSGraph call a line."""
-    return _core.lower_artifact(portable_artifact(fn, *args, **kwargs))
+    return _native.place_artifact(portable_artifact(fn, *args, **kwargs))

@@ -6,13 +6,13 @@ import zlib
 import pytest
 
 from artifacts import PROGRAMS, VERSIONS, artifact
-from jax_metal_plugin import _core
+from jax_metal_plugin import _native
 
 
 def parse_or_value_error(data):
     try:
-        _core.parse_artifact(data)
-        _core.lower_artifact(data)
+        _native.parse_artifact(data)
+        _native.place_artifact(data)
     except ValueError as e:
         assert str(e), "errors must say what is wrong"
 
@@ -20,7 +20,7 @@ def parse_or_value_error(data):
 def test_garbage_and_empty():
     for data in [b"", b"ML", b"ML\xefR", b"ML\xefR\x06", b"not bytecode at all", bytes(1000), b"\xff" * 64]:
         with pytest.raises(ValueError):
-            _core.parse_artifact(data)
+            _native.parse_artifact(data)
 
 
 @pytest.mark.parametrize("version", [VERSIONS[0], VERSIONS[-1]])
@@ -30,7 +30,7 @@ def test_truncation_at_every_point(name, version):
     step = max(1, len(data) // 400)
     for cut in list(range(0, len(data), step)) + [len(data) - 1]:
         with pytest.raises(ValueError):
-            _core.parse_artifact(data[:cut])
+            _native.parse_artifact(data[:cut])
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

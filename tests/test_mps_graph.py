@@ -7,7 +7,7 @@ import pytest
 from jax import lax
 
 import jax_metal_plugin
-from jax_metal_plugin import _core, tools
+from jax_metal_plugin import _native, tools
 
 
 def graph(fn, *args):
@@ -15,7 +15,7 @@ def graph(fn, *args):
 
 
 def test_op_table_is_exposed():
-    kinds = {name for name, _, _ in _core.op_kinds()}
+    kinds = {name for name, _, _ in _native.op_kinds()}
     assert {"MatMul", "Add", "While", "If", "FFT", "Sort", "GatherND", "Conv2D"} <= kinds
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from jax_metal_plugin import _core
+from jax_metal_plugin import _native
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE = ROOT / "cpp" / "mps" / "op_kinds.def"
@@ -39,7 +39,7 @@ CPP_FILES = sorted(p for p in (ROOT / "cpp").rglob("*") if p.suffix in (".cc", "
 
 
 def test_table_is_the_one_the_build_uses():
-    assert [(n, s, int(v)) for n, v, s, _ in ROWS] == [tuple(k) for k in _core.op_kinds()]
+    assert [(n, s, int(v)) for n, v, s, _ in ROWS] == [tuple(k) for k in _native.op_kinds()]
 
 
 def test_every_row_is_parsed():

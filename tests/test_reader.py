@@ -3,7 +3,7 @@
 import pytest
 
 from artifacts import PROGRAMS, VERSIONS, artifact
-from jax_metal_plugin import _core
+from jax_metal_plugin import _native
 
 EXPECTED_OPS = {
     "elementwise": ["stablehlo.tanh", "stablehlo.exponential", "stablehlo.multiply"],
@@ -21,7 +21,7 @@ EXPECTED_OPS = {
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_reads_every_version(name, version):
-    text = _core.parse_artifact(artifact(name, version))
+    text = _native.parse_artifact(artifact(name, version))
     assert f"StableHLO_v{version}" in text
     assert "func public @main" in text
     for expected in EXPECTED_OPS[name]:
@@ -31,11 +31,11 @@ def test_reads_every_version(name, version):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_version_lowers(version):
     for name in PROGRAMS:
-        assert "graph(" in _core.lower_artifact(artifact(name, version))
+        assert "graph(" in _native.place_artifact(artifact(name, version))
 
 
 def test_locations_are_kept():
-    text = _core.parse_artifact(artifact("elementwise", VERSIONS[-1]))
+    text = _native.parse_artifact(artifact("elementwise", VERSIONS[-1]))
     assert 'loc("' in text and "artifacts.py:" in text
 
 
@@ -45,7 +45,7 @@ def test_newer_versions_than_advertised_are_refused():
     end = data.index(b"\0", producer)
     data[producer:end] = b"StableHLO_v9.9.9"[: end - producer].ljust(end - producer, b"9")
     with pytest.raises(ValueError, match="outside what this plugin reads|not a StableHLO"):
-        _core.parse_artifact(bytes(data))
+        _native.parse_artifact(bytes(data))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -64,7 +64,7 @@ def test_argument_attributes_are_kept(version):
     x, y = jax.device_put((np.ones(4, np.float32), np.ones((2, 2), np.float32)), jax.devices("cpu")[0])
     fn = lambda x, y, z: (x * 2, jnp.sum(x) + y.reshape(4) + z)  # noqa: E731
     lowered = jax.jit(fn, donate_argnums=(0, 1)).lower(x, y, x)
-    text = _core.parse_artifact(tools._serialize(lowered.as_text(dialect="stablehlo"), version))
+    text = _native.parse_artifact(tools._serialize(lowered.as_text(dialect="stablehlo"), version))
     header = next(line for line in text.splitlines() if line.startswith("func public @main"))
     assert header.startswith("func public @main(tensor<4xf32> {tf.aliasing_output = 0}, "
                              "tensor<2x2xf32> {jax.buffer_donor = true}, tensor<4xf32>) -> ("), header

@@ -217,8 +217,8 @@ UNRECOGNISED = {
 
 @pytest.mark.parametrize("name", sorted(UNRECOGNISED))
 def test_unrecognised_comparator_is_an_error(name):
-    from jax_metal_plugin import _core, tools
+    from jax_metal_plugin import _native, tools
     text = _SORT_TEMPLATE.format(body=UNRECOGNISED[name])
     data = tools._serialize(text, tools.artifact_version())
     with pytest.raises(ValueError, match=r"sort comparator not recognised.*stablehlo\.sort"):
-        _core.lower_artifact(data)
+        _native.place_artifact(data)

@@ -9,8 +9,7 @@
 #include "exec/work_counters.h"
 #include "pjrt/execute.h"
 #include "pjrt/pjrt_state.h"
-
-#define JMP_EXPORT extern "C" __attribute__((visibility("default")))
+#include "plugin/export.h"
 
 JMP_EXPORT const PJRT_Api* GetPjrtApi() { return jmp::pjrt::GetApi(); }
 

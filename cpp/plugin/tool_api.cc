@@ -1,0 +1,114 @@
+// The reader and the lowering for Python's tools (jax_metal_plugin/_native.py binds them with ctypes).
+// They live in the plugin library rather than a Python extension so that one macOS wheel serves every
+// Python version. Nothing is thrown across this boundary: every call returns a status code and a text,
+// the result or the error message, which the caller frees with jmp_tool_free.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "exec/placement.h"
+#include "lower/lower.h"
+#include "mps/graph.h"
+#include "plugin/export.h"
+#include "stablehlo/ir.h"
+
+namespace {
+
+// Status codes of the tool calls: the caller raises ValueError for bad input, RuntimeError otherwise.
+constexpr int32_t kToolOk = 0;
+constexpr int32_t kToolBadInput = 1;
+constexpr int32_t kToolInternal = 2;
+
+// A malloc'd NUL-terminated copy (the caller may not share our allocator's new/delete); null when out of
+// memory, which the caller reports.
+char* CopyText(const std::string& text) {
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (out == nullptr) return nullptr;
+  std::memcpy(out, text.data(), text.size());
+  out[text.size()] = '\0';
+  return out;
+}
+
+int32_t Finish(int32_t code, const std::string& text, char** out) {
+  *out = CopyText(text);
+  return *out == nullptr ? kToolInternal : code;
+}
+
+int32_t FromStatus(const jmp::Status& status, char** out) {
+  return Finish(status.code() == jmp::StatusCode::kInternal ? kToolInternal : kToolBadInput, status.message(), out);
+}
+
+// Runs `body` (which returns the result text or a Status) with every C++ exception caught here.
+template <typename Body>
+int32_t Guarded(char** out, Body body) {
+  if (out == nullptr) return kToolInternal;
+  *out = nullptr;
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Finish(kToolInternal, "jax-metal-plugin: out of memory", out);
+  } catch (const std::exception& e) {
+    return Finish(kToolInternal, std::string("jax-metal-plugin: internal error: ") + e.what(), out);
+  } catch (...) {
+    return Finish(kToolInternal, "jax-metal-plugin: internal error (unknown exception)", out);
+  }
+}
+
+int32_t Lower(const uint8_t* data, int64_t size, bool placed, char** out) {
+  return Guarded(out, [&] {
+    if (data == nullptr && size != 0) return Finish(kToolBadInput, "no artifact data", out);
+    jmp::StatusOr<jmp::shlo::Module> module = jmp::shlo::ReadArtifact(data, static_cast<size_t>(size));
+    if (!module.ok()) return FromStatus(module.status(), out);
+    jmp::StatusOr<jmp::mps::Graph> graph = jmp::mps::LowerModule(*module);
+    if (!graph.ok()) return FromStatus(graph.status(), out);
+    if (!placed) return Finish(kToolOk, graph->ToString(), out);
+    return Finish(kToolOk, jmp::mps::PlacementToString(*graph, jmp::mps::PlaceGraph(*graph)), out);
+  });
+}
+
+}  // namespace
+
+// The newest StableHLO version our reader accepts, as three numbers.
+JMP_EXPORT void jmp_tool_stablehlo_newest_version(int64_t* major, int64_t* minor, int64_t* patch) {
+  *major = jmp::shlo::kNewestVersion[0];
+  *minor = jmp::shlo::kNewestVersion[1];
+  *patch = jmp::shlo::kNewestVersion[2];
+}
+
+// Reads a VHLO portable artifact; *out gets our StableHLO IR as text, or the error.
+JMP_EXPORT int32_t jmp_tool_parse_artifact(const uint8_t* data, int64_t size, char** out) {
+  return Guarded(out, [&] {
+    if (data == nullptr && size != 0) return Finish(kToolBadInput, "no artifact data", out);
+    jmp::StatusOr<jmp::shlo::Module> module = jmp::shlo::ReadArtifact(data, static_cast<size_t>(size));
+    if (!module.ok()) return FromStatus(module.status(), out);
+    return Finish(kToolOk, jmp::shlo::PrintModule(*module), out);
+  });
+}
+
+// Reads and lowers a VHLO portable artifact; *out gets the MPS op graph as text, or the error.
+JMP_EXPORT int32_t jmp_tool_lower_artifact(const uint8_t* data, int64_t size, char** out) {
+  return Lower(data, size, /*placed=*/false, out);
+}
+
+// As jmp_tool_lower_artifact, segment by segment, each op marked with the executor placement gives it.
+JMP_EXPORT int32_t jmp_tool_place_artifact(const uint8_t* data, int64_t size, char** out) {
+  return Lower(data, size, /*placed=*/true, out);
+}
+
+// The MPS op table, one op kind a line: "name<TAB>MPSGraph selector<TAB>macOS version" (1100 = 11.0).
+JMP_EXPORT int32_t jmp_tool_op_kinds(char** out) {
+  return Guarded(out, [&] {
+    std::string text;
+    for (jmp::mps::OpKind kind : jmp::mps::kAllOpKinds) {
+      text += std::string(jmp::mps::OpKindName(kind)) + "\t" + std::string(jmp::mps::OpKindSelector(kind)) + "\t" +
+              std::to_string(jmp::mps::OpKindMacOS(kind)) + "\n";
+    }
+    return Finish(kToolOk, text, out);
+  });
+}
+
+// Frees a text any jmp_tool_* call returned (null is allowed).
+JMP_EXPORT void jmp_tool_free(char* text) { std::free(text); }
