@@ -75,6 +75,15 @@ def plugin_copy_count():
 SUITE_ERRORS = (RuntimeError, TypeError, ValueError)
 
 
+def plugin_stats():
+    """The plugin's work counters (jax_metal_plugin.stats()), or None when it lacks them."""
+    try:
+        import jax_metal_plugin
+        return jax_metal_plugin.stats() or None
+    except (ImportError, AttributeError):
+        return None
+
+
 def peak_memory(device):
     try:
         stats = device.memory_stats() or {}
@@ -126,6 +135,25 @@ class Program:
                 state, out = self.compiled(state, *self.data)
             jax.block_until_ready((state, out))
             return state, out
+
+    def count_work(self, steps):
+        """The plugin's work per step over `steps` steps dispatched without a sync (one read at the end):
+        device graph runs, syncs inside the steps, fresh backing allocations, copies. The same pattern
+        runs once untimed first: the warm-up a training loop has (its first steps fill the caches)."""
+        if plugin_stats() is None:
+            return None
+        with self.flags():
+            for counted in (False, True):
+                before = plugin_stats() if counted else None
+                state = self.state0
+                for _ in range(steps):
+                    state, out = self.compiled(state, *self.data)
+                jax.block_until_ready((state, out))
+        after = plugin_stats()
+        return {"graph_runs_per_step": (after["graph_runs"] - before["graph_runs"]) / steps,
+                "syncs_per_step": (after["syncs"] - before["syncs"]) / steps,
+                "fresh_allocs_after_warmup": after["fresh_allocs"] - before["fresh_allocs"],
+                "copies": after["copies"] - before["copies"], "counted_steps": steps}
 
     def estimate_step(self, min_seconds=0.1):
         """Seconds per step, from as many steps as fit in min_seconds (at least 2)."""
@@ -232,6 +260,13 @@ def _measure_suite(name, args, progress):
             "peak_bytes": peak_memory(program.device)}
     if "metal" in programs:
         result["platforms"]["metal"]["copies"] = copies
+        # After the timed rounds, so everything is warm: what one step costs in device work.
+        result["platforms"]["metal"]["work"] = programs["metal"].count_work(
+            max(2, min(20, int(1.0 / max(estimates["metal"], 1e-6)))))
+    if "cpu" in programs:
+        # XLA:CPU exposes no such counters to JAX: what cannot be measured is null.
+        result["platforms"]["cpu"]["work"] = {"graph_runs_per_step": None, "syncs_per_step": None,
+                                             "fresh_allocs_after_warmup": None, "copies": None}
     if len(programs) == len(PLATFORMS):
         m, c = programs["metal"], programs["cpu"]
         round_ratios = [a / b for a, b in zip(rounds["metal"], rounds["cpu"])]
@@ -297,6 +332,41 @@ def measure_fresh_rss(name, quick):
     return result
 
 
+# ---- each suite in a fresh process
+
+
+def suite_child(name, args):
+    """Runs in a fresh process: one suite's results as JSON on the last line of stdout."""
+    class Quiet:
+        total = 0
+
+        def update(self, n):
+            pass
+
+        def refresh(self):
+            pass
+
+    print(json.dumps(measure_suite(name, args, Quiet())))
+
+
+def measure_in_fresh_process(name, args):
+    """One suite measured in a process of its own: what earlier suites leave behind (allocator caches,
+    resident pages, thread pools that keep spinning, the BLAS state) cannot change its figures, and a
+    suite measures the same alone as in a full run."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--suite-child", name, "--repeat", str(args.repeat),
+           "--seconds", str(args.seconds), "--bernoulli-size", str(suites.BERNOULLI_SIZE["quick" if args.quick else "full"])]
+    cmd += ["--quick"] if args.quick else []
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return {"platforms": {}, "error": "timed out"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or [""])[-1][:300]
+        return {"platforms": {}, "error": f"exit {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
 # ---- the machine
 
 
@@ -318,8 +388,43 @@ def machine_facts():
                 facts["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
     except OSError:
         pass
-    facts["env"] = {k: v for k, v in os.environ.items() if k.startswith(("JMP_", "JAX_", "XLA_"))}
+    facts["vector_isa"] = vector_isa()
+    facts["blas"] = blas_facts()
+    facts["env"] = {k: v for k, v in os.environ.items() if k.startswith(("JMP_", "JAX_", "XLA_", "OPENBLAS_", "OMP_"))}
     return facts
+
+
+def vector_isa():
+    """The widest vector extensions the CPU has (what BLAS kernels and XLA:CPU's code pick from)."""
+    if sys.platform == "darwin":
+        feats = []
+        for name in ("hw.optional.neon", "hw.optional.arm.FEAT_BF16", "hw.optional.arm.FEAT_I8MM",
+                     "hw.optional.arm.FEAT_SME"):
+            out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True).stdout.strip()
+            if out == "1":
+                feats.append(name.rsplit(".", 1)[-1])
+        return feats
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith(("flags", "Features"))), [])
+    except OSError:
+        return None
+    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni",
+              "amx_tile", "asimd", "sve")
+    return [f for f in wanted if f in flags]
+
+
+def blas_facts():
+    """The BLAS libraries loaded in this process (the plugin's host matmuls, numpy's), their kernel
+    (OpenBLAS's core type) and threads, from threadpoolctl when it is installed."""
+    try:
+        import jax_metal_plugin
+        ctypes.CDLL(jax_metal_plugin.library_path())  # load the plugin's BLAS before looking
+        from threadpoolctl import threadpool_info
+    except (ImportError, OSError):
+        return None
+    keep = ("internal_api", "prefix", "version", "architecture", "threading_layer", "num_threads", "filepath")
+    return [{k: info.get(k) for k in keep} for info in threadpool_info()]
 
 
 def versions():
@@ -352,7 +457,10 @@ def main():
                         f"{suites.BERNOULLI_SIZE['quick']:.0e} with --quick; JAX's own test draws 1e8)")
     p.add_argument("--out", default="results.json")
     p.add_argument("--plot", default="ratios.png")
+    p.add_argument("--same-process", action="store_true",
+                   help="measure every suite in this process (default: each suite in a fresh one)")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
+    p.add_argument("--suite-child", metavar="SUITE", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.bernoulli_size:
         suites.BERNOULLI_SIZE.update(full=int(args.bernoulli_size), quick=int(args.bernoulli_size))
@@ -360,6 +468,8 @@ def main():
         return rss_child(*args.rss_child, args.quick)
     args.repeat = args.repeat or (5 if args.quick else 15)
     args.seconds = args.seconds or (1.5 if args.quick else 12.0)
+    if args.suite_child:
+        return suite_child(args.suite_child, args)
     if args.repeat < 1 or args.seconds <= 0:
         p.error("--repeat and --seconds must be positive")
     names = args.suite or list(SUITES)
@@ -373,6 +483,7 @@ def main():
                             "bernoulli_size": suites.BERNOULLI_SIZE["quick" if args.quick else "full"],
                             "platform_order": "alternating per round (metal, cpu / cpu, metal)"},
                "suites": {}}
+    results["settings"]["process_per_suite"] = not args.same_process
     t_start = time.perf_counter()
     with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
         for name in names:
@@ -380,9 +491,15 @@ def main():
             r = {}
             if SUITES[name].fresh_rss:
                 r["fresh_rss"] = measure_fresh_rss(name, args.quick)
-            r.update(measure_suite(name, args, progress))
+            if args.same_process:
+                r.update(measure_suite(name, args, progress))
+            else:
+                r.update(measure_in_fresh_process(name, args))
+                progress.update(args.repeat)
             r["load_avg"] = os.getloadavg()
             results["suites"][name] = r
+    tiny = results["suites"].get("tiny-dispatch", {}).get("platforms", {})
+    results["tiny_call_us"] = {plat: tiny[plat]["step_s"] * 1e6 for plat in PLATFORMS if "step_s" in tiny.get(plat, {})}
     facts["load_avg_end"] = os.getloadavg()
     results["wall_s"] = time.perf_counter() - t_start
     with open(args.out, "w") as f:

@@ -51,6 +51,7 @@ def initialize() -> None:
     _registered = True
     _status.record("metal", "platform", True, f"PJRT plugin {path}")
     _donation.enable()
+    _jax_internals.enable_persistent_cache()
     _callbacks.install(path)
     _linalg_lowerings.enable()
     _approx_top_k.enable()
@@ -72,6 +73,26 @@ def status():
     except RuntimeError:  # no backend came up; the record says what the plugin got to, if anything
         pass
     return _status.snapshot()
+
+
+def stats() -> dict:
+    """The plugin's work counters so far in this process (they only grow; take differences):
+    graph_runs (device graph executions: Metal segments run, in placed mode those a Mac would run),
+    syncs (an execution's host segment waiting for the device's results), fresh_allocs (new backing
+    memory, not memory a cache reused), copies (of buffer contents), programs_lowered (StableHLO read
+    and lowered) and programs_deserialized (rebuilt from a serialized executable: persistent-cache hits).
+    Empty when the plugin library lacks the entry points."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL(library_path())
+        names, stat = lib.jmp_pjrt_stat_names, lib.jmp_pjrt_stat
+    except (OSError, AttributeError):
+        return {}
+    names.restype = ctypes.c_char_p
+    stat.restype = ctypes.c_int64
+    stat.argtypes = [ctypes.c_char_p]
+    return {n: int(stat(n.encode())) for n in names().decode().split(",")}
 
 
 class PlatformClashWarning(UserWarning):
@@ -105,6 +126,6 @@ def trim_memory() -> int:
 
 
 __all__ = [
-    "PlatformClashWarning", "initialize", "library_path", "metal_kernel", "mps_graph", "status", "trim_memory",
+    "PlatformClashWarning", "initialize", "library_path", "metal_kernel", "mps_graph", "stats", "status", "trim_memory",
     "__version__",
 ]

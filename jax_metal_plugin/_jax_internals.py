@@ -20,6 +20,7 @@ MODULES: dict[str, str | tuple[str, ...]] = {
     "callback": "jax._src.callback",
     "checkify": "jax._src.checkify",
     "compiler": "jax._src.compiler",
+    "compilation_cache": "jax._src.compilation_cache",
     "core": "jax._src.core",
     "debugging": "jax._src.debugging",
     "dtypes": "jax._src.dtypes",
@@ -171,3 +172,38 @@ def __getattr__(short: str) -> ModuleType:
     if short in MODULES:
         return module(short)
     raise AttributeError(f"module {__name__!r} has no attribute {short!r}")
+
+
+class _CacheablePlatform:
+    """What compilation_cache.is_cache_used reads of a backend, with a platform name it accepts."""
+
+    platform = "gpu"
+    supports_executable_serialization = True
+
+
+def enable_persistent_cache() -> None:
+    """Lets JAX's persistent compilation cache (jax_compilation_cache_dir) store and load "metal" programs.
+
+    JAX 0.10's jax._src.compilation_cache.is_cache_used(backend) accepts only the platforms in a list
+    local to the function (tpu, gpu, cpu, neuron); for any other it answers False and every process
+    compiles everything again. The plugin serializes executables (PJRT_Executable_Serialize and
+    DeserializeAndLoad, with the plugin build's hash in the platform version JAX puts in the key), so
+    the check is wrapped: a "metal" backend is asked about as a supported one, every other backend as
+    it is. The answer is still JAX's (the cache must be enabled and a directory set). Releases without
+    the function have no such gate, and releases that rename it leave the cache off for "metal".
+    """
+    try:
+        compilation_cache = module("compilation_cache")
+    except MissingInternal:
+        return
+    check = getattr(compilation_cache, "is_cache_used", None)
+    if check is None or getattr(check, "_jax_metal_plugin", False):
+        return
+
+    def is_cache_used(backend, *args, **kwargs):
+        if getattr(backend, "platform", None) == "metal":
+            return check(_CacheablePlatform(), *args, **kwargs)
+        return check(backend, *args, **kwargs)
+
+    is_cache_used._jax_metal_plugin = True
+    compilation_cache.is_cache_used = is_cache_used

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exec/block_pool.h"
@@ -48,6 +49,11 @@ class Executable {
   // buffer reused): every output must then come out as if the inputs had been read before any output
   // was written. Distinct outputs never share memory.
   virtual bool OutputsMayAliasInputs() const { return false; }
+  // What the executor compiled, as bytes Executor::Load takes back with the same graph (JAX's persistent
+  // compilation cache keeps them). Empty when the graph is all the executor needs: Load compiles again.
+  virtual StatusOr<std::string> Serialize() const { return std::string(); }
+  // Device graphs (Metal segments) one Run executes; the segment runner sets it (counted per run).
+  int device_graphs_per_run = 0;
 };
 
 class Executor {
@@ -64,6 +70,12 @@ class Executor {
   virtual size_t TrimMemoryPool() { return 0; }
   // The memory the device may use in all (0: unknown).
   virtual int64_t MemoryLimit() { return 0; }
+  // An executable from what Executable::Serialize returned for this graph (possibly by another process
+  // of the same plugin build); untrusted bytes get an error, never a crash.
+  virtual StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) {
+    if (!serialized.empty()) return InvalidArgument(name() + " executor: unexpected compiled bytes for a program");
+    return Compile(graph);
+  }
 };
 
 std::unique_ptr<Executor> CreateHostExecutor();

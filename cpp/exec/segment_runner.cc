@@ -18,6 +18,8 @@
 #include "exec/device_queue.h"
 #include "exec/executor.h"
 #include "exec/placement.h"
+#include "exec/work_counters.h"
+#include "support/byte_stream.h"
 #include "support/trace.h"
 
 namespace jmp::exec {
@@ -76,7 +78,8 @@ struct CompiledSegment {
   std::vector<Slot> reads;   // per segment parameter
   std::vector<Slot> writes;  // per segment result
   SegmentLabel label;
-  bool on_device = false;  // started on the device's queue; may finish after Start returns
+  bool waits_for_device = false;  // a host segment right after a Metal one: the host waits for the GPU
+  bool on_device = false;         // started on the device's queue; may finish after Start returns
   // A host segment: how many of the run's device segments must be done before it starts (those that write
   // what it reads, or read or write what it writes), and whether it writes outputs (which may be the
   // memory of donated inputs that earlier device work still reads).
@@ -88,7 +91,10 @@ struct CompiledSegment {
 class SingleSegmentExecutable : public Executable {
  public:
   SingleSegmentExecutable(std::unique_ptr<Executable> executable, SegmentLabel label)
-      : executable_(std::move(executable)), label_(std::move(label)) {}
+      : executable_(std::move(executable)), label_(std::move(label)) {
+    device_graphs_per_run = executable_->device_graphs_per_run;
+  }
+  StatusOr<std::string> Serialize() const override { return executable_->Serialize(); }
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
     return label_.Traced([&] { return executable_->Run(inputs, outputs); });
   }
@@ -227,6 +233,7 @@ class SegmentedExecutable : public Executable {
         }
       }
       if (!run->Current().ok()) continue;
+      if (seg.waits_for_device) Counters().syncs.fetch_add(1, std::memory_order_relaxed);
       run->Record(seg.label.Traced([&] { return seg.executable->Run(in_list, out_list); }));
     }
     run->Release();
@@ -236,6 +243,17 @@ class SegmentedExecutable : public Executable {
     for (const CompiledSegment& seg : segments_)
       if (!seg.executable->OutputsMayAliasInputs()) return false;
     return true;
+  }
+
+  // Each segment's own bytes, in order.
+  StatusOr<std::string> Serialize() const override {
+    ByteWriter out;
+    out.U64(segments_.size());
+    for (const CompiledSegment& seg : segments_) {
+      JMP_ASSIGN_OR_RETURN(std::string bytes, seg.executable->Serialize());
+      out.Bytes(bytes);
+    }
+    return std::move(out.str());
   }
 
  private:
@@ -304,13 +322,39 @@ class SegmentedExecutor : public Executor {
   size_t TrimMemoryPool() override { return device_->TrimMemoryPool(); }
   int64_t MemoryLimit() override { return device_->MemoryLimit(); }
 
-  StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
+  StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override { return Build(graph, nullptr); }
+
+  // The placement is a function of the graph, so the segments are those the bytes were made from: one
+  // segment's bytes are its executable's own, several are a list.
+  StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) override {
+    return Build(graph, &serialized);
+  }
+
+ private:
+  StatusOr<std::unique_ptr<Executable>> Build(const mps::Graph& graph, const std::string_view* serialized) {
     mps::Placement placement = mps::PlaceGraph(graph);
+    std::vector<std::string_view> parts;
+    if (serialized && placement.segments.size() == 1) {
+      parts.push_back(*serialized);
+    } else if (serialized) {
+      ByteReader in(reinterpret_cast<const uint8_t*>(serialized->data()), serialized->size(), "serialized executable");
+      JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
+      if (n != placement.segments.size()) return in.Malformed("its segments are not those of its graph");
+      for (size_t s = 0; s < n; ++s) {
+        JMP_ASSIGN_OR_RETURN(std::string_view part, in.Bytes());
+        parts.push_back(part);
+      }
+      if (in.left() != 0) return in.Malformed("bytes after the last segment");
+    }
+    auto compile = [&](size_t s, const mps::Graph& g) {
+      Executor& executor = For(placement.segments[s].where);
+      return serialized ? executor.Load(g, parts[s]) : executor.Compile(g);
+    };
     if (placement.segments.size() == 1) {
       const mps::Where where = placement.segments[0].where;
-      JMP_ASSIGN_OR_RETURN(auto executable, For(where).Compile(graph));
-      return std::unique_ptr<Executable>(
-          new SingleSegmentExecutable(std::move(executable), SegmentLabel(where, graph)));
+      JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> only, compile(0, graph));
+      only->device_graphs_per_run = where == mps::Where::kMetal ? 1 : 0;
+      return std::unique_ptr<Executable>(new SingleSegmentExecutable(std::move(only), SegmentLabel(where, graph)));
     }
 
     // Every outer value a segment reads or writes gets one slot: a parameter, the first output that
@@ -321,12 +365,16 @@ class SegmentedExecutor : public Executor {
     std::vector<int> output_writer(graph.outputs.size(), -1);
     std::vector<int> input_last_reader(graph.inputs.size(), -1);
     std::vector<CompiledSegment> compiled;
+    int device_graphs = 0;
     for (size_t s = 0; s < placement.segments.size(); ++s) {
       const mps::Segment& seg = placement.segments[s];
       CompiledSegment c;
-      JMP_ASSIGN_OR_RETURN(c.executable, For(seg.where).Compile(seg.graph));
+      JMP_ASSIGN_OR_RETURN(c.executable, compile(s, seg.graph));
       c.label = SegmentLabel(seg.where, seg.graph);
       c.on_device = seg.where == mps::Where::kMetal;
+      c.waits_for_device =
+          seg.where != mps::Where::kMetal && s > 0 && placement.segments[s - 1].where == mps::Where::kMetal;
+      if (seg.where == mps::Where::kMetal) ++device_graphs;
       for (int v : seg.inputs) {
         Slot slot = slot_of[static_cast<size_t>(v)];
         if (slot.index == SIZE_MAX) return Internal("placement: a segment reads a value no earlier segment makes");
@@ -354,12 +402,13 @@ class SegmentedExecutor : public Executor {
     for (size_t j = 0; j < output_writer.size(); ++j)
       if (output_writer[j] < 0) return Internal("placement: output " + std::to_string(j) + " is never written");
     OrderHostSegments(compiled);
-    return std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled),
-                                                               std::move(temporary_bytes), std::move(output_writer),
-                                                               std::move(input_last_reader)));
+    auto executable =
+        std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled), std::move(temporary_bytes),
+                                                            std::move(output_writer), std::move(input_last_reader)));
+    executable->device_graphs_per_run = device_graphs;
+    return executable;
   }
 
- private:
   Executor& For(mps::Where where) { return where == mps::Where::kMetal ? *device_ : *host_; }
 
   std::unique_ptr<Executor> device_;

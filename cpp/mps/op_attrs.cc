@@ -174,4 +174,7 @@ Status CheckAttrs(const Op& op) {
   return Status::Ok();
 }
 
+int64_t PackedIntAttr(const Op& op) { return op.int_attr; }
+void SetPackedIntAttr(Op& op, int64_t packed) { op.int_attr = packed; }
+
 }  // namespace jmp::mps

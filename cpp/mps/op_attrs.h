@@ -145,4 +145,9 @@ void Encode(Op& op, const LapackAttrs& a);
 // Of() then reads in bounds; shapes are checked by their kernels).
 Status CheckAttrs(const Op& op);
 
+// The packed integer as it is, for copying an op byte for byte (mps/graph_serial.cc); it means nothing
+// outside the typed views above.
+int64_t PackedIntAttr(const Op& op);
+void SetPackedIntAttr(Op& op, int64_t packed);
+
 }  // namespace jmp::mps

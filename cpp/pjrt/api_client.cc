@@ -1,11 +1,13 @@
 // Entry points of the client and of its one device and one memory.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "pjrt/api.h"
+#include "pjrt/build_id.h"
 
 namespace jmp::pjrt {
 
@@ -38,7 +40,12 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   auto state = std::make_unique<ClientState>();
   state->executor = std::move(executor);
   state->device_kind = state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
-  state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor)";
+  // JAX hashes the platform version into its persistent-cache keys: the build and the executor choice
+  // (placed and host runs make different executables on the same "host" executor) belong in it.
+  const char* choice = std::getenv("JAX_METAL_EXECUTOR");
+  state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor" +
+                            (choice && *choice ? std::string(", JAX_METAL_EXECUTOR=") + choice : std::string()) +
+                            "; build " + BuildId() + ")";
   {
     std::lock_guard<std::mutex> lock(g_clients_mu);
     LiveClients().push_back(state.get());

@@ -6,6 +6,7 @@
 
 #include "pjrt/api.h"
 #include "pjrt/compile_options.h"
+#include "pjrt/program_serial.h"
 
 namespace jmp::pjrt {
 
@@ -30,6 +31,7 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   JMP_ASSIGN_OR_RETURN(
       std::shared_ptr<CompiledProgram> program,
       CompileProgram(*args->client->state->executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size));
+  program->platform_version = args->client->state->platform_version;
   args->executable = Load(args->client, std::move(program));
   return Status::Ok();
 }
@@ -132,7 +134,9 @@ Status ExecutableFingerprint(PJRT_Executable_Fingerprint_Args* args) {
 
 Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  auto* serialized = new PJRT_SerializedExecutable{SerializeProgram(*args->executable->program)};
+  const std::shared_ptr<CompiledProgram>& program = args->executable->program;
+  JMP_ASSIGN_OR_RETURN(std::string bytes, SerializeProgram(*program, program->platform_version));
+  auto* serialized = new PJRT_SerializedExecutable{std::move(bytes)};
   args->serialized_bytes = serialized->bytes.data();
   args->serialized_bytes_size = serialized->bytes.size();
   args->serialized_executable = serialized;
@@ -141,7 +145,8 @@ Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args) {
 }
 
 // The compile options (one device, one replica) are the same for every program this plugin runs, so
-// overridden ones change nothing.
+// overridden ones change nothing. The program is rebuilt from its serialized op graph: no StableHLO is
+// read or lowered.
 Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Executable_DeserializeAndLoad: client is null");
   JMP_REQUIRE(args->serialized_executable || !args->serialized_executable_size,
@@ -152,10 +157,11 @@ Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* arg
     JMP_RETURN_IF_ERROR(
         CheckCompileOptions(reinterpret_cast<const uint8_t*>(args->overridden_serialized_compile_options),
                             args->overridden_serialized_compile_options_size));
-  JMP_ASSIGN_OR_RETURN(
-      std::shared_ptr<CompiledProgram> program,
-      DeserializeProgram(*args->client->state->executor, reinterpret_cast<const uint8_t*>(args->serialized_executable),
-                         args->serialized_executable_size));
+  JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
+                       DeserializeProgram(*args->client->state->executor, args->client->state->platform_version,
+                                          reinterpret_cast<const uint8_t*>(args->serialized_executable),
+                                          args->serialized_executable_size));
+  program->platform_version = args->client->state->platform_version;
   args->loaded_executable = Load(args->client, std::move(program));
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "exec/work_counters.h"
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "stablehlo/ir.h"
@@ -58,12 +59,10 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->donated = std::move(donation.donated);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   scope.Stat("mps_ops", std::to_string(program->graph.ops.size()));
+  exec::Counters().programs_lowered.fetch_add(1, std::memory_order_relaxed);
   program->in_place = program->executable->OutputsMayAliasInputs();
-  program->runs_inline = RunsInline(program->graph);
-  program->calls_python = CallsPython(program->graph);
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
-  program->code.assign(code, code + code_size);
   const shlo::Func& main = *module.FindFunc("main");
   auto logical = [](const shlo::Type& declared, DType graph_type) {
     return declared.kind == shlo::Type::Kind::kTensor && IsNarrow(declared.dtype) ? declared.dtype : graph_type;
@@ -72,43 +71,31 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
     program->input_dtypes.push_back(logical(main.arg_types.at(i), program->graph.type(program->graph.inputs[i]).dtype));
   for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
     const mps::TensorType& t = program->graph.type(program->graph.outputs[j]);
-    const DType dtype = j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype;
-    program->output_dtypes.push_back(dtype);
-    program->output_types.push_back(ToBufferType(dtype));
-    program->output_ranks.push_back(t.shape.size());
-    program->output_dims_flat.insert(program->output_dims_flat.end(), t.shape.begin(), t.shape.end());
-    program->output_memory_kinds.push_back("device");
-    program->output_memory_kind_sizes.push_back(6);
-    program->output_bytes.push_back(t.ByteSize());
+    program->output_dtypes.push_back(j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype);
   }
+  DescribeOutputs(*program);
   return program;
 }
 
-namespace {
-
-// Bumped whenever what a serialized program means changes; a cache entry of another version is refused
-// (JAX then compiles afresh).
-constexpr char kSerialMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '1'};
-
-}  // namespace
-
-std::string SerializeProgram(const CompiledProgram& program) {
-  std::string out(kSerialMagic, sizeof(kSerialMagic));
-  uint64_t n = program.code.size();
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
-  out.append(reinterpret_cast<const char*>(program.code.data()), program.code.size());
-  return out;
-}
-
-StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& executor, const uint8_t* bytes,
-                                                              size_t size) {
-  constexpr size_t kHeader = sizeof(kSerialMagic) + 8;
-  if (!bytes || size < kHeader || std::memcmp(bytes, kSerialMagic, sizeof(kSerialMagic)) != 0)
-    return InvalidArgument("not an executable serialized by this version of jax-metal-plugin");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[sizeof(kSerialMagic) + i]) << (8 * i);
-  if (n != size - kHeader) return InvalidArgument("serialized executable: truncated or padded");
-  return CompileProgram(executor, "mlir", bytes + kHeader, static_cast<size_t>(n));
+void DescribeOutputs(CompiledProgram& p) {
+  p.runs_inline = RunsInline(p.graph);
+  p.calls_python = CallsPython(p.graph);
+  p.output_types.clear();
+  p.output_ranks.clear();
+  p.output_dims_flat.clear();
+  p.output_memory_kinds.clear();
+  p.output_memory_kind_sizes.clear();
+  p.output_bytes.clear();
+  for (size_t j = 0; j < p.graph.outputs.size(); ++j) {
+    const mps::TensorType& t = p.graph.type(p.graph.outputs[j]);
+    const DType dtype = j < p.output_dtypes.size() ? p.output_dtypes[j] : t.dtype;
+    p.output_types.push_back(ToBufferType(dtype));
+    p.output_ranks.push_back(t.shape.size());
+    p.output_dims_flat.insert(p.output_dims_flat.end(), t.shape.begin(), t.shape.end());
+    p.output_memory_kinds.push_back("device");
+    p.output_memory_kind_sizes.push_back(6);
+    p.output_bytes.push_back(t.ByteSize());
+  }
 }
 
 ProgramSizes SizesOf(const CompiledProgram& program) {

@@ -19,6 +19,7 @@ namespace jmp::pjrt {
 struct CompiledProgram {
   std::string name;
   std::string fingerprint;
+  std::string platform_version;  // of the client that compiled or loaded it: serialized bytes name it
   mps::Graph graph;
   std::unique_ptr<exec::Executable> executable;
   // Element types of @main's arguments and results as buffers hold them: the graph's own types except
@@ -44,19 +45,15 @@ struct CompiledProgram {
   // Holds a Python callback: Execute returns once the run is done, as XLA:CPU's does, so that what the
   // callback prints or raises happens within the call that ran it.
   bool calls_python = false;
-  std::vector<uint8_t> code;  // the VHLO artifact it was compiled from (what serialization keeps)
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
 StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
                                                           const uint8_t* code, size_t code_size);
 
-// A compiled program as bytes for JAX's persistent compilation cache: a header naming this format and
-// plugin version, then the VHLO artifact. Loading compiles the artifact again: lowering and planning
-// take milliseconds, and the artifact is the one input every executor's compiled form comes from.
-std::string SerializeProgram(const CompiledProgram& program);
-StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& executor, const uint8_t* bytes,
-                                                              size_t size);
+// Fills what the C API hands out per output (types, dims, memory kinds, sizes) and runs_inline from
+// the graph and output_dtypes: the same for a program compiled or loaded from a serialized executable.
+void DescribeOutputs(CompiledProgram& program);
 
 // Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated
 // arguments. Temporaries are the executor's business and not known here.

@@ -1,6 +1,7 @@
 #include "pjrt/execute.h"
 
 #include "exec/host_callback.h"
+#include "exec/work_counters.h"
 #include "support/trace.h"
 
 #include <cstdlib>
@@ -65,6 +66,7 @@ struct Run {
     out.reserve(run->outputs.size());
     for (auto& mem : run->inputs) in.push_back(mem.get());
     for (auto& mem : run->outputs) out.push_back(mem.get());
+    exec::Counters().graph_runs.fetch_add(run->program->executable->device_graphs_per_run, std::memory_order_relaxed);
     run->program->executable->Start(in, out, host_waits, [run](Status s) { Finish(run, std::move(s)); });
   }
 

@@ -9,6 +9,7 @@
 #include "exec/metal/metal_signposts.h"
 #endif
 #include "exec/host_callback.h"
+#include "exec/work_counters.h"
 #include "pjrt/execute.h"
 #include "pjrt/pjrt_state.h"
 #include "plugin/export.h"
@@ -35,6 +36,24 @@ JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, cons
     error[n] = '\0';
   }
   return 1;
+}
+
+// The plugin's work counters (exec/work_counters.h) by name, -1 for an unknown name: the benchmark's
+// per-step figures and the persistent-cache tests read them (jax_metal_plugin.stats()).
+JMP_EXPORT const char* jmp_pjrt_stat_names() {
+  return "graph_runs,syncs,fresh_allocs,copies,programs_lowered,programs_deserialized";
+}
+
+JMP_EXPORT int64_t jmp_pjrt_stat(const char* name) {
+  const jmp::exec::WorkCounters& c = jmp::exec::Counters();
+  const std::string n = name ? name : "";
+  if (n == "graph_runs") return c.graph_runs.load();
+  if (n == "syncs") return c.syncs.load();
+  if (n == "fresh_allocs") return c.fresh_allocs.load();
+  if (n == "copies") return jmp_pjrt_copy_count();
+  if (n == "programs_lowered") return c.programs_lowered.load();
+  if (n == "programs_deserialized") return c.programs_deserialized.load();
+  return -1;
 }
 
 // Executions queued or running: the package frees the callbacks of discarded programs when it is 0.

@@ -43,17 +43,30 @@ def test_a_loaded_executable_computes_what_the_original_does():
 
 def corrupt(data, offset, replacement):
     """JAX wraps our bytes in a container of its own; change ours inside it, keeping its length."""
-    start = data.index(b"JMPXEC01") + offset
+    start = data.index(b"JMPXEC02") + offset
     return data[:start] + replacement + data[start + len(replacement):]
+
+
+def graph_offset(data):
+    """Where the op graph starts in our bytes: after the header's magic, platform version, program name
+    and fingerprint, each string after its 8-byte little-endian length."""
+    at = data.index(b"JMPXEC02") + 8
+    for _ in range(3):
+        at += 8 + int.from_bytes(data[at:at + 8], "little")
+    return at - data.index(b"JMPXEC02")
 
 
 @pytest.mark.parametrize("offset,replacement,message", [
     (0, b"JMPXEC99", "not an executable serialized by this version"),  # another format version
-    (8, b"\x01", "truncated or padded"),  # the artifact's length field no longer matches
-    (16, b"\x00\x00\x00\x00", "artifact|bytecode|magic"),  # the artifact itself is damaged
+    (16, b"X", "another build of jax-metal-plugin"),  # another build's platform version
+    (8, b"\xff" * 7 + b"\x7f", "truncated or malformed"),  # a length running past the end
+    ("graph", b"\xff" * 7 + b"\x7f", "truncated or malformed"),  # the graph's value count
+    ("graph+8", b"\xc8", "unknown element type"),  # the first value's dtype
 ])
 def test_foreign_or_damaged_bytes_are_refused(offset, replacement, message):
     backend, _, good = serialize(lambda x: x + 1, np.ones(2, np.float32))
+    if isinstance(offset, str):
+        offset = graph_offset(good) + (8 if offset.endswith("+8") else 0)
     with pytest.raises(Exception, match=message):
         load(backend, corrupt(good, offset, replacement))
     np.testing.assert_array_equal(run(load(backend, good), np.ones(2, np.float32))[0], [2, 2])

@@ -15,6 +15,7 @@
 
 #include "exec/block_pool.h"
 #include "exec/executor.h"
+#include "exec/work_counters.h"
 
 namespace jmp::exec::host {
 
@@ -38,6 +39,7 @@ class BlockCache {
  private:
   struct Backend : BlockPool::Backend {
     void* Allocate(size_t cls) override {
+      Counters().fresh_allocs.fetch_add(1, std::memory_order_relaxed);
       if (cls >= kMapped) {
         void* p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         return p == MAP_FAILED ? nullptr : p;

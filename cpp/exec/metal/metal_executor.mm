@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "exec/device_queue.h"
 #include "exec/executor.h"
 #include "exec/metal/metal_kernel.h"
+#include "exec/package_archive.h"
+#include "exec/work_counters.h"
 #include "mps/op_attrs.h"
 
 namespace jmp::exec {
@@ -433,13 +436,8 @@ class MetalExecutable : public Executable {
       MPSGraphTensor* p = [graph placeholderWithShape:ShapeOf(graph_.type(v)) dataType:*dt name:nil];
       [params addObject:p];
       feeds[p] = [[MPSGraphShapedType alloc] initWithShape:ShapeOf(graph_.type(v)) dataType:*dt];
-      input_types_.push_back(feeds[p]);
     }
-    for (int v : graph_.outputs) {
-      auto dt = ToMPS(graph_.type(v).dtype, nullptr);
-      if (!dt.ok()) return dt.status();
-      output_types_.push_back([[MPSGraphShapedType alloc] initWithShape:ShapeOf(graph_.type(v)) dataType:*dt]);
-    }
+    JMP_RETURN_IF_ERROR(DescribeTypes());
     GraphBuilder builder(graph);
     auto outputs = builder.Build(graph_, params);
     if (!outputs.ok()) return outputs.status();
@@ -457,6 +455,36 @@ class MetalExecutable : public Executable {
                      compilationDescriptor:nil];
     if (!executable_) return Internal("MPSGraph failed to compile the executable");
     return Status::Ok();
+  }
+
+  // A package MPSGraph wrote (Serialize) for this graph: MPSGraph's compile is skipped. The directory
+  // stays until this executable goes (ASSUMPTION: MPSGraph may read the package after init returns).
+  Status Load(std::string_view package) {
+    JMP_RETURN_IF_ERROR(DescribeTypes());
+    JMP_ASSIGN_OR_RETURN(package_dir_, MakeTemporaryDirectory());
+    const std::string path = package_dir_ + "/executable.mpsgraphpackage";
+    JMP_RETURN_IF_ERROR(UnpackDirectory(package, path));
+    NSURL* url = [NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()] isDirectory:YES];
+    executable_ = [[MPSGraphExecutable alloc] initWithMPSGraphPackageAtURL:url compilationDescriptor:nil];
+    if (!executable_) return InvalidArgument("MPSGraph could not load the serialized executable's package");
+    return Status::Ok();
+  }
+
+  StatusOr<std::string> Serialize() const override {
+    @autoreleasepool {
+      JMP_ASSIGN_OR_RETURN(std::string dir, MakeTemporaryDirectory());
+      const std::string path = dir + "/executable.mpsgraphpackage";
+      NSURL* url = [NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()] isDirectory:YES];
+      [executable_ serializeToMPSGraphPackageAtURL:url descriptor:nil];
+      StatusOr<std::string> packed = PackDirectory(path);
+      RemoveDirectoryTree(dir);
+      return packed;
+    }
+  }
+
+  ~MetalExecutable() override {
+    executable_ = nil;
+    if (!package_dir_.empty()) RemoveDirectoryTree(package_dir_);
   }
 
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
@@ -528,6 +556,19 @@ class MetalExecutable : public Executable {
  private:
   static constexpr size_t kOutputPosition = size_t{1} << 19;
 
+  // The shaped types of the parameters and results, which the run's tensor data views take.
+  Status DescribeTypes() {
+    for (const auto& [ids, types] :
+         {std::make_pair(&graph_.inputs, &input_types_), std::make_pair(&graph_.outputs, &output_types_)}) {
+      for (int v : *ids) {
+        auto dt = ToMPS(graph_.type(v).dtype, nullptr);
+        if (!dt.ok()) return dt.status();
+        types->push_back([[MPSGraphShapedType alloc] initWithShape:ShapeOf(graph_.type(v)) dataType:*dt]);
+      }
+    }
+    return Status::Ok();
+  }
+
   // The block's view for this executable's position, made once and kept with the block.
   MPSGraphTensorData* View(MetalMemory* m, size_t position, MPSGraphShapedType* type) {
     MetalBlock* block = m->block();
@@ -551,6 +592,7 @@ class MetalExecutable : public Executable {
   const uint64_t id_ = g_next_executable_id.fetch_add(1);
   std::vector<MPSGraphShapedType*> input_types_, output_types_;
   MPSGraphExecutable* executable_ = nil;
+  std::string package_dir_;  // where a loaded executable's package lies
   std::mutex mu_;
 };
 
@@ -582,6 +624,14 @@ class MetalExecutor : public Executor {
   PoolStats MemoryPoolStats() override { return pool_->pool().Stats(); }
   size_t TrimMemoryPool() override { return pool_->pool().Trim(); }
   int64_t MemoryLimit() override { return static_cast<int64_t>([device_ recommendedMaxWorkingSetSize]); }
+  StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) override {
+    if (serialized.empty()) return Compile(graph);
+    @autoreleasepool {
+      auto exe = std::make_unique<MetalExecutable>(queue_, pool_, work_, graph);
+      JMP_RETURN_IF_ERROR(exe->Load(serialized));
+      return std::unique_ptr<Executable>(std::move(exe));
+    }
+  }
 
  private:
   id<MTLDevice> device_;

@@ -1,0 +1,20 @@
+// The MPS op graph as bytes, for serialized executables: a cache hit rebuilds the graph from these
+// without reading or lowering the StableHLO module again. Every field of every op is copied as it is
+// (attributes included, whatever they mean); reading checks the structure (op kinds, dtypes, value
+// ids, nesting) and then VerifyGraph, since the bytes come from a file anyone could have written.
+#pragma once
+
+#include "mps/graph.h"
+#include "support/byte_stream.h"
+#include "support/status.h"
+
+namespace jmp::mps {
+
+void WriteGraph(const Graph& graph, ByteWriter& out);
+StatusOr<Graph> ReadGraph(ByteReader& in);
+
+// Whether the graph (or a subgraph) calls back into Python: such a program names callbacks of this
+// process and cannot be loaded by another.
+bool HasPythonCallbacks(const Graph& graph);
+
+}  // namespace jmp::mps

@@ -1,0 +1,96 @@
+#include "pjrt/program_serial.h"
+
+#include <cstring>
+#include <utility>
+
+#include "exec/work_counters.h"
+#include "mps/graph_serial.h"
+#include "support/byte_stream.h"
+
+namespace jmp::pjrt {
+
+namespace {
+
+// Bumped whenever the layout below changes.
+constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '2'};
+constexpr char kWhat[] = "serialized executable";
+
+void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
+  out.U64(v.size());
+  for (DType d : v) out.U64(static_cast<uint64_t>(d));
+}
+
+StatusOr<std::vector<DType>> ReadDTypes(ByteReader& in, size_t expected) {
+  JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
+  if (n != expected && n != 0) return in.Malformed("element types do not match the graph");
+  std::vector<DType> v;
+  for (size_t i = 0; i < n; ++i) {
+    JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
+    if (d > static_cast<uint64_t>(DType::kF4E2M1FN)) return in.Malformed("unknown element type");
+    v.push_back(static_cast<DType>(d));
+  }
+  return v;
+}
+
+}  // namespace
+
+StatusOr<std::string> SerializeProgram(const CompiledProgram& program, const std::string& platform_version) {
+  if (mps::HasPythonCallbacks(program.graph))
+    return FailedPrecondition(
+        "a program that calls back into Python cannot be serialized: its callbacks live in "
+        "this process");
+  JMP_ASSIGN_OR_RETURN(std::string compiled, program.executable->Serialize());
+  ByteWriter out;
+  out.str().append(kMagic, sizeof(kMagic));
+  out.Bytes(platform_version);
+  out.Bytes(program.name);
+  out.Bytes(program.fingerprint);
+  mps::WriteGraph(program.graph, out);
+  WriteDTypes(program.input_dtypes, out);
+  WriteDTypes(program.output_dtypes, out);
+  out.I64s(program.aliased_output);
+  out.U64(program.donated.size());
+  for (bool d : program.donated) out.U64(d ? 1 : 0);
+  out.Bytes(compiled);
+  return std::move(out.str());
+}
+
+StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& executor,
+                                                              const std::string& platform_version, const uint8_t* bytes,
+                                                              size_t size) {
+  if (!bytes || size < sizeof(kMagic) || std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
+    return InvalidArgument(
+        "not an executable serialized by this version of jax-metal-plugin (the bytes lack its format's header)");
+  ByteReader in(bytes + sizeof(kMagic), size - sizeof(kMagic), kWhat);
+  JMP_ASSIGN_OR_RETURN(std::string_view made_by, in.Bytes());
+  if (made_by != platform_version)
+    return InvalidArgument(
+        "the executable was serialized by another build of jax-metal-plugin or for another "
+        "executor (" +
+        std::string(made_by) + "; this is " + platform_version + ")");
+  auto program = std::make_shared<CompiledProgram>();
+  JMP_ASSIGN_OR_RETURN(std::string_view name, in.Bytes());
+  JMP_ASSIGN_OR_RETURN(std::string_view fingerprint, in.Bytes());
+  program->name = std::string(name);
+  program->fingerprint = std::string(fingerprint);
+  JMP_ASSIGN_OR_RETURN(program->graph, mps::ReadGraph(in));
+  const size_t n = program->graph.inputs.size();
+  JMP_ASSIGN_OR_RETURN(program->input_dtypes, ReadDTypes(in, n));
+  JMP_ASSIGN_OR_RETURN(program->output_dtypes, ReadDTypes(in, program->graph.outputs.size()));
+  JMP_ASSIGN_OR_RETURN(program->aliased_output, in.I64s());
+  JMP_ASSIGN_OR_RETURN(size_t donated, in.Count(8));
+  if (program->aliased_output.size() != n || donated != n) return in.Malformed("donation does not match the graph");
+  for (size_t i = 0; i < n; ++i) {
+    JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
+    program->donated.push_back(d != 0);
+  }
+  JMP_ASSIGN_OR_RETURN(std::string_view compiled, in.Bytes());
+  if (in.left() != 0) return in.Malformed("bytes after its end");
+  JMP_ASSIGN_OR_RETURN(program->executable, executor.Load(program->graph, compiled));
+  exec::Counters().programs_deserialized.fetch_add(1, std::memory_order_relaxed);
+  program->in_place = program->executable->OutputsMayAliasInputs();
+  DescribeOutputs(*program);
+  return program;
+}
+
+}  // namespace jmp::pjrt
