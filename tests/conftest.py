@@ -10,6 +10,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# Tests that start Python processes (`python -c ...`, `python -m jax_metal_plugin ...`) must get the
+# installed package, as pytest itself does, not the source folder they are started in: a checkout has
+# no built plugin library there. Python 3.11+ then leaves the working directory off sys.path.
+os.environ["PYTHONSAFEPATH"] = "1"
+
 # Before jax is imported anywhere: both platforms, metal first. A plugin that fails to load must fail
 # the tests, never skip them.
 os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
