@@ -46,6 +46,8 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+# Its sibling modules, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import plot, print_table  # noqa: E402
 import suites  # noqa: E402
 from suites import SUITES  # noqa: E402
