@@ -38,29 +38,18 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
     return Unimplemented("program format '" + std::string(format) + "' is not supported; expected 'mlir'");
   JMP_ASSIGN_OR_RETURN(shlo::Module module, shlo::ReadArtifact(code, code_size));
   auto program = std::make_shared<CompiledProgram>();
-  JMP_ASSIGN_OR_RETURN(program->graph, mps::LowerModule(module));
-  JMP_ASSIGN_OR_RETURN(shlo::Donation donation, shlo::DonationOf(*module.FindFunc("main")));  // LowerModule found @main
-  if (donation.aliased_output.size() != program->graph.inputs.size())
-    return Internal("@main's arguments and the graph's inputs differ in number");
-  program->aliased_output = std::move(donation.aliased_output);
-  program->donated = std::move(donation.donated);
+  JMP_ASSIGN_OR_RETURN(mps::LoweredProgram lowered, mps::LowerModule(module));
+  program->graph = std::move(lowered.graph);
+  program->signature = std::move(lowered.signature);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->runs_inline = RunsInline(program->graph);
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
   program->code.assign(code, code + code_size);
-  const shlo::Func& main = *module.FindFunc("main");
-  auto logical = [](const shlo::Type& declared, DType graph_type) {
-    return declared.kind == shlo::Type::Kind::kTensor && IsNarrow(declared.dtype) ? declared.dtype : graph_type;
-  };
-  for (size_t i = 0; i < program->graph.inputs.size(); ++i)
-    program->input_dtypes.push_back(logical(main.arg_types.at(i), program->graph.type(program->graph.inputs[i]).dtype));
   for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
     const mps::TensorType& t = program->graph.type(program->graph.outputs[j]);
-    const DType dtype = j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype;
-    program->output_dtypes.push_back(dtype);
-    program->output_types.push_back(ToBufferType(dtype));
+    program->output_types.push_back(ToBufferType(program->signature.output_dtypes[j]));
     program->output_ranks.push_back(t.shape.size());
     program->output_dims_flat.insert(program->output_dims_flat.end(), t.shape.begin(), t.shape.end());
     program->output_memory_kinds.push_back("device");
@@ -104,7 +93,8 @@ ProgramSizes SizesOf(const CompiledProgram& program) {
   for (size_t bytes : program.output_bytes) sizes.outputs += static_cast<int64_t>(bytes);
   if (program.in_place)
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (program.aliased_output[i] >= 0) sizes.aliased += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
+      if (program.signature.aliased_output[i] >= 0)
+        sizes.aliased += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
   return sizes;
 }
 

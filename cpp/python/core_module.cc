@@ -36,9 +36,10 @@ std::string ParseArtifact(py::bytes data) { return jmp::shlo::PrintModule(Read(d
 
 std::string LowerArtifact(py::bytes data) {
   jmp::shlo::Module module = Read(data);
-  auto graph = jmp::mps::LowerModule(module);
-  if (!graph.ok()) Raise(graph.status());
-  return jmp::mps::PlacementToString(*graph, jmp::mps::PlaceGraph(*graph));
+  auto lowered = jmp::mps::LowerModule(module);
+  if (!lowered.ok()) Raise(lowered.status());
+  const jmp::mps::Graph& graph = lowered->graph;
+  return jmp::mps::PlacementToString(graph, jmp::mps::PlaceGraph(graph));
 }
 
 py::list OpKinds() {
