@@ -74,7 +74,7 @@ Status DeliverPythonCallbackResult(void* results, int32_t index, const void* dat
 namespace host {
 
 Status RunPythonCallback(const OpArgs& a) {
-  const mps::PythonCallbackAttrs attrs = mps::PythonCallbackAttrs::Of(a.op);
+  const mps::PythonCallbackAttrs& attrs = a.op.Attrs<mps::PythonCallbackAttrs>();
   jmp_python_callback_fn fn = g_trampoline.load();
   if (!fn)
     return FailedPrecondition(
