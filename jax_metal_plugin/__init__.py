@@ -34,13 +34,14 @@ def initialize() -> None:
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
     from jax._src import xla_bridge
 
-    from . import _approx_top_k, _callbacks, _jax_internals, _linalg_lowerings, _platform_clash
+    from . import _approx_top_k, _callbacks, _capabilities, _jax_internals, _linalg_lowerings, _platform_clash
 
     clashes = _platform_clash.others() or _platform_clash.registered_elsewhere(
         getattr(xla_bridge, "_backend_factories", {}))
     if clashes:
         warnings.warn(_platform_clash.message(clashes), PlatformClashWarning, stacklevel=2)
         return
+    _capabilities.install()  # before any compile: placement reads JAX_METAL_AVOID then
     xla_bridge.register_plugin("metal", priority=500, library_path=path)
     _registered = True
     _jax_internals.enable_donation()

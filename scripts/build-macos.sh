@@ -32,13 +32,14 @@ common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std
         -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -Werror=switch
         -Werror=unguarded-availability-new -I"$root/cpp" -isystem "$out/include"
         -DJMP_HAVE_METAL -DJMP_BLAS_ACCELERATE -DACCELERATE_NEW_LAPACK -DPOCKETFFT_NO_MULTITHREADING
-        -D__ENVIRONMENT_OS_VERSION_MIN_REQUIRED__=140000)
+        -D__ENVIRONMENT_OS_VERSION_MIN_REQUIRED__=140000
+        "-DJMP_BUILD_COMMIT=\"$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\"")
 
 sources=()
-for dir in stablehlo stablehlo/passes mps lower exec exec/host pjrt; do
+for dir in stablehlo stablehlo/passes mps lower exec exec/host check pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
-sources+=("$root/cpp/plugin/get_pjrt_api.cc")
+sources+=("$root/cpp/plugin/get_pjrt_api.cc" "$root/cpp/plugin/check_api.cc")
 metal_sources=("$root"/cpp/exec/metal/*.mm)
 
 compile() {
