@@ -153,13 +153,14 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     return true;
   }
   if (k == K::kGatherND) {
+    auto gather_rows = [](mps::Op& op) { op.attrs = mps::GatherNDAttrs{/*batch_dims=*/0}; };
     ProgramBuilder b("rows of [4,5]");
     int x = b.In(d, {4, 5}, data({4, 5}));
-    b.Returning(k, {x, b.In(DType::kI32, {3, 1}, Indices({3, 0, 2}))}, {d, {3, 5}});
+    b.Returning(k, {x, b.In(DType::kI32, {3, 1}, Indices({3, 0, 2}))}, {d, {3, 5}}, gather_rows);
     add(b, {bits});
     ProgramBuilder e("elements of [4,5]");
     int y = e.In(d, {4, 5}, data({4, 5}));
-    e.Returning(k, {y, e.In(DType::kI32, {3, 2}, Indices({3, 4, 0, 0, 1, 2}))}, {d, {3}});
+    e.Returning(k, {y, e.In(DType::kI32, {3, 2}, Indices({3, 4, 0, 0, 1, 2}))}, {d, {3}}, gather_rows);
     add(e, {bits});
     return true;
   }

@@ -148,7 +148,8 @@ std::vector<Case> AssumptionProbes() {
     Case c = Probe(K::kGatherND, D::kF32, "Gather/scatter: indices at both ends of a dimension are in range");
     c.programs.push_back(OneOp("first and last rows", K::kGatherND,
                                {{{D::kF32, {4, 2}}, {1, 2, 3, 4, 5, 6, 7, 8}}, {{D::kI32, {2, 1}}, {3, 0}}},
-                               {{D::kF32, {2, 2}}}, nullptr));
+                               {{D::kF32, {2, 2}}},
+                               [](mps::Op& op) { op.attrs = mps::GatherNDAttrs{/*batch_dims=*/0}; }));
     c.programs.push_back(OneOp("along axis, both ends", K::kGatherAlongAxis,
                                {{{D::kF32, {2, 3}}, {1, 2, 3, 4, 5, 6}}, {{D::kI32, {2, 2}}, {2, 0, 0, 2}}},
                                {{D::kF32, {2, 2}}}, [](mps::Op& op) { op.attrs = mps::AxisAttrs{1}; }));
