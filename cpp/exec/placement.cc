@@ -165,31 +165,9 @@ void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, const s
                        Segment& s, const std::vector<int>& outputs) {
   std::unordered_map<int, int> local;  // outer value -> segment value
   std::vector<size_t> ops;
-  std::function<int(int)> value = [&](int outer) -> int {
-    auto it = local.find(outer);
-    if (it != local.end()) return it->second;
-    int p = producer[static_cast<size_t>(outer)];
-    if (p >= 0 && recomputed[static_cast<size_t>(p)]) {
-      Op copy = g.ops[static_cast<size_t>(p)];
-      for (int& in : copy.inputs) in = value(in);  // recomputed too, ahead of it
-      for (int& out : copy.outputs) {
-        const TensorType& t = g.type(out);
-        int v = s.graph.AddValue(t.dtype, t.shape);
-        local.emplace(out, v);
-        out = v;
-      }
-      s.graph.ops.push_back(std::move(copy));
-      ops.push_back(static_cast<size_t>(p));
-      return local.at(outer);
-    }
-    const TensorType& t = g.type(outer);
-    int v = s.graph.AddValue(t.dtype, t.shape);
-    local.emplace(outer, v);
-    s.inputs.push_back(outer);
-    s.graph.inputs.push_back(v);
-    return v;
-  };
-  for (size_t i : s.ops) {
+  std::function<int(int)> value;
+  // Op i of the outer graph into the segment, reading its inputs' segment values, with fresh outputs.
+  auto emit = [&](size_t i) {
     Op op = g.ops[i];
     for (int& v : op.inputs) v = value(v);
     for (int& v : op.outputs) {
@@ -200,7 +178,23 @@ void BuildSegmentGraph(const Graph& g, const std::vector<int>& producer, const s
     }
     s.graph.ops.push_back(std::move(op));
     ops.push_back(i);
-  }
+  };
+  value = [&](int outer) -> int {
+    auto it = local.find(outer);
+    if (it != local.end()) return it->second;
+    int p = producer[static_cast<size_t>(outer)];
+    if (p >= 0 && recomputed[static_cast<size_t>(p)]) {
+      emit(static_cast<size_t>(p));  // its inputs recomputed too, ahead of it
+      return local.at(outer);
+    }
+    const TensorType& t = g.type(outer);
+    int v = s.graph.AddValue(t.dtype, t.shape);
+    local.emplace(outer, v);
+    s.inputs.push_back(outer);
+    s.graph.inputs.push_back(v);
+    return v;
+  };
+  for (size_t i : s.ops) emit(i);
   for (int outer : outputs) {
     s.outputs.push_back(outer);
     s.graph.outputs.push_back(value(outer));
