@@ -215,3 +215,19 @@ def test_a_serialized_executable_keeps_its_output_kinds():
     options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
     loaded = backend.deserialize_executable(data, [d], options)
     assert [list(k) for k in loaded.get_output_memory_kinds()] == [["pinned_host", "device"]]
+
+
+def test_a_put_into_another_kind_shares_the_memory_and_counts_it_once():
+    d = device("metal")
+    a = np.arange(1 << 16, dtype=np.float32)
+    x = jax.device_put(a, d)
+    x.block_until_ready()
+    before = d.memory_stats()["bytes_in_use"]
+    y = jax.device_put(x, in_kind("metal", "pinned_host"))
+    assert y.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()  # no copy on unified memory
+    assert d.memory_stats()["bytes_in_use"] == before
+    x.delete()
+    assert d.memory_stats()["bytes_in_use"] == before  # y still holds it
+    assert_close(np.asarray(y), a, exact=True)
+    y.delete()
+    assert d.memory_stats()["bytes_in_use"] == before - a.nbytes
