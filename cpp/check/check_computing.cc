@@ -83,23 +83,28 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
         kept[static_cast<size_t>(a)] = 1;
       }
       ProgramBuilder b("axes " + std::to_string(axes.size() == 3 ? -1 : axes[0]) + " of [3,4,5]");
-      b.Returning(k, {b.In(d, shape, operand(shape, 1))}, {out, kept}, [&](mps::Op& op) { op.axes = axes; });
+      b.Returning(k, {b.In(d, shape, operand(shape, 1))}, {out, kept}, [&](mps::Op& op) {
+        op.attrs = arg ? mps::OpAttrs{mps::AxisAttrs{axes[0]}} : mps::OpAttrs{mps::AxesAttrs{axes}};
+      });
       add(b, {arg ? Exact() : Accumulated(k, d, n)});
     }
     if (IsFloat(d) && !arg) {  // NaN and infinity propagate whatever the order: a NaN row, an inf row
       ProgramBuilder b("NaN and infinity rows");
       std::vector<double> v = {1, std::nan(""), -1, 0.5, HUGE_VAL, 0.25, 1, -0.5};
-      b.Returning(k, {b.In(d, {2, 4}, Encode(d, v))}, {out, {2, 1}}, [](mps::Op& op) { op.axes = {1}; });
+      b.Returning(k, {b.In(d, {2, 4}, Encode(d, v))}, {out, {2, 1}},
+                  [](mps::Op& op) { op.attrs = mps::AxesAttrs{{1}}; });
       add(b, {Accumulated(k, d, 4)});
     }
     if (!arg) {
       ProgramBuilder b("empty axis of [0,4]");
-      b.Returning(k, {b.In(d, {0, 4}, {})}, {out, {1, 4}}, [](mps::Op& op) { op.axes = {0}; });
+      b.Returning(k, {b.In(d, {0, 4}, {})}, {out, {1, 4}}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{0}}; });
       add(b, {Exact()});
     }
     if (!quick) {
       ProgramBuilder b("[70000]");
-      b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {out, {1}}, [](mps::Op& op) { op.axes = {0}; });
+      b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {out, {1}}, [&](mps::Op& op) {
+        op.attrs = arg ? mps::OpAttrs{mps::AxisAttrs{0}} : mps::OpAttrs{mps::AxesAttrs{{0}}};
+      });
       add(b, {arg ? Exact() : Accumulated(k, d, 70000)});
     }
     return true;
@@ -111,13 +116,13 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
         ProgramBuilder b("axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
                          (reverse ? " reverse" : ""));
         b.Returning(k, {b.In(d, {4, 6}, operand({4, 6}, 1))}, {d, {4, 6}},
-                    [&](mps::Op& op) { mps::Encode(op, mps::CumulativeAttrs{axis, exclusive, reverse}); });
+                    [&](mps::Op& op) { op.attrs = mps::CumulativeAttrs{axis, exclusive, reverse}; });
         add(b, {Accumulated(k, d, 6)});
       }
     if (!quick) {
       ProgramBuilder b("[70000]");
       b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {d, {70000}},
-                  [](mps::Op& op) { mps::Encode(op, mps::CumulativeAttrs{0, false, false}); });
+                  [](mps::Op& op) { op.attrs = mps::CumulativeAttrs{0, false, false}; });
       add(b, {Accumulated(k, d, 70000)});
     }
     return true;
@@ -151,7 +156,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
         x = Encode(DType::kF32, parts);
       }
       b.Returning(k, {b.In(d, v.in, x)}, {out, v.out},
-                  [&](mps::Op& op) { mps::Encode(op, mps::FFTAttrs{v.axes, v.inverse}); });
+                  [&](mps::Op& op) { op.attrs = mps::FFTAttrs{v.axes, v.inverse}; });
       add(b, {Scaled(2, Epsilon(DType::kF32) * static_cast<double>(n))});
     }
     return true;
@@ -167,7 +172,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       int x = b.In(d, {1, 5, 5, 2}, operand({1, 5, 5, 2}, 1));
       int w = b.In(d, v.w, operand(v.w, 2));
       b.Returning(k, {x, w}, {d, v.out}, [&](mps::Op& op) {
-        mps::Encode(op, mps::Conv2DAttrs{v.strides, {1, 1}, {v.pad, v.pad}, {v.pad, v.pad}, v.groups});
+        op.attrs = mps::Conv2DAttrs{v.strides, {1, 1}, {v.pad, v.pad}, {v.pad, v.pad}, v.groups};
       });
       add(b, {Accumulated(k, d, v.w[0] * v.w[1] * v.w[2])});
     }
@@ -183,7 +188,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
                                                  {{1, 3, 3, 1}, {1, 1, 1, 1}, {0, 1, 1, 0}, {1, 4, 4, 2}}}) {
       ProgramBuilder b("window " + std::to_string(v.window[1]));
       b.Returning(k, {b.In(d, {1, 4, 4, 2}, Fill(d, 32, values, seed))}, {d, v.out},
-                  [&](mps::Op& op) { mps::Encode(op, mps::Pool4DAttrs{v.window, v.strides, v.pad, v.pad}); });
+                  [&](mps::Op& op) { op.attrs = mps::Pool4DAttrs{v.window, v.strides, v.pad, v.pad}; });
       add(b, {k == K::kMaxPool4D ? Ulps(0) : Accumulated(k, d, 9)});
     }
     return true;
@@ -193,7 +198,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     int g = b.In(d, {1, 2, 2, 1}, Fill(d, 4, Range::kUnit, seed));
     int s = b.In(d, {1, 4, 4, 1}, Fill(d, 16, Range::kUnit, seed + 1));
     b.Returning(k, {g, s}, {d, {1, 4, 4, 1}}, [](mps::Op& op) {
-      mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
+      op.attrs = mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
     });
     add(b, {Ulps(0)});
     return true;
@@ -208,7 +213,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       o.kind = kind;
       o.inputs = std::move(in);
       o.outputs = {out};
-      o.data = std::move(data);
+      if (kind == K::kConstant) o.attrs = mps::ConstantAttrs{std::move(data)};
       g.ops.push_back(std::move(o));
     };
     mps::Graph cond, body;

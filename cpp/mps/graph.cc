@@ -19,13 +19,6 @@ constexpr OpKindInfo kOpKindInfo[] = {
 
 const OpKindInfo& Info(OpKind kind) { return kOpKindInfo[static_cast<size_t>(kind)]; }
 
-void PrintInts(std::ostream& os, const char* label, const std::vector<int64_t>& v) {
-  if (v.empty()) return;
-  os << ' ' << label << "=[";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-}
-
 }  // namespace
 
 std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
@@ -75,13 +68,7 @@ void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent, con
     os << " = " << OpKindName(op.kind) << '(';
     for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << '%' << op.inputs[i];
     os << ')';
-    PrintInts(os, "axes", op.axes);
-    PrintInts(os, "starts", op.starts);
-    PrintInts(os, "ends", op.ends);
-    PrintInts(os, "strides", op.strides);
-    if (op.int_attr != 0) os << " int=" << op.int_attr;
-    if (op.kind == OpKind::kPad) os << " value=" << op.scalar;
-    if (op.kind == OpKind::kConstant) os << " bytes=" << op.data.size();
+    os << AttrsToString(op.attrs);
     os << " : ";
     for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << g.type(op.outputs[i]).ToString();
     if (notes && k < notes->after.size()) os << notes->after[k];

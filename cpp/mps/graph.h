@@ -7,11 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "mps/op_attrs.h"
 #include "support/dtype.h"
 
 namespace jmp::mps {
 
-enum class OpKind : uint16_t {
+enum class OpKind : uint16_t {  // declared in mps/op_attrs.h
 #define JMP_MPS_OP(name, macos, selector) k##name,
 #include "mps/op_kinds.def"
 };
@@ -50,18 +51,20 @@ struct Graph;
 
 struct Op {
   OpKind kind;
-  std::vector<int> inputs;   // value ids
-  std::vector<int> outputs;  // value ids
-  // Attributes: each op kind's comment in op_kinds.def names the ones it reads.
-  std::vector<int64_t> axes;
-  std::vector<int64_t> starts;
-  std::vector<int64_t> ends;
-  std::vector<int64_t> strides;
-  double scalar = 0;
-  int64_t int_attr = 0;  // op-specific integer: read and written only by mps/op_attrs.{h,cc}
-  std::vector<uint8_t> data;
+  std::vector<int> inputs;       // value ids
+  std::vector<int> outputs;      // value ids
+  OpAttrs attrs;                 // the alternative AttrsKindOf(kind) names (the verifier checks it)
   std::vector<Graph> subgraphs;  // While and If (op_kinds.def); value ids are local to each subgraph
   std::string location;          // source location of the StableHLO op it came from, for errors
+
+  // The parameters, as the op's kind takes them. On a verified graph the alternative is the kind's; on
+  // another (a unit test's, built by hand) a wrong one reads as A's defaults rather than throwing.
+  template <typename A>
+  const A& Attrs() const {
+    if (const A* a = std::get_if<A>(&attrs)) return *a;
+    static const A kDefaults{};
+    return kDefaults;
+  }
 };
 
 struct Graph {

@@ -86,8 +86,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> Doubling(exec::Executor& executor) {
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->output_bytes = {16};
-  program->aliased_output = {0};
-  program->donated = {true};
+  program->signature = {{DType::kF32}, {DType::kF32}, {0}, {true}};
   return program;
 }
 
@@ -98,8 +97,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> Nothing(exec::Executor& executor) {
   auto program = std::make_shared<CompiledProgram>();
   program->graph = b.graph();
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
-  program->aliased_output = {-1};
-  program->donated = {false};
+  program->signature = {{DType::kF32}, {}, {-1}, {false}};
   return program;
 }
 

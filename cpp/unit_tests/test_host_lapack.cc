@@ -27,7 +27,7 @@ StatusOr<std::vector<std::vector<uint8_t>>> RunLapack(OpKind kind, const std::ve
   for (const mps::TensorType& t : inputs) op.inputs.push_back(b.Input(t.dtype, t.shape));
   mps::Graph& g = b.mutable_graph();
   for (const mps::TensorType& t : outputs) op.outputs.push_back(g.AddValue(t.dtype, t.shape));
-  mps::Encode(op, flags);
+  op.attrs = flags;
   g.outputs = op.outputs;
   g.ops.push_back(op);
   Status verified = mps::VerifyGraph(g);

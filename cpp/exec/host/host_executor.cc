@@ -34,8 +34,9 @@ namespace {
 
 Status RunConstant(const OpArgs& a) {
   size_t bytes = a.OutType().ByteSize();
-  if (a.op.data.size() != bytes) return Internal("constant has the wrong number of bytes");
-  if (bytes) std::memcpy(a.out[0], a.op.data.data(), bytes);
+  const std::vector<uint8_t>& data = a.op.Attrs<mps::ConstantAttrs>().data;
+  if (data.size() != bytes) return Internal("constant has the wrong number of bytes");
+  if (bytes) std::memcpy(a.out[0], data.data(), bytes);
   return Status::Ok();
 }
 
