@@ -139,7 +139,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       variants = {{{4, 8}, {4, 5}, {1}, false}, {{3, 7}, {3, 4}, {1}, false}};
     else
       variants = {{{4, 5}, {4, 8}, {1}, true}, {{3, 4}, {3, 7}, {1}, true}};
-    const DType out = k == K::kRealToHermiteanFFT ? DType::kC64 : k == K::kHermiteanToRealFFT ? DType::kF32 : d;
+    const DType out = k == K::kRealToHermiteanFFT ? ComplexOf(d) : k == K::kHermiteanToRealFFT ? RealOf(d) : d;
     for (const Variant& v : variants) {
       ProgramBuilder b(std::string(v.inverse ? "inverse" : "forward") + " over " + std::to_string(v.axes.size()) +
                        " axes");
@@ -147,17 +147,17 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       for (int64_t a : v.axes) n *= std::max(v.in[static_cast<size_t>(a)], v.out[static_cast<size_t>(a)]);
       std::vector<uint8_t> x = Fill(d, CountOf(v.in), Range::kUnit, seed);
       if (k == K::kHermiteanToRealFFT) {  // a real signal's spectrum: real zero and Nyquist bins
-        std::vector<double> parts = Decode(DType::kF32, x);
+        std::vector<double> parts = Decode(RealOf(d), x);
         const int64_t cols = v.in.back(), n_out = v.out.back();
         for (int64_t r = 0; r < v.in[0]; ++r) {
           parts[static_cast<size_t>(2 * (r * cols) + 1)] = 0;
           if (n_out % 2 == 0) parts[static_cast<size_t>(2 * (r * cols + cols - 1) + 1)] = 0;
         }
-        x = Encode(DType::kF32, parts);
+        x = Encode(RealOf(d), parts);
       }
       b.Returning(k, {b.In(d, v.in, x)}, {out, v.out},
                   [&](mps::Op& op) { op.attrs = mps::FFTAttrs{v.axes, v.inverse}; });
-      add(b, {Scaled(2, Epsilon(DType::kF32) * static_cast<double>(n))});
+      add(b, {Scaled(2, Epsilon(d) * static_cast<double>(n))});
     }
     return true;
   }
@@ -204,7 +204,8 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     return true;
   }
   if (k == K::kWhile) {
-    // Three iterations of x <- -x, counted in int32 (x first: the op is judged by its dtype).
+    // Three iterations of x <- -x (!x, ~x for bool and unsigned), counted in int32 (x first: the op is
+    // judged by its dtype).
     ProgramBuilder b("three negations");
     int x0 = b.In(d, {5}, Fill(d, 5, IsFloat(d) ? Range::kEdge : Range::kSmallInt, seed));
     int i0 = b.In(DType::kI32, {}, Encode(DType::kI32, {0}));
@@ -225,7 +226,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     int one = body.AddValue(DType::kI32, {}), next = body.AddValue(DType::kI32, {}), negated = body.AddValue(d, {5});
     op(body, K::kConstant, {}, one, Encode(DType::kI32, {1}));
     op(body, K::kAdd, {body.inputs[1], one}, next);
-    op(body, IsUnsignedInt(d) ? K::kBitwiseNot : K::kNegative, {body.inputs[0]}, negated);
+    op(body, d == DType::kBool ? K::kNot : IsUnsignedInt(d) ? K::kBitwiseNot : K::kNegative, {body.inputs[0]}, negated);
     body.outputs = {negated, next};
     auto outs = b.Op(k, {x0, i0}, {{d, {5}}, {DType::kI32, {}}}, [&](mps::Op& o) { o.subgraphs = {cond, body}; });
     b.Out(outs[0]);

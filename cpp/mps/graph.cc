@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "mps/op_domain.h"
+
 namespace jmp::mps {
 
 namespace {
@@ -10,10 +12,13 @@ struct OpKindInfo {
   std::string_view name;
   int macos;
   std::string_view selector;
+  DTypeDomain domain;
+  std::string_view domain_name;
 };
 
 constexpr OpKindInfo kOpKindInfo[] = {
-#define JMP_MPS_OP(name, macos, selector) {#name, macos, selector},
+#define JMP_MPS_OP(name, macos, selector, domain) \
+  {#name, macos, selector, JMP_DOMAIN_##domain(JMP_DOMAIN_FIELDS, ), #domain},
 #include "mps/op_kinds.def"
 };
 
@@ -25,6 +30,17 @@ std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
 std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
 int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
 bool OpKindHostOnly(OpKind kind) { return Info(kind).macos == 0; }
+DTypeDomain OpKindDomain(OpKind kind) { return Info(kind).domain; }
+std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; }
+
+bool DTypeDomain::Has(DType t) const {
+  if (IsFloat(t))
+    return floats == 1 || (floats == 2 && (t == DType::kF32 || t == DType::kF64)) ||
+           (floats == 3 && (t == DType::kF16 || t == DType::kBF16 || t == DType::kF32));
+  if (IsInteger(t)) return ints;
+  if (IsComplex(t)) return complexes;
+  return t == DType::kBool && bools;
+}
 
 int64_t TensorType::NumElements() const {
   int64_t n = 1;

@@ -125,8 +125,8 @@ AttrsKind AttrsKindOf(OpKind kind) {
     case OpKind::kRngBitGenerator: return A::kRngAttrs;
     case OpKind::kPythonCallback: return A::kPythonCallbackAttrs;
     case OpKind::kMetalKernel: return A::kMetalKernelAttrs;
-#define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
-#define JMP_MPS_BINARY(name, macos, primary, secondary) case OpKind::k##name:
+#define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
     case OpKind::kSelect:
     case OpKind::kClamp:

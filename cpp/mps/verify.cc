@@ -208,17 +208,24 @@ Status CheckOp(const Graph& g, const Op& op) {
     }
     case OpKind::kSelect:
     case OpKind::kClamp: return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
-#define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
+#define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
-#define JMP_MPS_BINARY(name, macos, primary, secondary) case OpKind::k##name:
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
                                                                                     : Internal("operand shapes differ");
-    case OpKind::kMatMul:
     case OpKind::kFFT:
     case OpKind::kRealToHermiteanFFT:
-    case OpKind::kHermiteanToRealFFT:
+    case OpKind::kHermiteanToRealFFT: {
+      // The kernels write the result at the width the operand says: the pair must agree.
+      if (!need_inputs(1)) return Internal("op without inputs");
+      const DType want = op.kind == OpKind::kRealToHermiteanFFT   ? ComplexOf(in(0).dtype)
+                         : op.kind == OpKind::kHermiteanToRealFFT ? RealOf(in(0).dtype)
+                                                                  : in(0).dtype;
+      return out.dtype == want ? Status::Ok() : Internal("result type does not match the operand's");
+    }
+    case OpKind::kMatMul:
     case OpKind::kSort:
     case OpKind::kArgSort:
     case OpKind::kTopK:
@@ -293,6 +300,36 @@ Status CheckOp(const Graph& g, const Op& op) {
   return Internal("unknown op kind");
 }
 
+constexpr bool kElementwise[] = {
+#define JMP_MPS_OP(name, macos, selector, domain) false,
+#define JMP_MPS_UNARY(name, macos, selector, domain) true,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) true,
+#include "mps/op_kinds.def"
+};
+bool IsElementwise(OpKind kind) { return kElementwise[static_cast<size_t>(kind)]; }
+
+// The values whose element type the op's row constrains (op_kinds.def says which).
+std::vector<int> DomainValues(const Op& op) {
+  if (op.kind == OpKind::kSelect || op.kind == OpKind::kIf)
+    return op.inputs.size() > 1 ? std::vector<int>(op.inputs.begin() + 1, op.inputs.end()) : std::vector<int>{};
+  if (op.kind == OpKind::kClamp || IsElementwise(op.kind)) return op.inputs;
+  if (op.inputs.empty()) return op.outputs.empty() ? std::vector<int>{} : std::vector<int>{op.outputs[0]};
+  return {op.inputs[0]};
+}
+
+// Whether each of them is in the row's domain: no executor needs to refuse a dtype after this.
+Status CheckDomain(const Graph& g, const Op& op) {
+  const DTypeDomain domain = OpKindDomain(op.kind);
+  for (int v : DomainValues(op)) {
+    if (v < 0 || v >= static_cast<int>(g.values.size())) continue;  // CheckOp's error
+    const DType t = g.type(v).dtype;
+    if (!domain.Has(t))
+      return InvalidArgument("is not defined for " + std::string(DTypeName(t)) + " (its domain is " +
+                             std::string(OpKindDomainName(op.kind)) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status VerifyGraph(const Graph& graph) {
@@ -303,6 +340,7 @@ Status VerifyGraph(const Graph& graph) {
                       " reached the MPS op graph");
   for (const Op& op : graph.ops) {
     Status s = CheckAttrs(op);
+    if (s.ok()) s = CheckDomain(graph, op);
     if (s.ok()) s = CheckOp(graph, op);
     if (!s.ok())
       return InvalidArgument("inconsistent program: " + std::string(OpKindName(op.kind)) + ": " + s.message() +

@@ -49,9 +49,9 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kCoordinateAlongAxis: return RunCoordinate(a);
     case K::kReshape:
     case K::kReinterpretCast: return RunCopyLike(a);
-#define JMP_MPS_UNARY(Name, macos, selector) \
+#define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return RunUnary(a, mps::UnaryOp::k##Name);
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+#define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return RunBinary(a, mps::BinaryOp::k##Name);
 #include "mps/op_kinds.def"
     case K::kSelect: return RunSelect(a);

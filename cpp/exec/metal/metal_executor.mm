@@ -153,13 +153,13 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
       return Tensors{[G castTensor:c toType:dt name:nil]};
     }
     // The uniform rows: one generated call each, checked by the compiler against the SDK's MPSGraph.
-#define JMP_MPS_UNARY(Name, macos, selector) \
+#define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return Tensors{[G selector:in.at(0) name:nil]};
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+#define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
 #include "mps/op_kinds.def"
     // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
-#define JMP_HOST_OP(Name) case K::k##Name:
+#define JMP_HOST_OP(Name, domain) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");
     case K::kMetalKernel: return Internal("a Metal kernel must be a segment of its own (exec/placement.cc)");
