@@ -82,6 +82,13 @@ StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph) {
   for (size_t j = 0; j < graph.outputs.size(); ++j) {
     const DType t = graph.type(graph.outputs[j]).dtype;
     sig.output_dtypes.push_back(j < main.result_types.size() ? declared(main.result_types[j], t) : t);
+    sig.output_memory_kinds.push_back("device");
+    if (j >= main.result_attrs.size()) continue;
+    auto kind = main.result_attrs[j].find("mhlo.memory_kind");
+    if (kind == main.result_attrs[j].end()) continue;
+    if (kind->second.kind != shlo::Attr::Kind::kString)
+      return InvalidArgument("@main result " + std::to_string(j) + ": mhlo.memory_kind is not a string");
+    sig.output_memory_kinds.back() = kind->second.s;
   }
   return sig;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "mps/graph.h"
@@ -16,6 +17,9 @@ namespace jmp::mps {
 struct Signature {
   std::vector<DType> input_dtypes;   // per graph input
   std::vector<DType> output_dtypes;  // per graph output
+  // Per graph output, the memory kind @main places it in (mhlo.memory_kind: jit's out_shardings with
+  // a memory kind); "device" when unmarked.
+  std::vector<std::string> output_memory_kinds;
   // Buffer donation, per input: the output that may reuse the input's memory (tf.aliasing_output) or
   // -1, and whether the input is donated at all (aliased or jax.buffer_donor).
   std::vector<int64_t> aliased_output;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "exec/work_counters.h"
@@ -34,6 +36,13 @@ bool CallsPython(const mps::Graph& g) {
   return false;
 }
 
+// The memory space of result j, from the kind the lowering read off @main.
+StatusOr<MemorySpace> ResultSpace(const mps::Signature& signature, size_t j) {
+  StatusOr<MemorySpace> space = SpaceOfKind(signature.output_memory_kinds.at(j));
+  if (!space.ok()) return InvalidArgument("@main result " + std::to_string(j) + ": " + space.status().message());
+  return space;
+}
+
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
   for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
@@ -60,6 +69,10 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
+  for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
+    JMP_ASSIGN_OR_RETURN(MemorySpace space, ResultSpace(program->signature, j));
+    program->output_spaces.push_back(space);
+  }
   DescribeOutputs(*program);
   return program;
 }
@@ -78,8 +91,9 @@ void DescribeOutputs(CompiledProgram& p) {
     p.output_types.push_back(ToBufferType(p.signature.output_dtypes.at(j)));
     p.output_ranks.push_back(t.shape.size());
     p.output_dims_flat.insert(p.output_dims_flat.end(), t.shape.begin(), t.shape.end());
-    p.output_memory_kinds.push_back("device");
-    p.output_memory_kind_sizes.push_back(6);
+    const std::string_view kind = KindName(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
+    p.output_memory_kinds.push_back(kind.data());  // the names are literals: NUL-terminated and static
+    p.output_memory_kind_sizes.push_back(kind.size());
     p.output_bytes.push_back(t.ByteSize());
   }
 }
