@@ -16,40 +16,6 @@ DType OpDType(const mps::Graph& graph, const mps::Op& op) {
   return DType::kF32;
 }
 
-std::string_view JaxDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kI8: return "int8";
-    case DType::kI16: return "int16";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kU8: return "uint8";
-    case DType::kU16: return "uint16";
-    case DType::kU32: return "uint32";
-    case DType::kU64: return "uint64";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kC64: return "complex64";
-    case DType::kC128: return "complex128";
-    case DType::kI4: return "int4";
-    case DType::kU4: return "uint4";
-    case DType::kI2: return "int2";
-    case DType::kU2: return "uint2";
-    case DType::kF8E4M3FN: return "float8_e4m3fn";
-    case DType::kF8E5M2: return "float8_e5m2";
-    case DType::kF8E4M3FNUZ: return "float8_e4m3fnuz";
-    case DType::kF8E5M2FNUZ: return "float8_e5m2fnuz";
-    case DType::kF8E4M3B11FNUZ: return "float8_e4m3b11fnuz";
-    case DType::kF8E4M3: return "float8_e4m3";
-    case DType::kF8E3M4: return "float8_e3m4";
-    case DType::kF8E8M0FNU: return "float8_e8m0fnu";
-    case DType::kF4E2M1FN: return "float4_e2m1fn";
-  }
-  return "?";
-}
-
 bool ParseJaxDType(std::string_view name, DType& dtype) {
   for (DType d : kAllDTypes)
     if (JaxDTypeName(d) == name) {
