@@ -84,7 +84,7 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
   };
   // Scalar element types: the table's VHLO codes (support/dtype.def).
   for (DType d : kAllDTypes)
-    if (VhloTypeCode(d) >= 0 && static_cast<uint64_t>(VhloTypeCode(d)) == code) return scalar(d);
+    if (VhloCode(d) >= 0 && static_cast<uint64_t>(VhloCode(d)) == code) return scalar(d);
   switch (code) {
     case kIndexT: return scalar(DType::kI64);
     case kComplexT: {

@@ -83,7 +83,7 @@ constexpr std::string_view JaxDTypeName(DType t) { return dtype_table::Of(t).jax
 // The Metal Shading Language type of a user kernel's buffer elements; empty where MSL has none.
 constexpr std::string_view MslTypeName(DType t) { return dtype_table::Of(t).msl; }
 // StableHLO's VHLO type code of a scalar of this type; -1 for complex types (VHLO's complex of a float).
-constexpr int VhloTypeCode(DType t) { return dtype_table::Of(t).vhlo; }
+constexpr int VhloCode(DType t) { return dtype_table::Of(t).vhlo; }
 
 // The narrow types (see DType) and the type each computes on inside the MPS op graph: int2/int4 as
 // int8 (sign-extended), uint2/uint4 as uint8, float8/float4 as uint8 holding the bit pattern.
