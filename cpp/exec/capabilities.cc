@@ -58,34 +58,6 @@ std::set<OpDTypePair> PairsFromEnv(const char* variable) {
   return parsed.emplace(key, pairs.ok() ? pairs.value() : std::set<OpDTypePair>{}).first->second;
 }
 
-std::vector<uint8_t> OnesOf(const mps::TensorType& t) {
-  std::vector<uint8_t> one(ByteSize(t.dtype), 0);
-  switch (t.dtype) {
-    case DType::kF16: one[1] = 0x3C; break;
-    case DType::kBF16:
-      one[1] = 0x3F;
-      one[0] = 0x80;
-      break;
-    case DType::kF32:
-    case DType::kC64: {
-      float f = 1.0f;
-      std::memcpy(one.data(), &f, sizeof f);
-      break;
-    }
-    case DType::kF64:
-    case DType::kC128: {
-      double d = 1.0;
-      std::memcpy(one.data(), &d, sizeof d);
-      break;
-    }
-    default: one[0] = 1; break;  // integers, little-endian; bool is negated instead
-  }
-  std::vector<uint8_t> data;
-  data.reserve(one.size() * static_cast<size_t>(t.NumElements()));
-  for (int64_t i = 0; i < t.NumElements(); ++i) data.insert(data.end(), one.begin(), one.end());
-  return data;
-}
-
 }  // namespace
 
 StatusOr<std::set<OpDTypePair>> ParsePairs(std::string_view text) {
@@ -151,12 +123,18 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
         fault.kind = mps::OpKind::kNot;
         fault.inputs = {v};
       } else {
-        int one = g.AddValue(t.dtype, t.shape);
+        // One in t's type, as a cast of true: no encoding of each format here.
+        int truth = g.AddValue(DType::kBool, t.shape), one = g.AddValue(t.dtype, t.shape);
         mps::Op constant;
         constant.kind = mps::OpKind::kConstant;
-        constant.outputs = {one};
-        constant.data = OnesOf(t);
+        constant.outputs = {truth};
+        constant.data.assign(static_cast<size_t>(t.NumElements()), 1);
         g.ops.push_back(std::move(constant));
+        mps::Op cast;
+        cast.kind = mps::OpKind::kCast;
+        cast.inputs = {truth};
+        cast.outputs = {one};
+        g.ops.push_back(std::move(cast));
         fault.kind = mps::OpKind::kAdd;
         fault.inputs = {v, one};
       }
