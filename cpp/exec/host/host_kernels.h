@@ -60,6 +60,7 @@ Status RunUnary(const OpArgs& a, mps::UnaryOp op);
 Status RunBinary(const OpArgs& a, mps::BinaryOp op);
 Status RunSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
+Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc
 Status RunCast(const OpArgs& a);
 
 Status RunCopyLike(const OpArgs& a);  // Identity, Reshape, ReinterpretCast
