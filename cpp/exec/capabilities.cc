@@ -128,7 +128,7 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
         mps::Op constant;
         constant.kind = mps::OpKind::kConstant;
         constant.outputs = {truth};
-        constant.data.assign(static_cast<size_t>(t.NumElements()), 1);
+        constant.attrs = mps::ConstantAttrs{std::vector<uint8_t>(static_cast<size_t>(t.NumElements()), 1)};
         g.ops.push_back(std::move(constant));
         mps::Op cast;
         cast.kind = mps::OpKind::kCast;
