@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import _jax_internals, _status
+from . import _jax_internals, _native, _status
 
 logger = logging.getLogger(__name__)
 
@@ -87,31 +87,39 @@ def _sweep() -> None:
         _registry.pop(_retired.pop(), None)
 
 
-# ---- dtypes as the plugin names them (support/dtype.h DTypeName)
+# ---- dtypes as the plugin names them (the library's dtype table, cpp/support/dtype.def)
 
-_NAMES = {
-    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "ui8", "uint16": "ui16", "uint32": "ui32", "uint64": "ui64",
-    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-    "complex64": "complex<f32>", "complex128": "complex<f64>",
-}
+
+@functools.cache
+def _names() -> dict[str, str]:
+    """NumPy name -> the plugin's name, for the types a program computes on (narrow types reach a
+    callback as their storage type, converted below)."""
+    return {row.name: row.mlir for row in _native.dtypes() if row.kind not in _NARROW_KINDS}
+
+
+_NARROW_KINDS = ("subbyte_signed", "subbyte_unsigned", "narrow_float")
+
+
+def _numpy_dtype_named(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16 and the other ml_dtypes types
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
 
 
 @functools.lru_cache(maxsize=None)
 def _numpy_dtype(name: bytes) -> np.dtype:
     name = name.decode()
-    for numpy_name, plugin_name in _NAMES.items():
+    for numpy_name, plugin_name in _names().items():
         if plugin_name == name:
-            if numpy_name == "bfloat16":
-                import ml_dtypes
-
-                return np.dtype(ml_dtypes.bfloat16)
-            return np.dtype(numpy_name)
+            return _numpy_dtype_named(numpy_name)
     raise TypeError(f"Python callback: operand dtype {name} has no NumPy equivalent")
 
 
 def _plugin_name(dtype: np.dtype) -> str:
-    return _NAMES.get(dtype.name, dtype.name)
+    return _names().get(dtype.name, dtype.name)
 
 
 # ---- the trampoline
@@ -323,7 +331,8 @@ def _emit(ctx, operands, fn, *, result_avals, token=None, has_side_effect):
         operands = [token, *operands]
         result_types = [hlo.TokenType.get(), *result_types]
     op = mlir.custom_call(CALL_TARGET, result_types=result_types, operands=operands,
-                          backend_config=str(callback_id), has_side_effect=has_side_effect, api_version=2)
+                          backend_config=_native.custom_call_config(CALL_TARGET, callback_id=callback_id),
+                          has_side_effect=has_side_effect, api_version=2)
     results = list(op.results)
     new_token = results.pop(0) if token is not None else None
     return results, new_token

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _jax_internals, _status
+from . import _jax_internals, _native, _status
 
 # Dtypes that go to LAPACK; float32 stays on the GPU decompositions (except eig, LAPACK for all).
 _LAPACK_DTYPES = (np.dtype(np.float64), np.dtype(np.complex64), np.dtype(np.complex128))
@@ -50,11 +50,12 @@ def _float32_on_lapack(aval) -> bool:
     return np.dtype(aval.dtype) == np.dtype(np.float32) and min(aval.shape[-2:]) >= FLOAT32_LAPACK_FROM
 
 
-def _call(ctx, target, operands, result_avals, config):
+def _call(ctx, target, operands, result_avals, **attrs):
+    """A custom call to `target`, its attributes encoded as the plugin's table declares them."""
     mlir = _jax_internals.mlir
     types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in result_avals]
-    return mlir.custom_call(target, result_types=types, operands=list(operands), backend_config=config,
-                            api_version=1).results
+    return mlir.custom_call(target, result_types=types, operands=list(operands),
+                            backend_config=_native.custom_call_config(target, **attrs), api_version=1).results
 
 
 def _eig_rule():
@@ -66,11 +67,13 @@ def _eig_rule():
             raise NotImplementedError(f"eig: implementation {implementation} is not supported on platform "
                                       "metal (LAPACK only)")
         aval, = ctx.avals_in
-        complex_dtype = np.result_type(aval.dtype, np.complex64)
-        vectors = shaped_array(aval.shape, complex_dtype)
-        values = shaped_array(aval.shape[:-1], complex_dtype)
+        # The custom call always gives w, vl and vr (op_kinds.def's LapackEig); eig_p's own result types
+        # give w's, and the eigenvectors are matrices like a of w's dtype.
+        values = ctx.avals_out[0]
+        vectors = shaped_array(aval.shape, values.dtype)
         w, vl, vr = _call(ctx, "jax_metal.lapack.eig", [operand], [values, vectors, vectors],
-                          f"{int(compute_left_eigenvectors)},{int(compute_right_eigenvectors)}")
+                          compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                          compute_right_eigenvectors=bool(compute_right_eigenvectors))
         out = [w]
         if compute_left_eigenvectors:
             out.append(vl)
@@ -88,7 +91,7 @@ def _lu_rule():
         aval, = ctx.avals_in
         if not _uses_lapack(aval):
             return fallback(ctx, operand, **params)
-        return _call(ctx, "jax_metal.lapack.lu", [operand], list(ctx.avals_out), "")
+        return _call(ctx, "jax_metal.lapack.lu", [operand], list(ctx.avals_out))
 
     return rule, "LAPACK getrf for float64 and complex; JAX's blocked LU for float32"
 
@@ -107,7 +110,7 @@ def _svd_rule():
             raise NotImplementedError("svd: subset_by_index is not supported on platform metal for "
                                       f"{np.dtype(aval.dtype).name}")
         return _call(ctx, "jax_metal.lapack.svd", [operand], list(ctx.avals_out),
-                     f"{int(full_matrices)},{int(compute_uv)}")
+                     full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
 
     return rule, ("LAPACK gesdd for float64 and complex and for float32 from FLOAT32_LAPACK_FROM on; "
                   "QDWH (JAX's TPU rule) for smaller float32")
@@ -137,7 +140,7 @@ def _eigh_rule():
         if not whole:
             raise NotImplementedError("eigh: subset_by_index is not supported on platform metal for "
                                       f"{np.dtype(aval.dtype).name} on LAPACK")
-        return _call(ctx, "jax_metal.lapack.eigh", [operand], list(ctx.avals_out), f"{int(lower)}")
+        return _call(ctx, "jax_metal.lapack.eigh", [operand], list(ctx.avals_out), lower=bool(lower))
 
     return rule, ("LAPACK syevd/heevd for float64, complex, EighImplementation.QR and float32 from "
                   "FLOAT32_LAPACK_FROM on; Jacobi/QDWH (JAX's TPU rule) for smaller float32")
@@ -145,22 +148,22 @@ def _eigh_rule():
 
 def _tridiagonal_rule():
     def rule(ctx, operand, *, lower, **params):
-        return _call(ctx, "jax_metal.lapack.tridiagonal", [operand], list(ctx.avals_out), f"{int(lower)}")
+        return _call(ctx, "jax_metal.lapack.tridiagonal", [operand], list(ctx.avals_out), lower=bool(lower))
 
     return rule, "LAPACK sytrd/hetrd on the host for every dtype"
 
 
 def _geqp3_rule():
     def rule(ctx, a, jpvt, **params):
-        return _call(ctx, "jax_metal.lapack.geqp3", [a, jpvt], list(ctx.avals_out), "")
+        return _call(ctx, "jax_metal.lapack.geqp3", [a, jpvt], list(ctx.avals_out))
 
     return rule, "LAPACK geqp3 on the host for every dtype"
 
 
 def _tridiagonal_solve_rule():
     def rule(ctx, dl, d, du, b, **params):
-        perturb = int(bool(params.get("perturb_singular", False)))
-        return _call(ctx, "jax_metal.lapack.tridiagonal_solve", [dl, d, du, b], list(ctx.avals_out), f"{perturb}")
+        return _call(ctx, "jax_metal.lapack.tridiagonal_solve", [dl, d, du, b], list(ctx.avals_out),
+                     perturb_singular=bool(params.get("perturb_singular", False)))
 
     return rule, "LAPACK gtsv (or xLAGTF/xLAGTS with perturb_singular) on the host for every dtype"
 

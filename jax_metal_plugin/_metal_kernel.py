@@ -30,37 +30,25 @@ from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
+
+from . import _native
 
 COMPOSITE_NAME = "jax_metal.metal_kernel"
 
-_MSL_TYPES = {
-    np.dtype(np.float32): "float",
-    np.dtype(np.float16): "half",
-    np.dtype(ml_dtypes.bfloat16): "bfloat",
-    np.dtype(np.int8): "char",
-    np.dtype(np.uint8): "uchar",
-    np.dtype(np.int16): "short",
-    np.dtype(np.uint16): "ushort",
-    np.dtype(np.int32): "int",
-    np.dtype(np.uint32): "uint",
-    np.dtype(np.int64): "long",
-    np.dtype(np.uint64): "ulong",
-    np.dtype(np.bool_): "bool",
-    np.dtype(np.complex64): "float2",
-}
 
 _THREAD_ARGUMENTS = ("thread_position_in_grid", "threads_per_grid", "thread_position_in_threadgroup",
                      "threads_per_threadgroup", "threadgroup_position_in_grid")
 
 
 def msl_type(dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype not in _MSL_TYPES:
-        raise TypeError(f"metal_kernel: Metal has no type for {dtype} (float64 and complex128 have none); "
+    """The Metal Shading Language type of a kernel buffer's elements (the plugin's dtype table)."""
+    name = np.dtype(dtype).name
+    msl = next((row.msl for row in _native.dtypes() if row.name == name), "")
+    if not msl:
+        raise TypeError(f"metal_kernel: Metal has no type for {name} (float64 and complex128 have none); "
                         "the reference runs for such operands, but the kernel cannot take them")
-    return _MSL_TYPES[dtype]
+    return msl
 
 
 def _sizes(value, what):

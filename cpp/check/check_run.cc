@@ -114,7 +114,7 @@ std::string RunCase(exec::Executor& metal, exec::Executor& host, const Case& c) 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::ostringstream j;
   j << "{\"op\": " << Quote(std::string(mps::OpKindName(c.kind)))
-    << ", \"dtype\": " << Quote(std::string(exec::JaxDTypeName(c.dtype))) << ", \"status\": " << Quote(status)
+    << ", \"dtype\": " << Quote(std::string(JaxDTypeName(c.dtype))) << ", \"status\": " << Quote(status)
     << ", \"worst_error\": " << Number(worst) << ", \"bound\": " << Quote(bound)
     << ", \"programs\": " << c.programs.size() << ", \"seconds\": " << Number(seconds);
   if (!c.probe.empty()) j << ", \"probe\": " << Quote(c.probe);
@@ -170,7 +170,7 @@ std::string RunCheck(bool quick, const std::string& only) {
       Status built = BuildSweepCase(kind, d, quick, c);
       if (!built.ok()) {
         emit("{\"op\": " + Quote(std::string(mps::OpKindName(kind))) +
-             ", \"dtype\": " + Quote(std::string(exec::JaxDTypeName(d))) +
+             ", \"dtype\": " + Quote(std::string(JaxDTypeName(d))) +
              ", \"status\": \"error\", \"message\": " + Quote(built.message()) + "}");
         continue;
       }

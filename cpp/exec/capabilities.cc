@@ -16,40 +16,6 @@ DType OpDType(const mps::Graph& graph, const mps::Op& op) {
   return DType::kF32;
 }
 
-std::string_view JaxDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kI8: return "int8";
-    case DType::kI16: return "int16";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kU8: return "uint8";
-    case DType::kU16: return "uint16";
-    case DType::kU32: return "uint32";
-    case DType::kU64: return "uint64";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kC64: return "complex64";
-    case DType::kC128: return "complex128";
-    case DType::kI4: return "int4";
-    case DType::kU4: return "uint4";
-    case DType::kI2: return "int2";
-    case DType::kU2: return "uint2";
-    case DType::kF8E4M3FN: return "float8_e4m3fn";
-    case DType::kF8E5M2: return "float8_e5m2";
-    case DType::kF8E4M3FNUZ: return "float8_e4m3fnuz";
-    case DType::kF8E5M2FNUZ: return "float8_e5m2fnuz";
-    case DType::kF8E4M3B11FNUZ: return "float8_e4m3b11fnuz";
-    case DType::kF8E4M3: return "float8_e4m3";
-    case DType::kF8E3M4: return "float8_e3m4";
-    case DType::kF8E8M0FNU: return "float8_e8m0fnu";
-    case DType::kF4E2M1FN: return "float4_e2m1fn";
-  }
-  return "?";
-}
-
 bool ParseJaxDType(std::string_view name, DType& dtype) {
   for (DType d : kAllDTypes)
     if (JaxDTypeName(d) == name) {
@@ -90,34 +56,6 @@ std::set<OpDTypePair> PairsFromEnv(const char* variable) {
   auto pairs = ParsePairs(env);
   if (!pairs.ok()) std::cerr << "jax-metal-plugin: ignoring " << variable << ": " << pairs.status().message() << "\n";
   return parsed.emplace(key, pairs.ok() ? pairs.value() : std::set<OpDTypePair>{}).first->second;
-}
-
-std::vector<uint8_t> OnesOf(const mps::TensorType& t) {
-  std::vector<uint8_t> one(ByteSize(t.dtype), 0);
-  switch (t.dtype) {
-    case DType::kF16: one[1] = 0x3C; break;
-    case DType::kBF16:
-      one[1] = 0x3F;
-      one[0] = 0x80;
-      break;
-    case DType::kF32:
-    case DType::kC64: {
-      float f = 1.0f;
-      std::memcpy(one.data(), &f, sizeof f);
-      break;
-    }
-    case DType::kF64:
-    case DType::kC128: {
-      double d = 1.0;
-      std::memcpy(one.data(), &d, sizeof d);
-      break;
-    }
-    default: one[0] = 1; break;  // integers, little-endian; bool is negated instead
-  }
-  std::vector<uint8_t> data;
-  data.reserve(one.size() * static_cast<size_t>(t.NumElements()));
-  for (int64_t i = 0; i < t.NumElements(); ++i) data.insert(data.end(), one.begin(), one.end());
-  return data;
 }
 
 }  // namespace
@@ -185,12 +123,18 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
         fault.kind = mps::OpKind::kNot;
         fault.inputs = {v};
       } else {
-        int one = g.AddValue(t.dtype, t.shape);
+        // One in t's type, as a cast of true: no encoding of each format here.
+        int truth = g.AddValue(DType::kBool, t.shape), one = g.AddValue(t.dtype, t.shape);
         mps::Op constant;
         constant.kind = mps::OpKind::kConstant;
-        constant.outputs = {one};
-        constant.attrs = mps::ConstantAttrs{OnesOf(t)};
+        constant.outputs = {truth};
+        constant.attrs = mps::ConstantAttrs{std::vector<uint8_t>(static_cast<size_t>(t.NumElements()), 1)};
         g.ops.push_back(std::move(constant));
+        mps::Op cast;
+        cast.kind = mps::OpKind::kCast;
+        cast.inputs = {truth};
+        cast.outputs = {one};
+        g.ops.push_back(std::move(cast));
         fault.kind = mps::OpKind::kAdd;
         fault.inputs = {v, one};
       }

@@ -24,8 +24,7 @@ using OpDTypePair = std::pair<mps::OpKind, DType>;
 // ReinterpretCast: the source's), or its first result's when it has no operand.
 DType OpDType(const mps::Graph& graph, const mps::Op& op);
 
-// JAX's spelling of a dtype ("float16", "bfloat16", "bool", "complex64"), and back (false when unknown).
-std::string_view JaxDTypeName(DType dtype);
+// JAX's spelling of a dtype back to the dtype (support/dtype.h JaxDTypeName; false when unknown).
 bool ParseJaxDType(std::string_view name, DType& dtype);
 
 // "Add:float16,Sort:bfloat16" (spaces ignored, empty items skipped); an unknown op kind or dtype is an

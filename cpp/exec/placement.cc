@@ -15,27 +15,9 @@ std::string_view WhereName(Where where) { return where == Where::kMetal ? "metal
 
 bool MetalHasDType(DType dtype) {
   switch (dtype) {
-    case DType::kBool:
-    case DType::kI8:
-    case DType::kI16:
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kU8:
-    case DType::kU16:
-    case DType::kU32:
-    case DType::kU64:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kF32:
-    case DType::kC64: return true;
-    case DType::kF64:
-    case DType::kC128:
-    case DType::kI4:
-    case DType::kU4:
-    case DType::kI2:
-    case DType::kU2:
-    JMP_NARROW_FLOAT_CASES:
-      return false;
+#define JMP_DTYPE(name, mlir, jax, bytes, bits, cls, pjrt, vhlo, metal, msl, host) \
+  case DType::k##name: return std::string_view(#metal) != "Invalid";
+#include "support/dtype.def"
   }
   return false;
 }

@@ -1,12 +1,12 @@
 // Host callbacks and the tokens that order them. jax_metal_plugin/_callbacks.py lowers JAX's callback
 // primitives (debug_callback, debug_print, pure_callback, io_callback) to a custom call
-// "jax_metal_python_callback" whose backend_config is the callback's id; it becomes one
+// "jax_metal_python_callback" whose backend_config is the callback's id (callback_id=N); it becomes one
 // PythonCallback op. Tokens carry no data: a !stablehlo.token value is an empty bool tensor (bool[0],
 // the reader's type for it, which is also how JAX's runtime passes tokens in and out of @main), and
 // ordering comes from the tokens a callback consumes and produces.
-#include <cstdlib>
 #include <string>
 
+#include "lower/custom_call_config.h"
 #include "lower/lower_context.h"
 
 namespace jmp::mps {
@@ -36,12 +36,10 @@ Status AfterAll(LowerContext& cx) {
 
 Status PythonCallback(LowerContext& cx) {
   const shlo::Op& op = cx.op();
-  const shlo::Attr* config = op.Find("backend_config");
-  if (!config || config->kind != shlo::Attr::Kind::kString || config->s.empty())
-    return cx.Unsupported("needs the callback's id as its backend_config");
-  char* end = nullptr;
-  unsigned long long id = std::strtoull(config->s.c_str(), &end, 10);
-  if (!end || *end != '\0') return cx.Unsupported("backend_config '" + config->s + "' is not a callback id");
+  StatusOr<CustomCallConfig> config = CustomCallConfig::Of(op);
+  if (!config.ok()) return cx.Unsupported(config.status().message());
+  const int64_t id = config->Int("callback_id", -1);
+  if (id < 0) return cx.Unsupported("needs the callback's id (backend_config callback_id=N)");
   // Tokens come first among the operands (JAX's calling convention for callbacks).
   PythonCallbackAttrs attrs{static_cast<int64_t>(id), 0};
   std::vector<int> inputs;

@@ -111,56 +111,32 @@ std::vector<uint8_t> EncodeBits(DType dtype, uint64_t bits) {
   return out;
 }
 
+// Integers' bounds from their bits (exact in double up to 53 bits; int64's and uint64's round to the
+// powers of two beyond them, as std::numeric_limits' do when converted), floats' the infinities.
 double LowestValue(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return 0;
-    case DType::kI8: return std::numeric_limits<int8_t>::lowest();
-    case DType::kI16: return std::numeric_limits<int16_t>::lowest();
-    case DType::kI32: return std::numeric_limits<int32_t>::lowest();
-    case DType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::lowest());
-    case DType::kU8:
-    case DType::kU16:
-    case DType::kU32:
-    case DType::kU64: return 0;
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kF32:
-    case DType::kF64:
-    case DType::kC64:
-    case DType::kC128:
-    JMP_NARROW_FLOAT_CASES:
-      return -std::numeric_limits<double>::infinity();
-    case DType::kI4:
-    case DType::kU4:
-    case DType::kI2:
-    case DType::kU2: return SubByteMin(dtype);
+  switch (ClassOf(dtype)) {
+    case DTypeClass::kBool:
+    case DTypeClass::kUnsignedInt:
+    case DTypeClass::kSubByteUnsigned: return 0;
+    case DTypeClass::kSignedInt:
+    case DTypeClass::kSubByteSigned: return -std::ldexp(1.0, BitWidth(dtype) - 1);
+    case DTypeClass::kFloat:
+    case DTypeClass::kComplex:
+    case DTypeClass::kNarrowFloat: return -std::numeric_limits<double>::infinity();
   }
   return 0;
 }
 
 double HighestValue(DType dtype) {
-  switch (dtype) {
-    case DType::kBool: return 1;
-    case DType::kI8: return std::numeric_limits<int8_t>::max();
-    case DType::kI16: return std::numeric_limits<int16_t>::max();
-    case DType::kI32: return std::numeric_limits<int32_t>::max();
-    case DType::kI64: return static_cast<double>(std::numeric_limits<int64_t>::max());
-    case DType::kU8: return std::numeric_limits<uint8_t>::max();
-    case DType::kU16: return std::numeric_limits<uint16_t>::max();
-    case DType::kU32: return std::numeric_limits<uint32_t>::max();
-    case DType::kU64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kF32:
-    case DType::kF64:
-    case DType::kC64:
-    case DType::kC128:
-    JMP_NARROW_FLOAT_CASES:
-      return std::numeric_limits<double>::infinity();
-    case DType::kI4:
-    case DType::kU4:
-    case DType::kI2:
-    case DType::kU2: return SubByteMax(dtype);
+  switch (ClassOf(dtype)) {
+    case DTypeClass::kBool: return 1;
+    case DTypeClass::kUnsignedInt:
+    case DTypeClass::kSubByteUnsigned: return std::ldexp(1.0, BitWidth(dtype)) - 1;
+    case DTypeClass::kSignedInt:
+    case DTypeClass::kSubByteSigned: return std::ldexp(1.0, BitWidth(dtype) - 1) - 1;
+    case DTypeClass::kFloat:
+    case DTypeClass::kComplex:
+    case DTypeClass::kNarrowFloat: return std::numeric_limits<double>::infinity();
   }
   return 0;
 }

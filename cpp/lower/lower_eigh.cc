@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lower/custom_call_config.h"
 #include "lower/lower_families.h"
 #include "lower/lower_lapack.h"
 #include "lower/lower_matrix.h"
@@ -26,26 +27,6 @@
 namespace jmp::mps {
 
 namespace {
-
-struct EighConfig {
-  bool lower = true;
-  bool sort = true;
-  int64_t max_sweeps = 100;
-  double tol = 1e-6;
-};
-
-// backend_config "lower,sort_eigenvalues,max_sweeps,tol", as JAX writes it.
-EighConfig ParseConfig(const std::string& text) {
-  EighConfig c;
-  std::vector<std::string> fields;
-  std::stringstream in(text);
-  for (std::string f; std::getline(in, f, ',');) fields.push_back(f);
-  if (fields.size() > 0) c.lower = std::atoi(fields[0].c_str()) != 0;
-  if (fields.size() > 1) c.sort = std::atoi(fields[1].c_str()) != 0;
-  if (fields.size() > 2 && std::atoll(fields[2].c_str()) > 0) c.max_sweeps = std::atoll(fields[2].c_str());
-  if (fields.size() > 3 && std::atof(fields[3].c_str()) > 0) c.tol = std::atof(fields[3].c_str());
-  return c;
-}
 
 // Which seat's occupant each seat takes in the next round of the circle method: seats (2k, 2k+1)
 // play each other, seat 0 stays, everyone else moves one place round.
@@ -203,8 +184,13 @@ Status Eigh(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(DType ct, FactorisationType(cx, t));
   if (rank < 2 || shape[rank - 1] != shape[rank - 2] || cx.op().results.size() != 2)
     return cx.Unsupported("needs square matrices and two results (eigenvectors, eigenvalues)");
-  const shlo::Attr* config_attr = cx.op().Find("backend_config");
-  const EighConfig config = ParseConfig(config_attr ? config_attr->s : "");
+  // JAX's "lower,sort_eigenvalues,max_sweeps,tol" (stablehlo/custom_calls.def); a bound that is not
+  // positive means the default.
+  StatusOr<CustomCallConfig> config = CustomCallConfig::Of(cx.op());
+  if (!config.ok()) return cx.Unsupported(config.status().message());
+  const bool lower = config->Bool("lower", true), sort = config->Bool("sort_eigenvalues", true);
+  const int64_t max_sweeps = config->Int("max_sweeps", 0) > 0 ? config->Int("max_sweeps", 0) : 100;
+  const double config_tol = config->Float("tol", 0) > 0 ? config->Float("tol", 0) : 1e-6;
   const size_t rows = rank - 2, cols = rank - 1;
   const int64_t n = shape[cols];
   Shape batch(shape.begin(), shape.end() - 2);
@@ -217,7 +203,7 @@ Status Eigh(LowerContext& cx) {
   int x = cx.Cast(a, ct);
   // The symmetric matrix the referenced triangle describes.
   int row = cx.Iota(shape, static_cast<int64_t>(rows)), col = cx.Iota(shape, static_cast<int64_t>(cols));
-  int keep = cx.Compare(config.lower ? OpKind::kGreaterThanOrEqualTo : OpKind::kLessThanOrEqualTo, row, col);
+  int keep = cx.Compare(lower ? OpKind::kGreaterThanOrEqualTo : OpKind::kLessThanOrEqualTo, row, col);
   x = cx.Select(keep, x, SwapLastTwo(cx, x));
   // Even size with the dummy seat 0 in front when n is odd.
   const int64_t pad = n % 2, m = n + pad;
@@ -232,8 +218,7 @@ Status Eigh(LowerContext& cx) {
   const std::vector<int32_t> next = NextRound(m);
   // Rounding leaves an off-diagonal share of about m ulps^2 no sweep removes; a sweep that no longer
   // shrinks the share by a tenth has met that floor.
-  const double tol = std::max(config.tol, 2.0 * std::sqrt(static_cast<double>(m)) * 0x1p-23);
-  const int64_t max_sweeps = config.max_sweeps;
+  const double tol = std::max(config_tol, 2.0 * std::sqrt(static_cast<double>(m)) * 0x1p-23);
   // Carries: sweeps done, sweeps left once converged (1 extra), the last off-diagonal share, a, v.
   std::vector<int> init = {cx.Scalar(DType::kI32, 0), cx.Scalar(DType::kI32, 1), cx.Scalar(ct, INFINITY), x, v};
   JMP_ASSIGN_OR_RETURN(
@@ -273,7 +258,7 @@ Status Eigh(LowerContext& cx) {
     mstarts[rows] = mstarts[cols] = 1;
     vectors = cx.Slice(vectors, mstarts, mat);
   }
-  if (config.sort) {
+  if (sort) {
     int order =
         cx.Emit(OpKind::kArgSort, {values}, DType::kI32, values_shape, SortAttrs{static_cast<int64_t>(rank - 2)});
     values = GatherAlongAxis(cx, values, order, static_cast<int64_t>(rank - 2));

@@ -7,9 +7,10 @@
 // jax_metal_plugin/_linalg_lowerings.py emits.
 #include "lower/lower_lapack.h"
 
+#include "lower/custom_call_config.h"
+#include "mps/lapack_types.h"
+
 #include <algorithm>
-#include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,15 +26,12 @@ bool FlagAttr(LowerContext& cx, const char* name, bool absent) {
   return a->kind == shlo::Attr::Kind::kBool && a->b;
 }
 
-// backend_config "1,0,...": the op's flags in order (missing ones false).
-std::vector<bool> ConfigFlags(LowerContext& cx) {
-  const shlo::Attr* attr = cx.op().Find("backend_config");
-  std::vector<bool> flags;
-  std::stringstream in(attr && attr->kind == shlo::Attr::Kind::kString ? attr->s : "");
-  for (std::string f; std::getline(in, f, ',');) flags.push_back(std::atoi(f.c_str()) != 0);
-  return flags;
+// The op's backend_config, typed by stablehlo/custom_calls.def.
+StatusOr<CustomCallConfig> Config(LowerContext& cx) {
+  StatusOr<CustomCallConfig> config = CustomCallConfig::Of(cx.op());
+  if (!config.ok()) return cx.Unsupported(config.status().message());
+  return config;
 }
-bool Flag(const std::vector<bool>& flags, size_t i) { return i < flags.size() && flags[i]; }
 
 StatusOr<Shape> MatrixOperand(LowerContext& cx, int v, bool square) {
   Shape s = cx.ShapeOf(v);
@@ -49,21 +47,19 @@ StatusOr<Shape> MatrixOperand(LowerContext& cx, int v, bool square) {
   return s;
 }
 
-Shape With(Shape s, size_t drop, std::initializer_list<int64_t> tail) {
-  s.resize(s.size() - drop);
-  s.insert(s.end(), tail);
-  return s;
-}
-
-// Emits `kind` with these flags and output types and binds the op's results to its outputs in order.
-Status EmitAndBind(LowerContext& cx, OpKind kind, std::vector<int> inputs, const LapackAttrs& flags,
-                   const std::vector<TensorType>& outputs) {
-  if (cx.op().results.size() != outputs.size())
+// Emits `kind` with these flags, its results typed as mps/lapack_types.h says (what the verifier
+// checks), and binds the op's results to its outputs in order.
+Status EmitAndBind(LowerContext& cx, OpKind kind, std::vector<int> inputs, const LapackAttrs& flags) {
+  std::vector<TensorType> input_types;
+  for (int v : inputs) input_types.push_back(cx.Type(v));
+  StatusOr<std::vector<TensorType>> outputs = LapackResultTypes(kind, input_types, flags);
+  if (!outputs.ok()) return cx.Unsupported(outputs.status().message());
+  if (cx.op().results.size() != outputs->size())
     return cx.Unsupported("has " + std::to_string(cx.op().results.size()) + " results, expected " +
-                          std::to_string(outputs.size()));
+                          std::to_string(outputs->size()));
   Op op = cx.NewOp(kind, std::move(inputs));
   op.attrs = flags;
-  std::vector<int> out = cx.EmitOp(std::move(op), outputs);
+  std::vector<int> out = cx.EmitOp(std::move(op), *outputs);
   for (size_t i = 0; i < out.size(); ++i) cx.Bind(i, out[i]);
   return Status::Ok();
 }
@@ -71,54 +67,42 @@ Status EmitAndBind(LowerContext& cx, OpKind kind, std::vector<int> inputs, const
 // jax_metal.lapack.lu: (a) -> (lu, pivots int32, permutation int32), as lax.linalg.lu_p.
 Status Lu(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
-  const int64_t m = s[s.size() - 2], n = s.back();
-  return EmitAndBind(cx, OpKind::kLapackLu, {a}, {},
-                     {cx.Type(a), {DType::kI32, With(s, 2, {std::min(m, n)})}, {DType::kI32, With(s, 2, {m})}});
+  JMP_RETURN_IF_ERROR(Config(cx).status());
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, false).status());
+  return EmitAndBind(cx, OpKind::kLapackLu, {a}, {});
 }
 
-// jax_metal.lapack.svd, backend_config "full_matrices,compute_uv": (a) -> (s) or (s, u, vt).
+// jax_metal.lapack.svd {full_matrices, compute_uv}: (a) -> (s) or (s, u, vt).
 Status Svd(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
-  const std::vector<bool> config = ConfigFlags(cx);
+  JMP_ASSIGN_OR_RETURN(CustomCallConfig config, Config(cx));
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, false).status());
   LapackAttrs f;
-  f.full_matrices = Flag(config, 0);
-  f.compute_uv = Flag(config, 1);
-  const int64_t m = s[s.size() - 2], n = s.back(), k = std::min(m, n);
-  const DType t = cx.DTypeOf(a);
-  std::vector<TensorType> outs = {{RealOf(t), With(s, 2, {k})}};
-  if (f.compute_uv) {
-    outs.push_back({t, With(s, 2, {m, f.full_matrices ? m : k})});
-    outs.push_back({t, With(s, 2, {f.full_matrices ? n : k, n})});
-  }
-  return EmitAndBind(cx, OpKind::kLapackSvd, {a}, f, outs);
+  f.full_matrices = config.Bool("full_matrices", false);
+  f.compute_uv = config.Bool("compute_uv", false);
+  return EmitAndBind(cx, OpKind::kLapackSvd, {a}, f);
 }
 
-// jax_metal.lapack.eig, backend_config "compute_left,compute_right": (a) -> (w, vl, vr), complex.
+// jax_metal.lapack.eig {compute_left_eigenvectors, compute_right_eigenvectors}: (a) -> (w, vl, vr), complex.
 Status Eig(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, true));
-  const std::vector<bool> config = ConfigFlags(cx);
+  JMP_ASSIGN_OR_RETURN(CustomCallConfig config, Config(cx));
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, true).status());
   LapackAttrs f;
-  f.compute_left = Flag(config, 0);
-  f.compute_right = Flag(config, 1);
-  const DType c = ComplexOf(cx.DTypeOf(a));
-  return EmitAndBind(cx, OpKind::kLapackEig, {a}, f, {{c, With(s, 1, {})}, {c, s}, {c, s}});
+  f.compute_left = config.Bool("compute_left_eigenvectors", false);
+  f.compute_right = config.Bool("compute_right_eigenvectors", false);
+  return EmitAndBind(cx, OpKind::kLapackEig, {a}, f);
 }
 
-// jax_metal.lapack.tridiagonal, backend_config "lower": (a) -> (packed, d, e, taus), as
-// lax.linalg.tridiagonal_p; LAPACK for float32 too (no MPS kernel).
+// jax_metal.lapack.tridiagonal {lower}: (a) -> (packed, d, e, taus), as lax.linalg.tridiagonal_p; LAPACK
+// for float32 too (no MPS kernel).
 Status Tridiagonal(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, true));
-  const int64_t n = s.back();
-  if (n < 1) return cx.Unsupported("needs matrices of at least 1x1");
+  JMP_ASSIGN_OR_RETURN(CustomCallConfig config, Config(cx));
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, true).status());
   LapackAttrs f;
-  f.lower = Flag(ConfigFlags(cx), 0);
-  const DType t = cx.DTypeOf(a), r = RealOf(t);
-  return EmitAndBind(cx, OpKind::kLapackTridiagonal, {a}, f,
-                     {cx.Type(a), {r, With(s, 2, {n})}, {r, With(s, 2, {n - 1})}, {t, With(s, 2, {n - 1})}});
+  f.lower = config.Bool("lower", false);
+  return EmitAndBind(cx, OpKind::kLapackTridiagonal, {a}, f);
 }
 
 // jax_metal.lapack.geqp3: (a, jpvt int32) -> (factored, jpvt, taus), as lax.linalg.geqp3_p (the
@@ -126,31 +110,26 @@ Status Tridiagonal(LowerContext& cx) {
 Status PivotedQr(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int jpvt, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
-  const int64_t k = std::min(s[s.size() - 2], s.back());
-  if (cx.DTypeOf(jpvt) != DType::kI32 || cx.ShapeOf(jpvt) != With(s, 2, {s.back()}))
-    return cx.Unsupported("needs jpvt int32 [..., n] for a [..., m, n]");
-  return EmitAndBind(cx, OpKind::kLapackPivotedQr, {a, jpvt}, {},
-                     {cx.Type(a), cx.Type(jpvt), {cx.DTypeOf(a), With(s, 2, {k})}});
+  JMP_RETURN_IF_ERROR(Config(cx).status());
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, false).status());
+  return EmitAndBind(cx, OpKind::kLapackPivotedQr, {a, jpvt}, {});
 }
 
-// jax_metal.lapack.tridiagonal_solve, backend_config "perturb_singular": (dl, d, du, b) -> x, as
+// jax_metal.lapack.tridiagonal_solve {perturb_singular}: (dl, d, du, b) -> x, as
 // lax.linalg.tridiagonal_solve_p; on the host for float32 too (MPSGraph has no banded solver, and JAX's
 // generic lowering does not pivot).
 Status TridiagonalSolve(LowerContext& cx) {
   if (cx.op().operands.size() != 4) return cx.Unsupported("needs dl, d, du and b");
+  JMP_ASSIGN_OR_RETURN(CustomCallConfig config, Config(cx));
   std::vector<int> in;
   for (size_t i = 0; i < 4; ++i) {
     JMP_ASSIGN_OR_RETURN(int v, cx.In(i));
     in.push_back(v);
   }
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, in[3], false));
-  for (size_t i = 0; i < 3; ++i)
-    if (cx.DTypeOf(in[i]) != cx.DTypeOf(in[3]) || cx.ShapeOf(in[i]) != With(s, 1, {}))
-      return cx.Unsupported("needs diagonals [..., n] of b's type for b [..., n, k]");
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, in[3], false).status());
   LapackAttrs f;
-  f.perturb_singular = Flag(ConfigFlags(cx), 0);
-  return EmitAndBind(cx, OpKind::kLapackTridiagonalSolve, in, f, {cx.Type(in[3])});
+  f.perturb_singular = config.Bool("perturb_singular", false);
+  return EmitAndBind(cx, OpKind::kLapackTridiagonalSolve, in, f);
 }
 
 }  // namespace
@@ -160,14 +139,13 @@ Status LapackCholesky(LowerContext& cx) {
   JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, true).status());
   LapackAttrs f;
   f.lower = FlagAttr(cx, "lower", true);
-  return EmitAndBind(cx, OpKind::kLapackCholesky, {a}, f, {cx.Type(a)});
+  return EmitAndBind(cx, OpKind::kLapackCholesky, {a}, f);
 }
 
 Status LapackTriangularSolve(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int b, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(Shape as, MatrixOperand(cx, a, true));
-  const Shape bs = cx.ShapeOf(b);
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, true).status());
   LapackAttrs f;
   f.left_side = FlagAttr(cx, "left_side", false);
   f.lower = FlagAttr(cx, "lower", false);
@@ -175,38 +153,32 @@ Status LapackTriangularSolve(LowerContext& cx) {
   const shlo::Attr* tr = cx.op().Find("transpose_a");
   f.transpose = tr && (tr->s == "TRANSPOSE" || tr->s == "ADJOINT");
   f.conjugate = tr && tr->s == "ADJOINT";
-  const size_t r = as.size();
-  if (bs.size() != r || cx.DTypeOf(b) != cx.DTypeOf(a) || bs[f.left_side ? r - 2 : r - 1] != as.back() ||
-      !std::equal(as.begin(), as.end() - 2, bs.begin()))
-    return cx.Unsupported("needs b of a's type and batch, matching a");
-  return EmitAndBind(cx, OpKind::kLapackTriangularSolve, {a, b}, f, {cx.Type(b)});
+  return EmitAndBind(cx, OpKind::kLapackTriangularSolve, {a, b}, f);
 }
 
 Status LapackQr(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
-  const int64_t k = std::min(s[s.size() - 2], s.back());
-  return EmitAndBind(cx, OpKind::kLapackQr, {a}, {}, {cx.Type(a), {cx.DTypeOf(a), With(s, 2, {k})}});
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, false).status());
+  return EmitAndBind(cx, OpKind::kLapackQr, {a}, {});
 }
 
 Status LapackHouseholderProduct(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
   JMP_ASSIGN_OR_RETURN(int taus, cx.In(1));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, false));
-  const Shape ts = cx.ShapeOf(taus);
-  if (s[s.size() - 2] < s.back() || ts.size() + 1 != s.size() || ts.back() > s.back() ||
-      cx.DTypeOf(taus) != cx.DTypeOf(a))
-    return cx.Unsupported("needs a [..., m, n] with m >= n and taus [..., k], k <= n, of a's type");
-  return EmitAndBind(cx, OpKind::kLapackHouseholderProduct, {a, taus}, {}, {cx.Type(a)});
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, false).status());
+  return EmitAndBind(cx, OpKind::kLapackHouseholderProduct, {a, taus}, {});
 }
 
+// XLA's Eigh (JAX's positional "lower,sort_eigenvalues,max_sweeps,tol") or jax_metal.lapack.eigh {lower}:
+// LAPACK sorts the eigenvalues either way.
 Status LapackEigh(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
-  JMP_ASSIGN_OR_RETURN(Shape s, MatrixOperand(cx, a, true));
+  JMP_ASSIGN_OR_RETURN(CustomCallConfig config, Config(cx));
+  JMP_RETURN_IF_ERROR(MatrixOperand(cx, a, true).status());
   LapackAttrs f;
-  f.lower = Flag(ConfigFlags(cx), 0) || ConfigFlags(cx).empty();
+  f.lower = config.Bool("lower", true);
   f.sort = true;
-  return EmitAndBind(cx, OpKind::kLapackEigh, {a}, f, {cx.Type(a), {RealOf(cx.DTypeOf(a)), With(s, 1, {})}});
+  return EmitAndBind(cx, OpKind::kLapackEigh, {a}, f);
 }
 
 void RegisterLapackRules(std::map<std::string, LowerRule>& r) {

@@ -7,15 +7,7 @@ namespace jmp::mps {
 
 namespace {
 
-DType UnsignedTwin(DType t) {
-  switch (t) {
-    case DType::kI8: return DType::kU8;
-    case DType::kI16: return DType::kU16;
-    case DType::kI32: return DType::kU32;
-    case DType::kI64: return DType::kU64;
-    default: return t;
-  }
-}
+DType UnsignedTwin(DType t) { return IsSignedInt(t) ? UnsignedOfWidth(BitWidth(t)) : t; }
 
 Status RngBitGenerator(LowerContext& cx) {
   if (cx.op().operands.size() != 1 || cx.op().results.size() != 2) return cx.Unsupported("malformed rng_bit_generator");

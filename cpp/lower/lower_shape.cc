@@ -236,13 +236,11 @@ void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "builtin.unrealized_conversion_cast", &PassThrough);
   RegisterRule(r, "sdy.sharding_constraint", &PassThrough);  // one device: shardings mean nothing
   RegisterRule(r, "sdy.reshard", &PassThrough);
-  // JAX's dce_sink keeps its operands alive through XLA's dead-code elimination; it has no results,
-  // and this lowering removes nothing, so it lowers to nothing.
-  RegisterRule(r, "custom_call:dce_sink", &PassThrough);
-  RegisterRule(r, "custom_call:Sharding", &PassThrough);
-  RegisterRule(r, "custom_call:SPMDFullToShardShape", &PassThrough);
-  RegisterRule(r, "custom_call:SPMDShardToFullShape", &PassThrough);
-  RegisterRule(r, "custom_call:annotate_device_placement", &PassThrough);
+  // The pass-through custom-call targets (stablehlo/custom_calls.def). JAX's dce_sink keeps its operands
+  // alive through XLA's dead-code elimination; it has no results, and this lowering removes nothing, so
+  // it lowers to nothing.
+#define JMP_PASS_THROUGH_TARGET(target) RegisterRule(r, "custom_call:" target, &PassThrough);
+#include "stablehlo/custom_calls.def"
 }
 
 }  // namespace jmp::mps

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "mps/lapack_types.h"
 #include "mps/op_attrs.h"
 
 namespace jmp::mps {
@@ -18,93 +19,19 @@ bool AxesValid(const std::vector<int64_t>& axes, size_t rank) {
 }
 bool AxisValid(int64_t axis, size_t rank) { return axis >= 0 && axis < static_cast<int64_t>(rank); }
 
-bool Floating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kC64 || t == DType::kC128; }
-
-// The LAPACK rows' shapes and dtypes (op_kinds.def), exactly: their kernels index by them.
+// The LAPACK rows' shapes and dtypes (mps/lapack_types.h, which the lowering emits), exactly: their
+// kernels index by them.
 Status CheckLapack(const Graph& g, const Op& op) {
-  auto type = [&](int v) -> const TensorType& { return g.type(v); };
-  size_t want_in = op.kind == OpKind::kLapackTriangularSolve || op.kind == OpKind::kLapackHouseholderProduct ||
-                           op.kind == OpKind::kLapackPivotedQr
-                       ? 2
-                       : 1;
-  if (op.inputs.size() != want_in) return Internal("wrong number of inputs");
-  const TensorType& a = type(op.inputs[0]);
-  const size_t r = a.shape.size();
-  if (r < 2 || !Floating(a.dtype)) return Internal("needs a floating matrix of rank >= 2");
-  const std::vector<int64_t> batch(a.shape.begin(), a.shape.end() - 2);
-  const int64_t m = a.shape[r - 2], n = a.shape[r - 1], k = std::min(m, n);
-  auto with = [&](std::initializer_list<int64_t> tail) -> std::vector<int64_t> {
-    std::vector<int64_t> s = batch;
-    s.insert(s.end(), tail);
-    return s;
-  };
-  const bool wide = a.dtype == DType::kF64 || a.dtype == DType::kC128;
-  const DType real = wide ? DType::kF64 : DType::kF32, cplx = wide ? DType::kC128 : DType::kC64;
-  const bool square = m == n;
-  std::vector<TensorType> want;
-  using K = OpKind;
-  if (op.kind == K::kLapackCholesky || op.kind == K::kLapackEigh || op.kind == K::kLapackEig ||
-      op.kind == K::kLapackTridiagonal) {
-    if (!square) return Internal("needs square matrices");
-  }
-  if (op.kind == K::kLapackCholesky) {
-    want = {a};
-  } else if (op.kind == K::kLapackTriangularSolve) {
-    const TensorType& b = type(op.inputs[1]);
-    if (m != n || b.dtype != a.dtype || b.shape.size() != r) return Internal("needs square a and b of its type");
-    if (!std::equal(batch.begin(), batch.end(), b.shape.begin())) return Internal("batch dimensions differ");
-    if (b.shape[op.Attrs<LapackAttrs>().left_side ? r - 2 : r - 1] != n) return Internal("b does not match a");
-    want = {b};
-  } else if (op.kind == K::kLapackLu) {
-    want = {a, {DType::kI32, with({k})}, {DType::kI32, with({m})}};
-  } else if (op.kind == K::kLapackQr) {
-    want = {a, {a.dtype, with({k})}};
-  } else if (op.kind == K::kLapackPivotedQr) {
-    const TensorType& jpvt = type(op.inputs[1]);
-    if (jpvt.dtype != DType::kI32 || jpvt.shape != with({n})) return Internal("needs jpvt int32 [..., n]");
-    want = {a, jpvt, {a.dtype, with({k})}};
-  } else if (op.kind == K::kLapackHouseholderProduct) {
-    const TensorType& taus = type(op.inputs[1]);
-    if (taus.dtype != a.dtype || taus.shape.size() != r - 1 || n > m || taus.shape.back() > n ||
-        !std::equal(batch.begin(), batch.end(), taus.shape.begin()))
-      return Internal("needs m >= n >= k and taus [..., k]");
-    want = {a};
-  } else if (op.kind == K::kLapackEigh) {
-    want = {a, {real, with({n})}};
-  } else if (op.kind == K::kLapackSvd) {
-    const LapackAttrs& f = op.Attrs<LapackAttrs>();
-    want = {{real, with({k})}};
-    if (f.compute_uv) {
-      want.push_back({a.dtype, with({m, f.full_matrices ? m : k})});
-      want.push_back({a.dtype, with({f.full_matrices ? n : k, n})});
-    }
-  } else if (op.kind == K::kLapackEig) {
-    want = {{cplx, with({n})}, {cplx, a.shape}, {cplx, a.shape}};
-  } else if (op.kind == K::kLapackTridiagonal) {
-    if (n == 0) return Internal("needs matrices of at least 1x1");
-    want = {a, {real, with({n})}, {real, with({n - 1})}, {a.dtype, with({n - 1})}};
-  } else {
-    return Internal("not a LAPACK op");
-  }
-  if (op.outputs.size() != want.size()) return Internal("wrong number of outputs");
-  for (size_t i = 0; i < want.size(); ++i)
-    if (type(op.outputs[i]).dtype != want[i].dtype || type(op.outputs[i]).shape != want[i].shape)
-      return Internal("output " + std::to_string(i) + " is " + type(op.outputs[i]).ToString() + ", expected " +
-                      want[i].ToString());
+  std::vector<TensorType> inputs;
+  for (int v : op.inputs) inputs.push_back(g.type(v));
+  StatusOr<std::vector<TensorType>> want = LapackResultTypes(op.kind, inputs, op.Attrs<LapackAttrs>());
+  if (!want.ok()) return Internal(want.status().message());
+  if (op.outputs.size() != want->size()) return Internal("wrong number of outputs");
+  for (size_t i = 0; i < want->size(); ++i)
+    if (g.type(op.outputs[i]).dtype != (*want)[i].dtype || g.type(op.outputs[i]).shape != (*want)[i].shape)
+      return Internal("output " + std::to_string(i) + " is " + g.type(op.outputs[i]).ToString() + ", expected " +
+                      (*want)[i].ToString());
   return Status::Ok();
-}
-
-// LapackTridiagonalSolve: diagonals [..., n] and b [..., n, k] of one floating type; x like b.
-Status CheckTridiagonalSolve(const Graph& g, const Op& op) {
-  if (op.inputs.size() != 4 || op.outputs.size() != 1) return Internal("needs dl, d, du, b and one result");
-  const TensorType& b = g.type(op.inputs[3]);
-  if (b.shape.size() < 2 || !Floating(b.dtype)) return Internal("needs b, a floating matrix of rank >= 2");
-  const std::vector<int64_t> diagonal(b.shape.begin(), b.shape.end() - 1);
-  for (size_t i = 0; i < 3; ++i)
-    if (g.type(op.inputs[i]).dtype != b.dtype || g.type(op.inputs[i]).shape != diagonal)
-      return Internal("needs diagonals [..., n] of b's type");
-  const TensorType& x = g.type(op.outputs[0]);
-  return x.dtype == b.dtype && x.shape == b.shape ? Status::Ok() : Internal("needs a result like b");
 }
 
 Status CheckOp(const Graph& g, const Op& op) {
@@ -281,8 +208,8 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kLapackSvd:
     case OpKind::kLapackEig:
     case OpKind::kLapackTridiagonal:
-    case OpKind::kLapackPivotedQr: return CheckLapack(g, op);
-    case OpKind::kLapackTridiagonalSolve: return CheckTridiagonalSolve(g, op);
+    case OpKind::kLapackPivotedQr:
+    case OpKind::kLapackTridiagonalSolve: return CheckLapack(g, op);
     case OpKind::kMetalKernel: {
       if (op.subgraphs.size() != 1) return Internal("a Metal kernel without its reference");
       const Graph& ref = op.subgraphs[0];

@@ -19,37 +19,12 @@ PJRT_Error_Code ToErrorCode(StatusCode code) {
   return PJRT_Error_Code_UNKNOWN;
 }
 
-// The dtype table: a switch, so that a new DType without a PJRT spelling fails to compile.
+// The dtype table's PJRT column (support/dtype.def).
 PJRT_Buffer_Type ToBufferType(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return PJRT_Buffer_Type_PRED;
-    case DType::kI8: return PJRT_Buffer_Type_S8;
-    case DType::kI16: return PJRT_Buffer_Type_S16;
-    case DType::kI32: return PJRT_Buffer_Type_S32;
-    case DType::kI64: return PJRT_Buffer_Type_S64;
-    case DType::kU8: return PJRT_Buffer_Type_U8;
-    case DType::kU16: return PJRT_Buffer_Type_U16;
-    case DType::kU32: return PJRT_Buffer_Type_U32;
-    case DType::kU64: return PJRT_Buffer_Type_U64;
-    case DType::kF16: return PJRT_Buffer_Type_F16;
-    case DType::kBF16: return PJRT_Buffer_Type_BF16;
-    case DType::kF32: return PJRT_Buffer_Type_F32;
-    case DType::kF64: return PJRT_Buffer_Type_F64;
-    case DType::kC64: return PJRT_Buffer_Type_C64;
-    case DType::kC128: return PJRT_Buffer_Type_C128;
-    case DType::kI4: return PJRT_Buffer_Type_S4;
-    case DType::kU4: return PJRT_Buffer_Type_U4;
-    case DType::kI2: return PJRT_Buffer_Type_S2;
-    case DType::kU2: return PJRT_Buffer_Type_U2;
-    case DType::kF8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
-    case DType::kF8E5M2: return PJRT_Buffer_Type_F8E5M2;
-    case DType::kF8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;
-    case DType::kF8E5M2FNUZ: return PJRT_Buffer_Type_F8E5M2FNUZ;
-    case DType::kF8E4M3B11FNUZ: return PJRT_Buffer_Type_F8E4M3B11FNUZ;
-    case DType::kF8E4M3: return PJRT_Buffer_Type_F8E4M3;
-    case DType::kF8E3M4: return PJRT_Buffer_Type_F8E3M4;
-    case DType::kF8E8M0FNU: return PJRT_Buffer_Type_F8E8M0FNU;
-    case DType::kF4E2M1FN: return PJRT_Buffer_Type_F4E2M1FN;
+#define JMP_DTYPE(name, mlir, jax, bytes, bits, cls, pjrt, vhlo, metal, msl, host) \
+  case DType::k##name: return PJRT_Buffer_Type_##pjrt;
+#include "support/dtype.def"
   }
   return PJRT_Buffer_Type_INVALID;
 }

@@ -6,14 +6,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <new>
 #include <string>
 
 #include "exec/placement.h"
+#include "lower/custom_call_config.h"
 #include "lower/lower.h"
 #include "mps/graph.h"
 #include "plugin/export.h"
 #include "stablehlo/ir.h"
+#include "support/dtype.h"
 
 namespace {
 
@@ -70,6 +73,21 @@ int32_t Lower(const uint8_t* data, int64_t size, bool placed, char** out) {
   });
 }
 
+std::string_view ClassName(jmp::DTypeClass cls) {
+  using C = jmp::DTypeClass;
+  switch (cls) {
+    case C::kBool: return "bool";
+    case C::kSignedInt: return "signed";
+    case C::kUnsignedInt: return "unsigned";
+    case C::kFloat: return "float";
+    case C::kComplex: return "complex";
+    case C::kSubByteSigned: return "subbyte_signed";
+    case C::kSubByteUnsigned: return "subbyte_unsigned";
+    case C::kNarrowFloat: return "narrow_float";
+  }
+  return "?";
+}
+
 }  // namespace
 
 // The newest StableHLO version our reader accepts, as three numbers.
@@ -107,6 +125,40 @@ JMP_EXPORT int32_t jmp_tool_op_kinds(char** out) {
       text += std::string(jmp::mps::OpKindName(kind)) + "\t" + std::string(jmp::mps::OpKindSelector(kind)) + "\t" +
               std::to_string(jmp::mps::OpKindMacOS(kind)) + "\n";
     }
+    return Finish(kToolOk, text, out);
+  });
+}
+
+// The dtype table (support/dtype.def), one dtype a line: "NumPy name<TAB>MLIR name<TAB>bytes<TAB>class<TAB>MSL
+// type" (class: bool, signed, unsigned, float, complex, subbyte_signed, subbyte_unsigned, narrow_float; the
+// MSL type empty where Metal has none).
+JMP_EXPORT int32_t jmp_tool_dtypes(char** out) {
+  return Guarded(out, [&] {
+    std::string text;
+    for (jmp::DType d : jmp::kAllDTypes)
+      text += std::string(jmp::JaxDTypeName(d)) + "\t" + std::string(jmp::DTypeName(d)) + "\t" +
+              std::to_string(jmp::ByteSize(d)) + "\t" + std::string(ClassName(jmp::ClassOf(d))) + "\t" +
+              std::string(jmp::MslTypeName(d)) + "\n";
+    return Finish(kToolOk, text, out);
+  });
+}
+
+// The custom-call targets the lowering knows (stablehlo/custom_calls.def), one fact a line:
+// "pass_through<TAB>target", "call<TAB>target<TAB>named|positional" and "attr<TAB>target<TAB>name<TAB>type"
+// (type: bool, int, float).
+JMP_EXPORT int32_t jmp_tool_custom_calls(char** out) {
+  return Guarded(out, [&] {
+    std::string text;
+    std::map<std::string, std::string> targets;
+#define JMP_PASS_THROUGH_TARGET(target) text += std::string("pass_through\t") + target + "\n";
+#define JMP_CUSTOM_CALL(id, target, format) \
+  targets[#id] = target;                    \
+  text +=                                   \
+      std::string("call\t") + target + "\t" + (std::string_view(#format) == "kNamed" ? "named" : "positional") + "\n";
+#define JMP_CUSTOM_CALL_ATTR(id, name, type)             \
+  text += "attr\t" + targets.at(#id) + "\t" #name "\t" + \
+          std::string(jmp::mps::CustomCallAttrTypeName(jmp::mps::CustomCallAttrType::type)) + "\n";
+#include "stablehlo/custom_calls.def"
     return Finish(kToolOk, text, out);
   });
 }

@@ -37,41 +37,15 @@ enum VhloAttrCode {
   kResultAccuracyModeV1 = 19,
   kResultAccuracyV1 = 20,
 };
+// The scalar element types' codes are support/dtype.def's vhlo column.
 enum VhloTypeCode {
-  kBooleanT = 0,
   kComplexT = 1,
-  kBF16T = 2,
-  kF16T = 3,
-  kF32T = 4,
-  kF64T = 5,
-  kF8E4M3FNT = 6,
-  kF8E5M2T = 7,
   kFunctionT = 8,
   kIndexT = 9,
-  kSI4T = 10,
-  kSI8T = 11,
-  kSI16T = 12,
-  kSI32T = 13,
-  kSI64T = 14,
-  kUI4T = 15,
-  kUI8T = 16,
-  kUI16T = 17,
-  kUI32T = 18,
-  kUI64T = 19,
   kRankedTensorT = 20,
   kRankedTensorWithEncodingT = 21,
   kTokenT = 22,
   kTupleT = 23,
-  // Later formats (read off the codes JAX's serializer writes for each ml_dtypes type).
-  kF8E4M3FNUZT = 27,
-  kF8E5M2FNUZT = 28,
-  kF8E4M3B11FNUZT = 29,
-  kF8E4M3T = 35,
-  kF8E3M4T = 36,
-  kF4E2M1FNT = 37,
-  kSI2T = 31,
-  kUI2T = 32,
-  kF8E8M0FNUT = 40,
 };
 
 const char* const kComparisonDirections[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
@@ -108,34 +82,11 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
     out->shape.clear();
     return Status::Ok();
   };
+  // Scalar element types: the table's VHLO codes (support/dtype.def).
+  for (DType d : kAllDTypes)
+    if (VhloCode(d) >= 0 && static_cast<uint64_t>(VhloCode(d)) == code) return scalar(d);
   switch (code) {
-    case kBooleanT: return scalar(DType::kBool);
-    case kBF16T: return scalar(DType::kBF16);
-    case kF16T: return scalar(DType::kF16);
-    case kF32T: return scalar(DType::kF32);
-    case kF64T: return scalar(DType::kF64);
-    case kF8E4M3FNT: return scalar(DType::kF8E4M3FN);
-    case kF8E5M2T: return scalar(DType::kF8E5M2);
-    case kF8E4M3FNUZT: return scalar(DType::kF8E4M3FNUZ);
-    case kF8E5M2FNUZT: return scalar(DType::kF8E5M2FNUZ);
-    case kF8E4M3B11FNUZT: return scalar(DType::kF8E4M3B11FNUZ);
-    case kF8E4M3T: return scalar(DType::kF8E4M3);
-    case kF8E3M4T: return scalar(DType::kF8E3M4);
-    case kF4E2M1FNT: return scalar(DType::kF4E2M1FN);
-    case kF8E8M0FNUT: return scalar(DType::kF8E8M0FNU);
-    case kSI4T: return scalar(DType::kI4);
-    case kUI4T: return scalar(DType::kU4);
-    case kSI2T: return scalar(DType::kI2);
-    case kUI2T: return scalar(DType::kU2);
-    case kSI8T: return scalar(DType::kI8);
-    case kSI16T: return scalar(DType::kI16);
-    case kSI32T: return scalar(DType::kI32);
-    case kSI64T: return scalar(DType::kI64);
     case kIndexT: return scalar(DType::kI64);
-    case kUI8T: return scalar(DType::kU8);
-    case kUI16T: return scalar(DType::kU16);
-    case kUI32T: return scalar(DType::kU32);
-    case kUI64T: return scalar(DType::kU64);
     case kComplexT: {
       JMP_ASSIGN_OR_RETURN(const Type* element, table.ReadTypeRef(r, depth));
       if (element->kind != Type::Kind::kTensor || !element->shape.empty())

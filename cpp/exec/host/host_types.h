@@ -22,6 +22,7 @@ struct boolean {
   uint8_t v;
 };
 using c64 = std::complex<float>;
+using c128 = std::complex<double>;
 
 // Compute<T>: the type arithmetic happens in; Load/Store convert.
 template <typename T>
@@ -64,32 +65,14 @@ struct Tag {
   using type = T;
 };
 
-// Calls f(Tag<T>{}) with the C++ type of `dtype`.
+// Calls f(Tag<T>{}) with the C++ type of `dtype` (support/dtype.def's host column; narrow types never
+// reach an MPS op graph, verify.cc refuses them: their storage types, for completeness).
 template <typename F>
 auto Dispatch(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kBool: return f(Tag<boolean>{});
-    case DType::kI8: return f(Tag<int8_t>{});
-    case DType::kI16: return f(Tag<int16_t>{});
-    case DType::kI32: return f(Tag<int32_t>{});
-    case DType::kI64: return f(Tag<int64_t>{});
-    case DType::kU8: return f(Tag<uint8_t>{});
-    case DType::kU16: return f(Tag<uint16_t>{});
-    case DType::kU32: return f(Tag<uint32_t>{});
-    case DType::kU64: return f(Tag<uint64_t>{});
-    case DType::kF16: return f(Tag<f16>{});
-    case DType::kBF16: return f(Tag<bf16>{});
-    case DType::kF32: return f(Tag<float>{});
-    case DType::kF64: return f(Tag<double>{});
-    case DType::kC64: return f(Tag<c64>{});
-    case DType::kC128: return f(Tag<std::complex<double>>{});
-    // Never in an MPS op graph (verify.cc refuses them); their storage types, for completeness.
-    case DType::kI4:
-    case DType::kI2: return f(Tag<int8_t>{});
-    case DType::kU4:
-    case DType::kU2:
-    JMP_NARROW_FLOAT_CASES:
-      return f(Tag<uint8_t>{});
+#define JMP_DTYPE(name, mlir, jax, bytes, bits, cls, pjrt, vhlo, metal, msl, host) \
+  case DType::k##name: return f(Tag<host>{});
+#include "support/dtype.def"
   }
   return f(Tag<float>{});
 }

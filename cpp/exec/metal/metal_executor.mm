@@ -29,34 +29,24 @@ namespace jmp::exec {
 
 namespace {
 
-StatusOr<MPSDataType> ToMPS(DType t, const mps::Op* op) {
+// support/dtype.def's metal column; Invalid where MPSGraph has no such type.
+MPSDataType MPSTypeOf(DType t) {
   switch (t) {
-    case DType::kBool: return MPSDataTypeBool;
-    case DType::kI8: return MPSDataTypeInt8;
-    case DType::kI16: return MPSDataTypeInt16;
-    case DType::kI32: return MPSDataTypeInt32;
-    case DType::kI64: return MPSDataTypeInt64;
-    case DType::kU8: return MPSDataTypeUInt8;
-    case DType::kU16: return MPSDataTypeUInt16;
-    case DType::kU32: return MPSDataTypeUInt32;
-    case DType::kU64: return MPSDataTypeUInt64;
-    case DType::kF16: return MPSDataTypeFloat16;
-    case DType::kBF16: return MPSDataTypeBFloat16;
-    case DType::kF32: return MPSDataTypeFloat32;
-    case DType::kC64: return MPSDataTypeComplexFloat32;
-    case DType::kF64:
-    case DType::kC128:
-      return Unimplemented(std::string(op ? mps::OpKindName(op->kind) : "argument") +
-                           ": float64 is not supported by MPSGraph");
-    case DType::kI4:
-    case DType::kU4:
-    case DType::kI2:
-    case DType::kU2:
-    JMP_NARROW_FLOAT_CASES:
-      return Internal(std::string(op ? mps::OpKindName(op->kind) : "argument") + ": " + std::string(DTypeName(t)) +
-                      " reached the Metal executor (the lowering rewrites narrow types)");
+#define JMP_DTYPE(name, mlir, jax, bytes, bits, cls, pjrt, vhlo, metal, msl, host) \
+  case DType::k##name: return MPSDataType##metal;
+#include "support/dtype.def"
   }
-  return Internal("unknown dtype");
+  return MPSDataTypeInvalid;
+}
+
+StatusOr<MPSDataType> ToMPS(DType t, const mps::Op* op) {
+  const MPSDataType mps_type = MPSTypeOf(t);
+  if (mps_type != MPSDataTypeInvalid) return mps_type;
+  const std::string where = op ? std::string(mps::OpKindName(op->kind)) : "argument";
+  if (IsNarrow(t))
+    return Internal(where + ": " + std::string(DTypeName(t)) +
+                    " reached the Metal executor (the lowering rewrites narrow types)");
+  return Unimplemented(where + ": " + std::string(JaxDTypeName(t)) + " is not supported by MPSGraph");
 }
 
 NSArray<NSNumber*>* Numbers(const std::vector<int64_t>& v) {

@@ -79,11 +79,8 @@ const std::set<std::string> kMovesData = {
 };
 // custom_call targets the lowering passes through (lower_shape.cc): they move nothing either.
 const std::set<std::string> kPassThroughTargets = {
-    "dce_sink",
-    "Sharding",
-    "SPMDFullToShardShape",
-    "SPMDShardToFullShape",
-    "annotate_device_placement",
+#define JMP_PASS_THROUGH_TARGET(target) target,
+#include "stablehlo/custom_calls.def"
     // A Python callback gets and gives the storage form; jax_metal_plugin/_callbacks.py converts it
     // from and to the narrow type the callback sees, exactly.
     "jax_metal_python_callback",
