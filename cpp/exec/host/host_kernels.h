@@ -53,6 +53,12 @@ struct OpArgs {
   Status Unsupported(const char* what) const;
 };
 
+// host_small_kernels.cc: the elementwise ops a bound plan (a loop's body) calls straight, without the
+// generic kernels' per-call dispatch: the kernel for op's kind and types, or null for the generic kernel.
+// `count` is what the kernel is called with (elements, or bytes for a whole-operand select).
+using SmallKernel = void (*)(const uint8_t* const* in, uint8_t* out, int64_t count);
+SmallKernel SmallKernelFor(const mps::Graph& g, const mps::Op& op, int64_t* count);
+
 void ConfigureBlasThreads();  // once, when the host executor is created
 
 // The table's JMP_MPS_UNARY / JMP_MPS_BINARY rows, every one of them.
