@@ -55,7 +55,9 @@ struct BoundPlan::Binding {
   };
   std::vector<Step> steps;
   std::vector<SmallStep> small;
-  bool only_small = true;  // every step is small: a run is one tight loop over `small`
+  // Every step is small and every copy fixed (and no profile is kept): a run is one tight loop over
+  // `small` and `copies`.
+  bool fast = true;
 
   // Outputs not made in place, copied last; `value` >= 0: a source found again every run.
   struct Copy {
@@ -129,28 +131,46 @@ Status BoundPlan::Bind(int b, const std::vector<const uint8_t*>& inputs, const s
       value = g.outputs[i];
     if (value >= 0 || src != outputs[i]) binding->copies.push_back({outputs[i], src, bytes, value});
   }
-  for (const Binding::Step& s : binding->steps)
-    binding->only_small = binding->only_small && s.kind == Binding::Kind::kSmall;
+  binding->fast = !profile_;
+  for (const Binding::Step& s : binding->steps) binding->fast = binding->fast && s.kind == Binding::Kind::kSmall;
+  for (const Binding::Copy& c : binding->copies) binding->fast = binding->fast && c.value < 0;
   bindings_[b] = std::move(binding);
   return Status::Ok();
 }
 
-Status BoundPlan::Run(int b, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs) {
-  if (!bindings_[b]) JMP_RETURN_IF_ERROR(Bind(b, inputs, outputs));
-  Binding& binding = *bindings_[b];
-  if (binding.only_small && !profile_) {
-    for (const Binding::SmallStep& s : binding.small) s.kernel(s.in, s.out, s.count);
-  } else {
-    JMP_RETURN_IF_ERROR(RunSteps(binding));
+namespace {
+
+inline void RunFast(const BoundPlan::Binding& binding) {
+  for (const BoundPlan::Binding::SmallStep& s : binding.small) s.kernel(s.in, s.out, s.count);
+  for (const BoundPlan::Binding::Copy& c : binding.copies)
+    if (c.src != c.dst) std::memmove(c.dst, c.src, c.bytes);
+}
+
+}  // namespace
+
+Status BoundPlan::RunLoop(BoundPlan& cond, BoundPlan& body, const std::vector<const uint8_t*> (&inputs)[2],
+                          const std::vector<uint8_t*> (&outputs)[2], const std::vector<uint8_t*>& pred_out,
+                          const uint8_t& pred, int* parity) {
+  int p = 0;
+  for (;;) {
+    if (!cond.bindings_[p]) JMP_RETURN_IF_ERROR(cond.Bind(p, inputs[p], pred_out));
+    if (cond.bindings_[p]->fast)
+      RunFast(*cond.bindings_[p]);
+    else
+      JMP_RETURN_IF_ERROR(cond.RunSlow(*cond.bindings_[p]));
+    if (!pred) break;
+    if (!body.bindings_[p]) JMP_RETURN_IF_ERROR(body.Bind(p, inputs[p], outputs[p]));
+    if (body.bindings_[p]->fast)
+      RunFast(*body.bindings_[p]);
+    else
+      JMP_RETURN_IF_ERROR(body.RunSlow(*body.bindings_[p]));
+    p = 1 - p;
   }
-  for (const Binding::Copy& c : binding.copies) {
-    const uint8_t* src = c.value >= 0 ? ValuePtr(plan_, binding.memory, c.value) : c.src;
-    if (src != c.dst) std::memmove(c.dst, src, c.bytes);
-  }
+  *parity = p;
   return Status::Ok();
 }
 
-Status BoundPlan::RunSteps(Binding& binding) {
+Status BoundPlan::RunSlow(Binding& binding) {
   const mps::Graph& g = *plan_.graph;
   const bool profile = profile_;
   for (Binding::Step& s : binding.steps) {
@@ -172,6 +192,10 @@ Status BoundPlan::RunSteps(Binding& binding) {
       JMP_RETURN_IF_ERROR(RunOp(*s.args, plan_, i));
     }
     if (profile && g.ops[i].subgraphs.empty()) RecordOpTime(g.ops[i], g, std::chrono::steady_clock::now() - start);
+  }
+  for (const Binding::Copy& c : binding.copies) {
+    const uint8_t* src = c.value >= 0 ? ValuePtr(plan_, binding.memory, c.value) : c.src;
+    if (src != c.dst) std::memmove(c.dst, src, c.bytes);
   }
   return Status::Ok();
 }

@@ -73,12 +73,7 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   const std::vector<uint8_t*> pred_out{&pred};
   BoundPlan cond_run(cond, /*writable_carries=*/false), body_run(body, /*writable_carries=*/true);
   int p = 0;
-  for (;;) {
-    JMP_RETURN_IF_ERROR(cond_run.Run(p, ins[p], pred_out));
-    if (!pred) break;
-    JMP_RETURN_IF_ERROR(body_run.Run(p, ins[p], outs[p]));
-    p = 1 - p;
-  }
+  JMP_RETURN_IF_ERROR(BoundPlan::RunLoop(cond_run, body_run, ins, outs, pred_out, pred, &p));
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
     if (!bytes) continue;
