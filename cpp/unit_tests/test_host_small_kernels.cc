@@ -1,6 +1,7 @@
-// The small kernels a bound plan calls straight (exec/host/host_small_kernels.cc) against the generic
-// kernels (RunOp), for every op and type they cover, on edge values (NaN, ±0, ±inf, the integer limits,
-// shift amounts past the width and negative ones) and on counts below, at and past a chunk.
+// The small kernels a bound plan calls straight (exec/host/host_small_kernels.cc) against the kernels
+// RunOp runs (for float64 and 32/64-bit integers those are host_vector_loops.cc's), for every op and type
+// they cover, on edge values (NaN, ±0, ±inf, the integer limits, shift amounts past the width and negative
+// ones) and on counts below, at and past a chunk: either set of loops losing a rule fails it.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -645,6 +645,7 @@ Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
   DType t = a.InType(0).dtype;
   if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape)
     return a.Unsupported("needs operands of one type");
+  if (VectorBinary(a, op)) return Status::Ok();
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (kIsFloat<T>)
@@ -665,6 +666,7 @@ Status RunSelect(const OpArgs& a) {
   const uint8_t* x = a.in[1];
   const uint8_t* y = a.in[2];
   bool scalar_pred = a.InType(0).NumElements() == 1 && a.OutType().NumElements() != 1;
+  if (!scalar_pred && VectorSelect(a)) return Status::Ok();
   auto run = [&](auto w) {
     using W = decltype(w);
     const W* xs = reinterpret_cast<const W*>(x);
