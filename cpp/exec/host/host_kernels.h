@@ -44,9 +44,10 @@ struct OpArgs {
   // element `base` of the output, every operand pointer already at the tile (a one-element operand
   // where the op takes one: not moved). -1: the whole output.
   int64_t count = -1, base = 0;
-  // Operand j holds one value repeated (a fused group's splat): binary kernels read element 0 only,
-  // which lets a shift by it use the vector unit's shift-by-scalar.
-  bool uniform[2] = {false, false};
+  // Operand j holds one value repeated (a fused group's splat): binary kernels and vector selects read
+  // element 0 only, which lets a shift by it use the vector unit's shift-by-scalar and keeps a select of
+  // polynomial coefficients from streaming whole tiles of them.
+  bool uniform[3] = {false, false, false};
   int64_t Count() const { return count >= 0 ? count : OutType().NumElements(); }
   const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
   const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }

@@ -146,23 +146,44 @@ template <typename W>
 JMP_FASTMATH W Mask(uint8_t p) {
   return static_cast<W>(W(0) - static_cast<W>(p != 0));
 }
-#define JMP_SELECT_LOOP(Name, W)                                                                            \
-  JMP_VECTOR_CLONES void Name(const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end) { \
-    for (int64_t i = begin; i < end; ++i) {                                                                 \
-      const W m = Mask<W>(p[i]);                                                                            \
-      z[i] = static_cast<W>((x[i] & m) | (y[i] & static_cast<W>(~m)));                                      \
-    }                                                                                                       \
+template <typename W>
+JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
+  const W m = Mask<W>(p);
+  return static_cast<W>((x & m) | (y & static_cast<W>(~m)));
+}
+// `uniform`: bit 0 x is one element, bit 1 y is (a fused group's splats: erf_inv picks each polynomial
+// coefficient from two of them, and reading whole tiles of them would stream them through the cache).
+#define JMP_SELECT_LOOP(Name, W)                                                                          \
+  JMP_VECTOR_CLONES void Name(const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, \
+                              int uniform) {                                                              \
+    if (uniform == 3) {                                                                                   \
+      const W a = x[0], b = y[0];                                                                         \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, b);                                   \
+    } else if (uniform == 1) {                                                                            \
+      const W a = x[0];                                                                                   \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, y[i]);                                \
+    } else if (uniform == 2) {                                                                            \
+      const W b = y[0];                                                                                   \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], b);                                \
+    } else {                                                                                              \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                             \
+    }                                                                                                     \
   }
 JMP_SELECT_LOOP(Select32, uint32_t)
 JMP_SELECT_LOOP(Select64, uint64_t)
 #undef JMP_SELECT_LOOP
 
 template <typename W>
-void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const W*, W*, int64_t, int64_t)) {
+void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const W*, W*, int64_t, int64_t, int)) {
   const W* x = reinterpret_cast<const W*>(a.in[1]);
   const W* y = reinterpret_cast<const W*>(a.in[2]);
   W* z = reinterpret_cast<W*>(a.out[0]);
-  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(a.in[0], x, y, z, begin, end); });
+  const int uniform = (a.uniform[1] ? 1 : 0) | (a.uniform[2] ? 2 : 0);
+  if (uniform) {  // only in a fused tile: never worth splitting
+    loop(a.in[0], x, y, z, 0, a.Count(), uniform);
+    return;
+  }
+  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(a.in[0], x, y, z, begin, end, 0); });
 }
 
 }  // namespace
