@@ -42,6 +42,18 @@ from datetime import datetime, timezone
 
 os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
 
+# XLA:CPU generates code for the CPU it runs on (AVX-512 where there is AVX-512); OpenBLAS, which does the
+# host executor's matrix products on Linux, picks its kernel for the CPU too, unless OPENBLAS_CORETYPE
+# pins one. A machine image that pins an older kernel (Haswell's AVX2 on an AVX-512 CPU) would make every
+# matmul-bound ratio a comparison of two instruction sets, not of two backends, and ratios from machines
+# with and without the pin would disagree. So the pin is lifted before OpenBLAS loads (in this process and
+# the suite processes it starts) and recorded; --keep-blas-coretype keeps it.
+BLAS_CORETYPE_LIFTED = None
+if "--keep-blas-coretype" not in sys.argv and "JMP_BENCH_KEEP_BLAS_CORETYPE" not in os.environ:
+    BLAS_CORETYPE_LIFTED = os.environ.pop("OPENBLAS_CORETYPE", None)
+else:
+    os.environ["JMP_BENCH_KEEP_BLAS_CORETYPE"] = "1"  # the suite processes keep it too
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -393,6 +405,8 @@ def machine_facts():
     facts["vector_isa"] = vector_isa()
     facts["blas"] = blas_facts()
     facts["env"] = {k: v for k, v in os.environ.items() if k.startswith(("JMP_", "JAX_", "XLA_", "OPENBLAS_", "OMP_"))}
+    if BLAS_CORETYPE_LIFTED is not None:
+        facts["env_lifted"] = {"OPENBLAS_CORETYPE": BLAS_CORETYPE_LIFTED}
     return facts
 
 
@@ -461,6 +475,9 @@ def main():
     p.add_argument("--plot", default="ratios.png")
     p.add_argument("--same-process", action="store_true",
                    help="measure every suite in this process (default: each suite in a fresh one)")
+    p.add_argument("--keep-blas-coretype", action="store_true",
+                   help="keep an OPENBLAS_CORETYPE set in the environment (default: OpenBLAS picks the kernel "
+                        "for this CPU, as XLA:CPU does; the lifted value is recorded in results.json)")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
     p.add_argument("--suite-child", metavar="SUITE", help=argparse.SUPPRESS)
     args = p.parse_args()

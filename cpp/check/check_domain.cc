@@ -122,6 +122,7 @@ std::vector<DType> MetalDTypes(mps::OpKind kind) {
     case K::kFFT:
     case K::kHermiteanToRealFFT: return {D::kC64};
     case K::kComplexFromParts:
+    case K::kMultiplyAdd:
     case K::kRealToHermiteanFFT: return {D::kF32};
     // A user's kernel: the check has no source of its own to compare, the user's reference is the check.
     case K::kMetalKernel:

@@ -96,13 +96,19 @@ Tolerance ElementwiseTolerance(K k, DType d) {
   if (Transcendental(k)) return Ulps(f32 ? 4 : 2, 1);
   if (k == K::kDivide || k == K::kSquareRoot || k == K::kReciprocal) return Ulps(f32 ? 2 : 1);
   if (k == K::kReverseSquareRoot) return Ulps(2);
+  // Rounding the product first or not (the row allows both) moves the sum by at most half an ulp of
+  // the product and one ulp of the sum: 2 ulps of max(|sum|, 64), 64 bounding |a * b| over [-8, 8].
+  if (k == K::kMultiplyAdd) return Ulps(2, 64);
   return Exact();  // exactly rounded, or no rounding at all (data movement, comparisons, Floor, Sign...)
 }
 
 bool BuildElementwise(K k, DType d, bool quick, Case& c) {
-  const int arity = IsUnaryRow(k) ? 1 : IsBinaryRow(k) ? 2 : (k == K::kSelect || k == K::kClamp) ? 3 : 0;
+  const int arity = IsUnaryRow(k)                                                 ? 1
+                    : IsBinaryRow(k)                                              ? 2
+                    : (k == K::kSelect || k == K::kClamp || k == K::kMultiplyAdd) ? 3
+                                                                                  : 0;
   if (!arity) return false;
-  const Range range = InputRange(k, d);
+  const Range range = k == K::kMultiplyAdd ? Range::kModerate : InputRange(k, d);
   const DType out = ResultType(k, d);
   const Tolerance tol = ElementwiseTolerance(k, d);
   uint32_t seed = static_cast<uint32_t>(k) * 131 + static_cast<uint32_t>(d);

@@ -156,6 +156,18 @@ std::vector<Case> AssumptionProbes() {
     cases.push_back(std::move(c));
   }
   {
+    // (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 is a tie that rounds to 1 + 2^-11: minus that, an FMA leaves
+    // 2^-24 and a rounded product 0; a result that rounds some other way is neither.
+    Case c = Probe(K::kMultiplyAdd, D::kF32, "MultiplyAdd: the product rounded once more or not at all");
+    const double a = 1 + 0x1p-12, c0 = -(1 + 0x1p-11);
+    Program p = OneOp("a tie of a product", K::kMultiplyAdd,
+                      {{{D::kF32, {2}}, {a, -a}}, {{D::kF32, {2}}, {a, a}}, {{D::kF32, {2}}, {c0, -c0}}},
+                      {{D::kF32, {2}}}, nullptr);
+    p.alternatives = {{Encode(D::kF32, {0, 0})}};
+    c.programs.push_back(std::move(p));
+    cases.push_back(std::move(c));
+  }
+  {
     Case c = Probe(K::kScatterND, D::kF32, "ScatterND: mode set with duplicate indices leaves one of the updates");
     Program p = OneOp("two updates of row 1", K::kScatterND,
                       {{{D::kF32, {3}}, {0, 0, 0}}, {{D::kF32, {2}}, {10, 20}}, {{D::kI32, {2, 1}}, {1, 1}}},

@@ -1,6 +1,7 @@
 #include "lower/lower.h"
 
 #include "lower/lower_context.h"
+#include "lower/lower_multiply_add.h"
 #include "mps/verify.h"
 #include "stablehlo/passes/narrow_types.h"
 
@@ -21,7 +22,10 @@ StatusOr<Graph> LowerModule(const shlo::Module& module) {
       JMP_ASSIGN_OR_RETURN(shlo::Module legal, shlo::LegalizeNarrowTypes(module));
       return LowerMain(legal);
     }();
-    if (graph.ok()) JMP_RETURN_IF_ERROR(VerifyGraph(*graph));
+    if (graph.ok()) {
+      ContractMultiplyAdds(*graph);
+      JMP_RETURN_IF_ERROR(VerifyGraph(*graph));
+    }
     return graph;
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("inconsistent program: ") + e.what());

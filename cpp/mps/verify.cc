@@ -200,6 +200,11 @@ Status CheckOp(const Graph& g, const Op& op) {
     }
     case OpKind::kSelect:
     case OpKind::kClamp: return need_inputs(3) && same_shape(3) ? Status::Ok() : Internal("operand shapes differ");
+    case OpKind::kMultiplyAdd:
+      if (!need_inputs(3)) return Internal("needs three operands");
+      for (size_t i = 0; i < 3; ++i)
+        if (in(i).dtype != out.dtype || in(i).shape != out.shape) return Internal("operands differ from the result");
+      return out.dtype == DType::kF32 || out.dtype == DType::kF64 ? Status::Ok() : Internal("takes float32 or float64");
 #define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");

@@ -26,12 +26,13 @@ Status ClientBufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
   host.byte_strides = args->byte_strides;
   host.num_byte_strides = args->num_byte_strides;
   JMP_REQUIRE(!args->device || args->device == &args->client->device, "the device does not belong to this client");
-  JMP_REQUIRE(!args->memory || args->memory == &args->client->memory, "the memory does not belong to this client");
+  JMP_REQUIRE(!args->memory || args->memory->client == args->client, "the memory does not belong to this client");
   if (args->device_layout && !IsDenseRowMajor(*args->device_layout, host.dims.size()))
     return Unimplemented("device layouts other than dense row-major are not supported");
   ClientState& client = *args->client->state;
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> buffer,
                        BufferFromHost(*client.executor, client.counters, std::move(host)));
+  if (args->memory) buffer->space = args->memory->space;  // else the device's default memory
   // The host data was copied during the call, whatever the semantics asked: it is free now.
   args->done_with_host_buffer = new PJRT_Event{CompletedEvent(Status::Ok())};
   args->buffer = NewHandle(std::move(buffer), args->client);
@@ -96,7 +97,7 @@ Status BufferDevice(PJRT_Buffer_Device_Args* args) {
 
 Status BufferMemory(PJRT_Buffer_Memory_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  args->memory = &args->buffer->client->memory;
+  args->memory = &args->buffer->client->memories[static_cast<size_t>(args->buffer->state->space)];
   return Status::Ok();
 }
 
@@ -178,17 +179,28 @@ Status BufferCopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_device, "PJRT_Buffer_CopyToDevice: buffer or device is null");
   JMP_REQUIRE(args->dst_device == &args->buffer->client->device, "the destination device belongs to another client");
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> copy,
-                       CopyBuffer(*args->buffer->client->state->executor, *args->buffer->state));
+                       CopyBuffer(*args->buffer->client->state->executor, *args->buffer->state, MemorySpace::kDevice));
   args->dst_buffer = NewHandle(std::move(copy), args->buffer->client);
   return Status::Ok();
 }
 
+// Into another memory kind the new buffer shares the source's memory (all kinds are one unified memory;
+// docs/execution-and-memory.md); into the same kind it is a copy, as asked.
 Status BufferCopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_memory, "PJRT_Buffer_CopyToMemory: buffer or memory is null");
-  JMP_REQUIRE(args->dst_memory == &args->buffer->client->memory, "the destination memory belongs to another client");
-  JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> copy,
-                       CopyBuffer(*args->buffer->client->state->executor, *args->buffer->state));
-  args->dst_buffer = NewHandle(std::move(copy), args->buffer->client);
+  JMP_REQUIRE(args->dst_memory->client == args->buffer->client, "the destination memory belongs to another client");
+  ClientState& client = *args->buffer->client->state;
+  BufferState& source = *args->buffer->state;
+  const MemorySpace space = args->dst_memory->space;
+  std::shared_ptr<BufferState> made;
+  if (space == source.space) {
+    JMP_ASSIGN_OR_RETURN(made, CopyBuffer(*client.executor, source, space));
+  } else {
+    // Under the submit lock: an execution that found the source undonated cannot donate it meanwhile.
+    std::lock_guard<std::mutex> submit(client.submit_mu);
+    JMP_ASSIGN_OR_RETURN(made, AliasBuffer(source, space));
+  }
+  args->dst_buffer = NewHandle(std::move(made), args->buffer->client);
   return Status::Ok();
 }
 

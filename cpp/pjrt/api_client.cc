@@ -1,9 +1,10 @@
-// Entry points of the client and of its one device and one memory.
+// Entry points of the client, of its one device and of the device's memories (memory_spaces.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pjrt/api.h"
@@ -53,9 +54,11 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   auto* client = new PJRT_Client;
   client->state = std::move(state);
   client->device.description.client = client;
-  client->memory.client = client;
   client->device_list[0] = &client->device;
-  client->memory_list[0] = &client->memory;
+  for (size_t i = 0; i < kNumMemorySpaces; ++i) {
+    client->memories[i] = PJRT_Memory{client, static_cast<MemorySpace>(i)};
+    client->memory_list[i] = &client->memories[i];
+  }
   args->client = client;
   return Status::Ok();
 }
@@ -122,7 +125,7 @@ Status ClientLookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args* a
 Status ClientAddressableMemories(PJRT_Client_AddressableMemories_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_AddressableMemories: client is null");
   args->addressable_memories = args->client->memory_list;
-  args->num_addressable_memories = 1;
+  args->num_addressable_memories = kNumMemorySpaces;
   return Status::Ok();
 }
 
@@ -208,13 +211,13 @@ Status DeviceLocalHardwareId(PJRT_Device_LocalHardwareId_Args* args) {
 Status DeviceAddressableMemories(PJRT_Device_AddressableMemories_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
   args->memories = args->device->description.client->memory_list;
-  args->num_memories = 1;
+  args->num_memories = kNumMemorySpaces;
   return Status::Ok();
 }
 
 Status DeviceDefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->memory = &args->device->description.client->memory;
+  args->memory = &args->device->description.client->memories[static_cast<size_t>(MemorySpace::kDevice)];
   return Status::Ok();
 }
 
@@ -245,41 +248,41 @@ Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
   return Status::Ok();
 }
 
-// ---- the memory
-
-static const char kMemoryKind[] = "device";
-static const char kMemoryString[] = "MetalMemory(device)";
+// ---- the memories
 
 Status MemoryId(PJRT_Memory_Id_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->id = 0;
+  args->id = static_cast<int>(args->memory->space);
   return Status::Ok();
 }
 
 Status MemoryKind(PJRT_Memory_Kind_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->kind = kMemoryKind;
-  args->kind_size = sizeof(kMemoryKind) - 1;
+  const std::string_view kind = KindName(args->memory->space);
+  args->kind = kind.data();
+  args->kind_size = kind.size();
   return Status::Ok();
 }
 
 Status MemoryKindId(PJRT_Memory_Kind_Id_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->kind_id = 0;
+  args->kind_id = static_cast<int>(args->memory->space);
   return Status::Ok();
 }
 
 Status MemoryDebugString(PJRT_Memory_DebugString_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->debug_string = kMemoryString;
-  args->debug_string_size = sizeof(kMemoryString) - 1;
+  const std::string& text = DescribeSpace(args->memory->space);
+  args->debug_string = text.c_str();
+  args->debug_string_size = text.size();
   return Status::Ok();
 }
 
 Status MemoryToString(PJRT_Memory_ToString_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->to_string = kMemoryString;
-  args->to_string_size = sizeof(kMemoryString) - 1;
+  const std::string& text = DescribeSpace(args->memory->space);
+  args->to_string = text.c_str();
+  args->to_string_size = text.size();
   return Status::Ok();
 }
 

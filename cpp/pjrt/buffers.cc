@@ -64,15 +64,24 @@ class HostRead {
 
 }  // namespace
 
-void BufferState::DeleteLocked() {
-  deleted = true;
-  if (memory && counters) counters->bytes_in_use -= static_cast<int64_t>(bytes);
-  memory.reset();
+namespace {
+
+// The bytes leave bytes_in_use with the last buffer that holds them.
+void ReleaseMemory(BufferState& b) {
+  if (!b.memory) return;
+  const bool last = !b.sharers || b.sharers->fetch_sub(1) == 1;
+  if (last && b.counters) b.counters->bytes_in_use -= static_cast<int64_t>(b.bytes);
+  b.memory.reset();
 }
 
-BufferState::~BufferState() {
-  if (memory && counters) counters->bytes_in_use -= static_cast<int64_t>(bytes);
+}  // namespace
+
+void BufferState::DeleteLocked() {
+  deleted = true;
+  ReleaseMemory(*this);
 }
+
+BufferState::~BufferState() { ReleaseMemory(*this); }
 
 std::shared_ptr<BufferState> MakeBuffer(MemoryCounters& counters, DType dtype, std::vector<int64_t> dims,
                                         std::shared_ptr<exec::DeviceMemory> memory, bool allocated) {
@@ -150,11 +159,12 @@ StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst,
   return done;
 }
 
-StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source) {
+StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source, MemorySpace space) {
   auto read = std::make_shared<HostRead>(source);
   JMP_RETURN_IF_ERROR(read->status());
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> copy, executor.Allocate(source.bytes));
   auto buffer = MakeBuffer(*source.counters, source.dtype, source.dims, copy);
+  buffer->space = space;
   const size_t bytes = source.bytes;
   std::shared_ptr<EventState> ready = buffer->ready;
   source.ready->OnReady([read, copy, ready, bytes](Status status) mutable {
@@ -163,6 +173,25 @@ StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, Buff
     ready->Set(std::move(status));
   });
   return buffer;
+}
+
+StatusOr<std::shared_ptr<BufferState>> AliasBuffer(BufferState& source, MemorySpace space) {
+  auto alias = std::make_shared<BufferState>();
+  std::lock_guard<std::mutex> lock(source.mu);
+  if (source.deleted || !source.memory) return FailedPrecondition("the buffer has been deleted or donated");
+  if (!source.sharers) source.sharers = std::make_shared<std::atomic<int>>(1);
+  source.sharers->fetch_add(1);
+  alias->counters = source.counters;  // not counted again: ReleaseMemory counts the bytes out once
+  alias->dtype = source.dtype;
+  alias->dims = source.dims;
+  alias->minor_to_major = source.minor_to_major;
+  alias->bytes = source.bytes;
+  alias->memory = source.memory;
+  alias->space = space;
+  alias->sharers = source.sharers;
+  alias->ready = source.ready;
+  alias->reads = source.reads;
+  return alias;
 }
 
 }  // namespace jmp::pjrt

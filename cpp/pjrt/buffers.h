@@ -10,6 +10,7 @@
 
 #include "exec/executor.h"
 #include "pjrt/events.h"
+#include "pjrt/memory_spaces.h"
 #include "support/dtype.h"
 #include "support/status.h"
 
@@ -31,6 +32,10 @@ struct BufferState {
   std::vector<int64_t> minor_to_major;
   size_t bytes = 0;
   std::shared_ptr<exec::DeviceMemory> memory;  // null once deleted or donated; counted in bytes_in_use while set
+  MemorySpace space = MemorySpace::kDevice;    // the memory JAX placed it in (PJRT_Buffer_Memory)
+  // Set on buffers that share `memory` (AliasBuffer): how many of them still hold it. The memory is
+  // counted in bytes_in_use once, and none of them may be donated while another one holds it.
+  std::shared_ptr<std::atomic<int>> sharers;
   std::shared_ptr<EventState> ready = std::make_shared<EventState>();
   std::shared_ptr<ReadGate> reads = std::make_shared<ReadGate>();
   std::mutex mu;
@@ -38,6 +43,8 @@ struct BufferState {
   int external_refs = 0;
   // Marks the buffer deleted and lets go of its memory (queued work keeps its own reference). Needs mu.
   void DeleteLocked();
+  // Another live buffer holds this one's memory: donating it would overwrite that buffer. Needs mu.
+  bool SharedLocked() const { return sharers && sharers->load() > 1; }
   ~BufferState();
 };
 
@@ -66,7 +73,12 @@ StatusOr<std::shared_ptr<BufferState>> BufferFromHost(exec::Executor& executor, 
 // the returned event completes with the contents' status. A deleted or donated buffer is an error.
 StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst, size_t dst_size);
 
-// A ready copy of the buffer in new device memory, counted with the same client.
-StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source);
+// A copy of the buffer in new memory of `space`, counted with the same client; ready with the source.
+StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source, MemorySpace space);
+
+// A buffer of `space` over the source's own memory (no copy: every space is the same unified memory),
+// ready with the source. The two are separate buffers to JAX (each deleted on its own), so neither is
+// donated while the other lives, and host reads of either hold back a run that overwrites the memory.
+StatusOr<std::shared_ptr<BufferState>> AliasBuffer(BufferState& source, MemorySpace space);
 
 }  // namespace jmp::pjrt

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "exec/work_counters.h"
@@ -45,6 +47,19 @@ bool CallsPython(const mps::Graph& g) {
   return false;
 }
 
+// The memory @main's result j is placed in: JAX marks results placed outside device memory (jit's
+// out_shardings with a memory kind) with mhlo.memory_kind; unmarked results are in device memory.
+StatusOr<MemorySpace> ResultSpace(const shlo::Func& main, size_t j) {
+  if (j >= main.result_attrs.size()) return MemorySpace::kDevice;
+  auto it = main.result_attrs[j].find("mhlo.memory_kind");
+  if (it == main.result_attrs[j].end()) return MemorySpace::kDevice;
+  if (it->second.kind != shlo::Attr::Kind::kString)
+    return InvalidArgument("@main result " + std::to_string(j) + ": mhlo.memory_kind is not a string");
+  StatusOr<MemorySpace> space = SpaceOfKind(it->second.s);
+  if (!space.ok()) return InvalidArgument("@main result " + std::to_string(j) + ": " + space.status().message());
+  return space;
+}
+
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
   for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
@@ -83,6 +98,8 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
     const mps::TensorType& t = program->graph.type(program->graph.outputs[j]);
     program->output_dtypes.push_back(j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype);
+    JMP_ASSIGN_OR_RETURN(MemorySpace space, ResultSpace(main, j));
+    program->output_spaces.push_back(space);
   }
   DescribeOutputs(*program);
   return program;
@@ -103,8 +120,9 @@ void DescribeOutputs(CompiledProgram& p) {
     p.output_types.push_back(ToBufferType(dtype));
     p.output_ranks.push_back(t.shape.size());
     p.output_dims_flat.insert(p.output_dims_flat.end(), t.shape.begin(), t.shape.end());
-    p.output_memory_kinds.push_back("device");
-    p.output_memory_kind_sizes.push_back(6);
+    const std::string_view kind = KindName(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
+    p.output_memory_kinds.push_back(kind.data());  // the names are literals: NUL-terminated and static
+    p.output_memory_kind_sizes.push_back(kind.size());
     p.output_bytes.push_back(t.ByteSize());
   }
 }

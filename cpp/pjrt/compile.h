@@ -11,6 +11,7 @@
 
 #include "exec/executor.h"
 #include "mps/graph.h"
+#include "pjrt/memory_spaces.h"
 #include "support/status.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
@@ -31,6 +32,9 @@ struct CompiledProgram {
   std::vector<PJRT_Buffer_Type> output_types;
   std::vector<int64_t> output_dims_flat;
   std::vector<size_t> output_ranks;
+  // The memory each output is placed in: the kind @main's result asks for (mhlo.memory_kind), else the
+  // device's. Empty (a program built by hand): every output in device memory.
+  std::vector<MemorySpace> output_spaces;
   std::vector<const char*> output_memory_kinds;
   std::vector<size_t> output_memory_kind_sizes;
   std::vector<size_t> output_bytes;
@@ -52,7 +56,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
                                                           const uint8_t* code, size_t code_size);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes) and runs_inline from
-// the graph and output_dtypes: the same for a program compiled or loaded from a serialized executable.
+// the graph, output_dtypes and output_spaces: the same for a program compiled or loaded from a serialized executable.
 void DescribeOutputs(CompiledProgram& program);
 
 // Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated

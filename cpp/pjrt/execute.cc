@@ -187,7 +187,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     std::lock_guard<std::mutex> lock(b->mu);
     if (b->deleted || !b->memory)
       return FailedPrecondition("argument " + std::to_string(i) + ": the buffer has been deleted or donated");
-    if (b->external_refs > 0) donate[i] = false;
+    if (b->external_refs > 0 || b->SharedLocked()) donate[i] = false;
     run->inputs[i] = b->memory;
     run->waits.push_back(b->ready);
   }
@@ -223,6 +223,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     const mps::TensorType& t = g.type(g.outputs[j]);
     const DType dtype = j < program->output_dtypes.size() ? program->output_dtypes[j] : t.dtype;
     outputs.push_back(MakeBuffer(client.counters, dtype, t.shape, run->outputs[j], /*allocated=*/reuse[j] < 0));
+    if (j < program->output_spaces.size()) outputs.back()->space = program->output_spaces[j];
   }
   for (auto& out : outputs) out->ready->producer = &client.queue;
   run->results = outputs;

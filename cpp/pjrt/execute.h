@@ -9,12 +9,13 @@
 //
 // Buffer donation. An input is donated when @main declares it (tf.aliasing_output, jax.buffer_donor)
 // and the caller does not list it as non-donatable, unless other frameworks hold references to its
-// memory (dlpack: then it is used, not donated, as on XLA's CPU client). A donated buffer is consumed by
-// the call: it reads as deleted as soon as Execute returns, and its memory is reused for the output it
-// aliases (or, for a buffer donor, the first unclaimed output of its byte size) when the executor can
-// write outputs over inputs; otherwise it is freed once the run is done. Work queued earlier that reads
-// it runs first (one in-order queue), and host reads that started earlier (ToHostBuffer, copies) finish
-// before the run writes over it.
+// memory (dlpack: then it is used, not donated, as on XLA's CPU client) or another live buffer shares it
+// (a device_put into another memory kind, AliasBuffer; used, not donated, likewise). A donated buffer is
+// consumed by the call: it reads as deleted as soon as Execute returns, and its memory is reused for the
+// output it aliases (or, for a buffer donor, the first unclaimed output of its byte size) when the
+// executor can write outputs over inputs; otherwise it is freed once the run is done. Work queued
+// earlier that reads it runs first (one in-order queue), and host reads that started earlier
+// (ToHostBuffer, copies) finish before the run writes over it.
 #pragma once
 
 #include <atomic>

@@ -13,6 +13,7 @@
 #include "pjrt/compile.h"
 #include "pjrt/events.h"
 #include "pjrt/execute.h"
+#include "pjrt/memory_spaces.h"
 #include "support/status.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
@@ -53,13 +54,14 @@ struct PJRT_Device {
 };
 struct PJRT_Memory {
   PJRT_Client* client;
+  jmp::pjrt::MemorySpace space;
 };
 struct PJRT_Client {
   std::unique_ptr<jmp::pjrt::ClientState> state;
   PJRT_Device device;
-  PJRT_Memory memory;
+  PJRT_Memory memories[jmp::pjrt::kNumMemorySpaces];  // indexed by MemorySpace; memories[0] is the default
   PJRT_Device* device_list[1];
-  PJRT_Memory* memory_list[1];
+  PJRT_Memory* memory_list[jmp::pjrt::kNumMemorySpaces];
 };
 struct PJRT_Buffer {
   std::shared_ptr<jmp::pjrt::BufferState> state;

@@ -12,7 +12,7 @@ namespace jmp::pjrt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '2'};
+constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '3'};
 constexpr char kWhat[] = "serialized executable";
 
 void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
@@ -28,6 +28,23 @@ StatusOr<std::vector<DType>> ReadDTypes(ByteReader& in, size_t expected) {
     JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
     if (d > static_cast<uint64_t>(DType::kF4E2M1FN)) return in.Malformed("unknown element type");
     v.push_back(static_cast<DType>(d));
+  }
+  return v;
+}
+
+void WriteSpaces(const std::vector<MemorySpace>& v, ByteWriter& out) {
+  out.U64(v.size());
+  for (MemorySpace s : v) out.U64(static_cast<uint64_t>(s));
+}
+
+StatusOr<std::vector<MemorySpace>> ReadSpaces(ByteReader& in, size_t expected) {
+  JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
+  if (n != expected && n != 0) return in.Malformed("output memory kinds do not match the graph");
+  std::vector<MemorySpace> v;
+  for (size_t i = 0; i < n; ++i) {
+    JMP_ASSIGN_OR_RETURN(uint64_t s, in.U64());
+    if (s >= kNumMemorySpaces) return in.Malformed("unknown memory kind");
+    v.push_back(static_cast<MemorySpace>(s));
   }
   return v;
 }
@@ -48,6 +65,7 @@ StatusOr<std::string> SerializeProgram(const CompiledProgram& program, const std
   mps::WriteGraph(program.graph, out);
   WriteDTypes(program.input_dtypes, out);
   WriteDTypes(program.output_dtypes, out);
+  WriteSpaces(program.output_spaces, out);
   out.I64s(program.aliased_output);
   out.U64(program.donated.size());
   for (bool d : program.donated) out.U64(d ? 1 : 0);
@@ -77,6 +95,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& ex
   const size_t n = program->graph.inputs.size();
   JMP_ASSIGN_OR_RETURN(program->input_dtypes, ReadDTypes(in, n));
   JMP_ASSIGN_OR_RETURN(program->output_dtypes, ReadDTypes(in, program->graph.outputs.size()));
+  JMP_ASSIGN_OR_RETURN(program->output_spaces, ReadSpaces(in, program->graph.outputs.size()));
   JMP_ASSIGN_OR_RETURN(program->aliased_output, in.I64s());
   JMP_ASSIGN_OR_RETURN(size_t donated, in.Count(8));
   if (program->aliased_output.size() != n || donated != n) return in.Malformed("donation does not match the graph");

@@ -101,8 +101,9 @@ struct Func {
   std::vector<Type> arg_types;
   std::vector<Type> result_types;
   // Per argument / per result: its attributes (arg_attrs / res_attrs), without other dialects' (sdy.*,
-  // mhlo.*). @main's arguments carry buffer donation: `tf.aliasing_output` (kInt, the result that may
-  // reuse the argument's memory) and `jax.buffer_donor` (kBool). Empty maps when the function has none.
+  // mhlo.*) except `mhlo.memory_kind` (kString: the memory JAX places the value in, "pinned_host").
+  // @main's arguments carry buffer donation: `tf.aliasing_output` (kInt, the result that may reuse the
+  // argument's memory) and `jax.buffer_donor` (kBool). Empty maps when the function has none.
   std::vector<AttrMap> arg_attrs;
   std::vector<AttrMap> result_attrs;
   Region body;

@@ -84,7 +84,8 @@ Status VhloNormalizer::FinishFunc(const AttrMap& attrs, Func* func, const std::s
         return InvalidArgument("malformed artifact: " + std::string(key) + "[" + std::to_string(i) + "] of @" +
                                func->name + " is not a dictionary (" + where + ")");
       for (const auto& [name, value] : dict.dict)
-        if (name.rfind("sdy.", 0) != 0 && name.rfind("mhlo.", 0) != 0) (*out)[i][name] = value;
+        if ((name.rfind("sdy.", 0) != 0 && name.rfind("mhlo.", 0) != 0) || name == "mhlo.memory_kind")
+          (*out)[i][name] = value;
     }
     return Status::Ok();
   };

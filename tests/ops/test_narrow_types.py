@@ -1,7 +1,8 @@
 """int4/uint4, float8 in every format JAX has and float4_e2m1fn on metal against JAX's CPU backend, bit
 for bit: device_put / device_get of every value, conversions of every value and of float32 values
 around each rounding boundary and overflow, int4 arithmetic with wrap-around, reductions, bitcasts,
-vmap, and the errors for what is not supported. The lowering emulates these types on their storage (cpp/stablehlo/passes/narrow_types.cc)."""
+vmap, and 2-bit lanes packed into and out of wider types. The lowering emulates these types on their
+storage (cpp/stablehlo/passes/narrow_types.cc)."""
 
 import jax
 import jax.numpy as jnp
@@ -221,14 +222,45 @@ def test_grad_through_int4_and_float8_casts():
     check_exact(jax.grad(loss), w)
 
 
-def test_unsupported_op_on_narrow_type_is_an_error():
-    # Packing a byte into 2-bit lanes (bitcast_convert int8 -> int2[4]) is not rewritten yet: a clear
-    # error naming the op and the type, and the process lives on.
-    x = jax.device_put(np.array([1, -2, 3], np.int8), jax.devices("metal")[0])
-    f = jax.jit(lambda v: lax.bitcast_convert_type(v, jnp.int2))
-    with pytest.raises(Exception, match=r"bitcast_convert on i2 is not supported"):
-        jax.block_until_ready(f(x))
-    assert np.asarray(jax.jit(lambda v: v + v)(x)).tolist() == [2, -4, 6]
+INT2 = [jnp.int2, jnp.uint2]
+
+
+def _lanes(d):
+    return 2 if d in INT2 else _width(d)
+
+
+# Every pair with a 2-bit side: 2-bit lanes pack into and unpack from 2-, 4-, 8-, 16- and 32-bit types,
+# lane j at bits 2j as on cpu.
+BITCAST_2BIT_PAIRS = [(f, t) for f in INT2 + [jnp.int4, jnp.uint4, jnp.float4_e2m1fn, jnp.int8, jnp.uint8,
+                                              jnp.float8_e4m3fn, jnp.int16, jnp.bfloat16, jnp.int32, jnp.float32]
+                      for t in INT2 + [jnp.int4, jnp.float4_e2m1fn, jnp.uint8, jnp.float8_e5m2, jnp.uint16,
+                                       jnp.float16, jnp.float32]
+                      if 2 in (_lanes(f), _lanes(t))]
+
+
+@pytest.mark.parametrize("frm,to", BITCAST_2BIT_PAIRS, ids=lambda d: np.dtype(d).name)
+def test_bitcast_convert_2bit(frm, to):
+    fb, tb = _lanes(frm), _lanes(to)
+    rng = np.random.default_rng(fb * 100 + tb)
+    shape = (3, tb // fb) if fb < tb else (3, 4)
+    raw = rng.integers(0, 256, size=(*shape, max(fb // 8, 1)), dtype=np.uint8)
+    if fb < 8:  # every bit pattern of the narrow type; int2/int4 sign-extended as ml_dtypes holds them
+        low = (raw[..., 0] & ((1 << fb) - 1)).astype(np.int8)
+        signed = frm in (jnp.int2, jnp.int4)
+        x = (((low << (8 - fb)) >> (8 - fb)) if signed else low).astype(frm) if frm not in F4 else \
+            low.astype(np.uint8).view(frm)
+    else:
+        x = raw.view(frm).reshape(shape)
+        if jnp.issubdtype(frm, jnp.floating):
+            x = np.where(np.isnan(x.astype(np.float32)), np.zeros_like(x), x)
+    check_exact(lambda a: lax.bitcast_convert_type(a, to), x)
+
+
+def test_int2_packs_and_unpacks_under_jit_and_vmap():
+    # A byte into its four 2-bit lanes and back, batched: the round trip is the identity, as on cpu.
+    x = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    check_exact(lambda v: lax.bitcast_convert_type(lax.bitcast_convert_type(v, jnp.int2), jnp.int8), x)
+    check_exact(jax.vmap(lambda v: lax.bitcast_convert_type(v, jnp.uint2)), x.view(np.uint8))
 
 
 def test_control_flow_scatter_and_indexing():

@@ -4,6 +4,7 @@ is reported, not fatal. Says nothing of speed."""
 
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -15,10 +16,14 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
     out = tmp_path / "results.json"
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--suite", "tiny-dispatch",
                         "host-callback", "--repeat", "2", "--seconds", "0.2", "--out", str(out), "--plot",
-                        str(tmp_path / "ratios.png")], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+                        str(tmp_path / "ratios.png")], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                       env={**os.environ, "OPENBLAS_CORETYPE": "Haswell"})
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads(out.read_text())
     assert results["machine"] and results["settings"]
+    # A pinned BLAS kernel is lifted (OpenBLAS picks the CPU's own, as XLA:CPU does) and recorded.
+    assert results["machine"]["env_lifted"] == {"OPENBLAS_CORETYPE": "Haswell"}
+    assert "OPENBLAS_CORETYPE" not in results["machine"]["env"]
     tiny = results["suites"]["tiny-dispatch"]
     assert len(tiny["step_ratio"]["rounds"]) == 2
     assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])

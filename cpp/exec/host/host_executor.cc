@@ -55,6 +55,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
 #include "mps/op_kinds.def"
     case K::kSelect: return RunSelect(a);
     case K::kClamp: return RunClamp(a);
+    case K::kMultiplyAdd: return RunMultiplyAdd(a);
     case K::kCast: return RunCast(a);
     case K::kTranspose: return RunTranspose(a);
     case K::kBroadcast: return RunBroadcast(a);

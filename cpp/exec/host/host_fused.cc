@@ -35,7 +35,8 @@ TiledBroadcast::Kind Tiling(const mps::Graph& g, const mps::Op& op) {
 
 bool FusesAsOp(mps::OpKind k) {
   using K = mps::OpKind;
-  return k == K::kSelect || k == K::kClamp || k == K::kCast || k == K::kBroadcast || k == K::kCoordinateAlongAxis;
+  return k == K::kSelect || k == K::kClamp || k == K::kMultiplyAdd || k == K::kCast || k == K::kBroadcast ||
+         k == K::kCoordinateAlongAxis;
 }
 
 }  // namespace

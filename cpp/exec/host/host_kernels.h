@@ -71,6 +71,7 @@ Status RunSelect(const OpArgs& a);
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op);
 bool VectorSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
+Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc
 Status RunCast(const OpArgs& a);
 
 Status RunCopyLike(const OpArgs& a);  // Identity, Reshape, ReinterpretCast

@@ -164,6 +164,12 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     case K::kSelect:
       return Tensors{[G selectWithPredicateTensor:in[0] truePredicateTensor:in[1] falsePredicateTensor:in[2] name:nil]};
     case K::kClamp: return Tensors{[G clampWithTensor:in[0] minValueTensor:in[1] maxValueTensor:in[2] name:nil]};
+    case K::kMultiplyAdd:
+      return Tensors{[G additionWithPrimaryTensor:[G multiplicationWithPrimaryTensor:in[0]
+                                                                     secondaryTensor:in[1]
+                                                                                name:nil]
+                                  secondaryTensor:in[2]
+                                             name:nil]};
     case K::kCast: return Tensors{[G castTensor:in[0] toType:dt name:nil]};
     case K::kReinterpretCast: return Tensors{[G reinterpretCastTensor:in[0] toType:dt name:nil]};
     case K::kReshape: return Tensors{[G reshapeTensor:in[0] withShape:ShapeOf(out) name:nil]};

@@ -752,17 +752,18 @@ class Rewriter {
       }
       return Status::Ok();
     }
-    if (fw == 2 || tw == 2) return Refuse(op, fw == 2 ? from : to);  // packing 2-bit lanes: not yet
-    if (fw != 4 && tw != 4) {  // float8 <-> 16/32/64 bits: the storage bytes are the bits
+    if (fw >= 8 && tw >= 8) {  // float8 <-> 16/32/64 bits: the storage bytes are the bits
       Bitcast(x, StorageOf(to), r);
       return Status::Ok();
     }
+    // Sub-byte lanes (2 or 4 bits) pack into or unpack from a wider type, lane j at bits lane*j (the
+    // first lane lowest, as XLA lays them out): [S, k] lanes <-> [S].
     const std::vector<int64_t> in_shape = TypeOf(x).shape;  // a copy: types_ grows below
-    if (fw == 4) {                                          // [S, k] nibbles -> [S], nibble j at bits 4j
-      const DType u = UnsignedOfWidth(tw);
-      const int64_t k = tw / 4;
+    if (fw < tw) {
+      const int64_t k = tw / fw;
+      const DType u = UnsignedOfWidth(tw < 8 ? 8 : tw);  // a 4-bit result accumulates in uint8
       std::vector<int64_t> out_shape(in_shape.begin(), in_shape.end() - 1);
-      int nib = Nibble(x);
+      int lanes = Nibble(x, fw);
       int acc = -1;
       for (int64_t j = 0; j < k; ++j) {
         Attr starts, limits, strides;
@@ -774,25 +775,29 @@ class Rewriter {
         limits.ints.back() = j + 1;
         std::vector<int64_t> one = out_shape;
         one.push_back(1);
-        int s = Emit("stablehlo.slice", {nib}, DType::kU8, one,
+        int s = Emit("stablehlo.slice", {lanes}, DType::kU8, one,
                      {{"start_indices", starts}, {"limit_indices", limits}, {"strides", strides}});
         int w = Convert(Emit("stablehlo.reshape", {s}, DType::kU8, out_shape), u);
-        if (j > 0) w = Binary("stablehlo.shift_left", w, Like(w, static_cast<uint64_t>(4 * j)));
+        if (j > 0) w = Binary("stablehlo.shift_left", w, Like(w, static_cast<uint64_t>(fw * j)));
         acc = acc < 0 ? w : Binary("stablehlo.or", acc, w);
       }
-      Bitcast(acc, StorageOf(to), r);
+      if (IsSubByteInt(to))
+        Wrap(Bitcast(acc, StorageOf(to)), to, r);
+      else
+        Bitcast(acc, StorageOf(to), r);  // float4 keeps its bits in the low nibble of uint8
       return Status::Ok();
     }
-    // [S] -> [S, k] nibbles
-    const DType u = UnsignedOfWidth(fw);
-    const int64_t k = fw / 4;
-    int bits = Bitcast(x, u);
+    // [S] -> [S, k] lanes
+    const int64_t k = fw / tw;
+    const uint64_t mask = (uint64_t{1} << tw) - 1;
+    int bits = fw < 8 ? Nibble(x, fw) : Bitcast(x, UnsignedOfWidth(fw));
     std::vector<int64_t> one = in_shape;
     one.push_back(1);
     std::vector<int> parts;
     for (int64_t j = 0; j < k; ++j) {
-      int s = j > 0 ? Binary("stablehlo.shift_right_logical", bits, Like(bits, static_cast<uint64_t>(4 * j))) : bits;
-      int n = Convert(Binary("stablehlo.and", s, Like(s, 0x0f)), DType::kU8);
+      int s = j > 0 ? Binary("stablehlo.shift_right_logical", bits, Like(bits, static_cast<uint64_t>(tw * j))) : bits;
+      int n = Binary("stablehlo.and", s, Like(s, mask));
+      if (DTypeOfValue(n) != DType::kU8) n = Convert(n, DType::kU8);
       parts.push_back(Emit("stablehlo.reshape", {n}, DType::kU8, one));
     }
     std::vector<int64_t> out_shape = in_shape;

@@ -23,7 +23,8 @@ bool HasNarrowTypes(const shlo::Module& module);
 //   e8m0fnu's all-ones code is NaN; the fnuz formats' 0x80 is NaN and their zero unsigned; float4_e2m1fn
 //   saturates), the sign kept. That is what XLA:CPU does (checked bit for bit against it by the tests).
 // - convert and bitcast_convert to, from and between them follow StableHLO (XLA:CPU for float ->
-//   int4: saturating, NaN -> 0); a 4-bit bitcast splits or joins nibbles, element 0 in the low bits.
+//   int4: saturating, NaN -> 0); a bitcast between a 2- or 4-bit type and a wider one splits or joins
+//   its lanes, element 0 in the low bits.
 // An op it cannot rewrite (custom_call, rng, ... on a narrow type) is an Unimplemented status naming
 // the op, the type and the source line.
 StatusOr<shlo::Module> LegalizeNarrowTypes(const shlo::Module& module);
