@@ -83,23 +83,28 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
         kept[static_cast<size_t>(a)] = 1;
       }
       ProgramBuilder b("axes " + std::to_string(axes.size() == 3 ? -1 : axes[0]) + " of [3,4,5]");
-      b.Returning(k, {b.In(d, shape, operand(shape, 1))}, {out, kept}, [&](mps::Op& op) { op.axes = axes; });
+      b.Returning(k, {b.In(d, shape, operand(shape, 1))}, {out, kept}, [&](mps::Op& op) {
+        op.attrs = arg ? mps::OpAttrs{mps::AxisAttrs{axes[0]}} : mps::OpAttrs{mps::AxesAttrs{axes}};
+      });
       add(b, {arg ? Exact() : Accumulated(k, d, n)});
     }
     if (IsFloat(d) && !arg) {  // NaN and infinity propagate whatever the order: a NaN row, an inf row
       ProgramBuilder b("NaN and infinity rows");
       std::vector<double> v = {1, std::nan(""), -1, 0.5, HUGE_VAL, 0.25, 1, -0.5};
-      b.Returning(k, {b.In(d, {2, 4}, Encode(d, v))}, {out, {2, 1}}, [](mps::Op& op) { op.axes = {1}; });
+      b.Returning(k, {b.In(d, {2, 4}, Encode(d, v))}, {out, {2, 1}},
+                  [](mps::Op& op) { op.attrs = mps::AxesAttrs{{1}}; });
       add(b, {Accumulated(k, d, 4)});
     }
     if (!arg) {
       ProgramBuilder b("empty axis of [0,4]");
-      b.Returning(k, {b.In(d, {0, 4}, {})}, {out, {1, 4}}, [](mps::Op& op) { op.axes = {0}; });
+      b.Returning(k, {b.In(d, {0, 4}, {})}, {out, {1, 4}}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{0}}; });
       add(b, {Exact()});
     }
     if (!quick) {
       ProgramBuilder b("[70000]");
-      b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {out, {1}}, [](mps::Op& op) { op.axes = {0}; });
+      b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {out, {1}}, [&](mps::Op& op) {
+        op.attrs = arg ? mps::OpAttrs{mps::AxisAttrs{0}} : mps::OpAttrs{mps::AxesAttrs{{0}}};
+      });
       add(b, {arg ? Exact() : Accumulated(k, d, 70000)});
     }
     return true;
@@ -111,13 +116,13 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
         ProgramBuilder b("axis " + std::to_string(axis) + (exclusive ? " exclusive" : "") +
                          (reverse ? " reverse" : ""));
         b.Returning(k, {b.In(d, {4, 6}, operand({4, 6}, 1))}, {d, {4, 6}},
-                    [&](mps::Op& op) { mps::Encode(op, mps::CumulativeAttrs{axis, exclusive, reverse}); });
+                    [&](mps::Op& op) { op.attrs = mps::CumulativeAttrs{axis, exclusive, reverse}; });
         add(b, {Accumulated(k, d, 6)});
       }
     if (!quick) {
       ProgramBuilder b("[70000]");
       b.Returning(k, {b.In(d, {70000}, operand({70000}, 2))}, {d, {70000}},
-                  [](mps::Op& op) { mps::Encode(op, mps::CumulativeAttrs{0, false, false}); });
+                  [](mps::Op& op) { op.attrs = mps::CumulativeAttrs{0, false, false}; });
       add(b, {Accumulated(k, d, 70000)});
     }
     return true;
@@ -134,7 +139,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       variants = {{{4, 8}, {4, 5}, {1}, false}, {{3, 7}, {3, 4}, {1}, false}};
     else
       variants = {{{4, 5}, {4, 8}, {1}, true}, {{3, 4}, {3, 7}, {1}, true}};
-    const DType out = k == K::kRealToHermiteanFFT ? DType::kC64 : k == K::kHermiteanToRealFFT ? DType::kF32 : d;
+    const DType out = k == K::kRealToHermiteanFFT ? ComplexOf(d) : k == K::kHermiteanToRealFFT ? RealOf(d) : d;
     for (const Variant& v : variants) {
       ProgramBuilder b(std::string(v.inverse ? "inverse" : "forward") + " over " + std::to_string(v.axes.size()) +
                        " axes");
@@ -142,17 +147,17 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       for (int64_t a : v.axes) n *= std::max(v.in[static_cast<size_t>(a)], v.out[static_cast<size_t>(a)]);
       std::vector<uint8_t> x = Fill(d, CountOf(v.in), Range::kUnit, seed);
       if (k == K::kHermiteanToRealFFT) {  // a real signal's spectrum: real zero and Nyquist bins
-        std::vector<double> parts = Decode(DType::kF32, x);
+        std::vector<double> parts = Decode(RealOf(d), x);
         const int64_t cols = v.in.back(), n_out = v.out.back();
         for (int64_t r = 0; r < v.in[0]; ++r) {
           parts[static_cast<size_t>(2 * (r * cols) + 1)] = 0;
           if (n_out % 2 == 0) parts[static_cast<size_t>(2 * (r * cols + cols - 1) + 1)] = 0;
         }
-        x = Encode(DType::kF32, parts);
+        x = Encode(RealOf(d), parts);
       }
       b.Returning(k, {b.In(d, v.in, x)}, {out, v.out},
-                  [&](mps::Op& op) { mps::Encode(op, mps::FFTAttrs{v.axes, v.inverse}); });
-      add(b, {Scaled(2, Epsilon(DType::kF32) * static_cast<double>(n))});
+                  [&](mps::Op& op) { op.attrs = mps::FFTAttrs{v.axes, v.inverse}; });
+      add(b, {Scaled(2, Epsilon(d) * static_cast<double>(n))});
     }
     return true;
   }
@@ -167,7 +172,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       int x = b.In(d, {1, 5, 5, 2}, operand({1, 5, 5, 2}, 1));
       int w = b.In(d, v.w, operand(v.w, 2));
       b.Returning(k, {x, w}, {d, v.out}, [&](mps::Op& op) {
-        mps::Encode(op, mps::Conv2DAttrs{v.strides, {1, 1}, {v.pad, v.pad}, {v.pad, v.pad}, v.groups});
+        op.attrs = mps::Conv2DAttrs{v.strides, {1, 1}, {v.pad, v.pad}, {v.pad, v.pad}, v.groups};
       });
       add(b, {Accumulated(k, d, v.w[0] * v.w[1] * v.w[2])});
     }
@@ -183,7 +188,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
                                                  {{1, 3, 3, 1}, {1, 1, 1, 1}, {0, 1, 1, 0}, {1, 4, 4, 2}}}) {
       ProgramBuilder b("window " + std::to_string(v.window[1]));
       b.Returning(k, {b.In(d, {1, 4, 4, 2}, Fill(d, 32, values, seed))}, {d, v.out},
-                  [&](mps::Op& op) { mps::Encode(op, mps::Pool4DAttrs{v.window, v.strides, v.pad, v.pad}); });
+                  [&](mps::Op& op) { op.attrs = mps::Pool4DAttrs{v.window, v.strides, v.pad, v.pad}; });
       add(b, {k == K::kMaxPool4D ? Ulps(0) : Accumulated(k, d, 9)});
     }
     return true;
@@ -193,13 +198,14 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     int g = b.In(d, {1, 2, 2, 1}, Fill(d, 4, Range::kUnit, seed));
     int s = b.In(d, {1, 4, 4, 1}, Fill(d, 16, Range::kUnit, seed + 1));
     b.Returning(k, {g, s}, {d, {1, 4, 4, 1}}, [](mps::Op& op) {
-      mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
+      op.attrs = mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
     });
     add(b, {Ulps(0)});
     return true;
   }
   if (k == K::kWhile) {
-    // Three iterations of x <- -x, counted in int32 (x first: the op is judged by its dtype).
+    // Three iterations of x <- -x (!x, ~x for bool and unsigned), counted in int32 (x first: the op is
+    // judged by its dtype).
     ProgramBuilder b("three negations");
     int x0 = b.In(d, {5}, Fill(d, 5, IsFloat(d) ? Range::kEdge : Range::kSmallInt, seed));
     int i0 = b.In(DType::kI32, {}, Encode(DType::kI32, {0}));
@@ -208,7 +214,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       o.kind = kind;
       o.inputs = std::move(in);
       o.outputs = {out};
-      o.data = std::move(data);
+      if (kind == K::kConstant) o.attrs = mps::ConstantAttrs{std::move(data)};
       g.ops.push_back(std::move(o));
     };
     mps::Graph cond, body;
@@ -220,7 +226,7 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
     int one = body.AddValue(DType::kI32, {}), next = body.AddValue(DType::kI32, {}), negated = body.AddValue(d, {5});
     op(body, K::kConstant, {}, one, Encode(DType::kI32, {1}));
     op(body, K::kAdd, {body.inputs[1], one}, next);
-    op(body, IsUnsignedInt(d) ? K::kBitwiseNot : K::kNegative, {body.inputs[0]}, negated);
+    op(body, d == DType::kBool ? K::kNot : IsUnsignedInt(d) ? K::kBitwiseNot : K::kNegative, {body.inputs[0]}, negated);
     body.outputs = {negated, next};
     auto outs = b.Op(k, {x0, i0}, {{d, {5}}, {DType::kI32, {}}}, [&](mps::Op& o) { o.subgraphs = {cond, body}; });
     b.Out(outs[0]);

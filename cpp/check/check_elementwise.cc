@@ -15,7 +15,7 @@ using K = mps::OpKind;
 
 bool IsUnaryRow(K kind) {
   static const std::set<K> rows = {
-#define JMP_MPS_UNARY(name, macos, selector) K::k##name,
+#define JMP_MPS_UNARY(name, macos, selector, domain) K::k##name,
 #include "mps/op_kinds.def"
   };
   return rows.count(kind) > 0;
@@ -23,7 +23,7 @@ bool IsUnaryRow(K kind) {
 
 bool IsBinaryRow(K kind) {
   static const std::set<K> rows = {
-#define JMP_MPS_BINARY(name, macos, primary, secondary) K::k##name,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) K::k##name,
 #include "mps/op_kinds.def"
   };
   return rows.count(kind) > 0;

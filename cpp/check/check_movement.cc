@@ -49,7 +49,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
   if (k == K::kConstant) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{4, 6}, {}, {0, 3}}) {
       ProgramBuilder b("constant of " + std::to_string(CountOf(shape)) + " edge values");
-      b.Returning(K::kConstant, {}, {d, shape}, [&](mps::Op& op) { op.data = data(shape); });
+      b.Returning(K::kConstant, {}, {d, shape}, [&](mps::Op& op) { op.attrs = mps::ConstantAttrs{data(shape)}; });
       add(b, {bits});
     }
     return true;
@@ -57,7 +57,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
   if (k == K::kCoordinateAlongAxis) {
     for (int64_t axis = 0; axis < 3; ++axis) {
       ProgramBuilder b("axis " + std::to_string(axis) + " of [3,4,5]");
-      b.Returning(K::kCoordinateAlongAxis, {}, {d, {3, 4, 5}}, [&](mps::Op& op) { op.axes = {axis}; });
+      b.Returning(K::kCoordinateAlongAxis, {}, {d, {3, 4, 5}}, [&](mps::Op& op) { op.attrs = mps::AxisAttrs{axis}; });
       add(b, {bits});
     }
     return true;
@@ -92,9 +92,11 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
   if (k == K::kTranspose) {
     std::vector<int64_t> perm = {0, 1, 2};
     do {
-      unary("[2,3,4] permuted", {2, 3, 4}, Permuted({2, 3, 4}, perm), [&](mps::Op& op) { op.axes = perm; }, d);
+      unary(
+          "[2,3,4] permuted", {2, 3, 4}, Permuted({2, 3, 4}, perm),
+          [&](mps::Op& op) { op.attrs = mps::PermutationAttrs{perm}; }, d);
     } while (std::next_permutation(perm.begin(), perm.end()));
-    unary("[0,3] transposed", {0, 3}, {3, 0}, [](mps::Op& op) { op.axes = {1, 0}; }, d);
+    unary("[0,3] transposed", {0, 3}, {3, 0}, [](mps::Op& op) { op.attrs = mps::PermutationAttrs{{1, 0}}; }, d);
     return true;
   }
   if (k == K::kBroadcast) {
@@ -104,30 +106,11 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     return true;
   }
   if (k == K::kSlice) {
-    unary(
-        "[5,6] strided", {5, 6}, {2, 2},
-        [](mps::Op& op) {
-          op.starts = {1, 0};
-          op.ends = {5, 6};
-          op.strides = {2, 3};
-        },
-        d);
-    unary(
-        "[5,6] empty", {5, 6}, {0, 6},
-        [](mps::Op& op) {
-          op.starts = {2, 0};
-          op.ends = {2, 6};
-          op.strides = {1, 1};
-        },
-        d);
+    unary("[5,6] strided", {5, 6}, {2, 2}, [](mps::Op& op) { op.attrs = mps::SliceAttrs{{1, 0}, {5, 6}, {2, 3}}; }, d);
+    unary("[5,6] empty", {5, 6}, {0, 6}, [](mps::Op& op) { op.attrs = mps::SliceAttrs{{2, 0}, {2, 6}, {1, 1}}; }, d);
     if (!quick)
       unary(
-          "[70000] from 65530", {70000}, {4470},
-          [](mps::Op& op) {
-            op.starts = {65530};
-            op.ends = {70000};
-            op.strides = {1};
-          },
+          "[70000] from 65530", {70000}, {4470}, [](mps::Op& op) { op.attrs = mps::SliceAttrs{{65530}, {70000}, {1}}; },
           d);
     return true;
   }
@@ -139,7 +122,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
       out[static_cast<size_t>(axis)] *= 2;
       int x = b.In(d, {2, 3, 4}, data({2, 3, 4})), y = b.In(d, {2, 3, 4}, data({2, 3, 4}, 1));
       int e = b.In(d, empty, {});
-      b.Returning(k, {x, e, y}, {d, out}, [&](mps::Op& op) { op.axes = {axis}; });
+      b.Returning(k, {x, e, y}, {d, out}, [&](mps::Op& op) { op.attrs = mps::AxisAttrs{axis}; });
       add(b, {bits});
     }
     return true;
@@ -148,23 +131,15 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     unary(
         "[3,4] padded", {3, 4}, {6, 7},
         [&](mps::Op& op) {
-          op.starts = {1, 0};
-          op.ends = {2, 3};
-          op.scalar = d == DType::kBool ? 1 : IsFloat(d) || IsComplex(d) ? 1.5 : 7;
+          op.attrs = mps::PadAttrs{{1, 0}, {2, 3}, d == DType::kBool ? 1 : IsFloat(d) || IsComplex(d) ? 1.5 : 7};
         },
         d);
-    unary(
-        "[0,2] padded", {0, 2}, {1, 2},
-        [](mps::Op& op) {
-          op.starts = {1, 0};
-          op.ends = {0, 0};
-        },
-        d);
+    unary("[0,2] padded", {0, 2}, {1, 2}, [](mps::Op& op) { op.attrs = mps::PadAttrs{{1, 0}, {0, 0}, 0}; }, d);
     return true;
   }
   if (k == K::kReverse) {
     for (std::vector<int64_t> axes : {std::vector<int64_t>{0}, {1}, {2}, {0, 2}})
-      unary("[3,4,5] reversed", {3, 4, 5}, {3, 4, 5}, [&](mps::Op& op) { op.axes = axes; }, d);
+      unary("[3,4,5] reversed", {3, 4, 5}, {3, 4, 5}, [&](mps::Op& op) { op.attrs = mps::AxesAttrs{axes}; }, d);
     return true;
   }
   if (k == K::kGatherAlongAxis) {
@@ -172,19 +147,20 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
       ProgramBuilder b("axis " + std::to_string(axis) + " of [3,4]");
       int x = b.In(d, {3, 4}, data({3, 4}));
       int i = b.In(DType::kI32, {3, 4}, Indices(IndexRun(12, axis == 0 ? 3 : 4, 1)));
-      b.Returning(k, {x, i}, {d, {3, 4}}, [&](mps::Op& op) { op.axes = {axis}; });
+      b.Returning(k, {x, i}, {d, {3, 4}}, [&](mps::Op& op) { op.attrs = mps::AxisAttrs{axis}; });
       add(b, {bits});
     }
     return true;
   }
   if (k == K::kGatherND) {
+    auto gather_rows = [](mps::Op& op) { op.attrs = mps::GatherNDAttrs{/*batch_dims=*/0}; };
     ProgramBuilder b("rows of [4,5]");
     int x = b.In(d, {4, 5}, data({4, 5}));
-    b.Returning(k, {x, b.In(DType::kI32, {3, 1}, Indices({3, 0, 2}))}, {d, {3, 5}});
+    b.Returning(k, {x, b.In(DType::kI32, {3, 1}, Indices({3, 0, 2}))}, {d, {3, 5}}, gather_rows);
     add(b, {bits});
     ProgramBuilder e("elements of [4,5]");
     int y = e.In(d, {4, 5}, data({4, 5}));
-    e.Returning(k, {y, e.In(DType::kI32, {3, 2}, Indices({3, 4, 0, 0, 1, 2}))}, {d, {3}});
+    e.Returning(k, {y, e.In(DType::kI32, {3, 2}, Indices({3, 4, 0, 0, 1, 2}))}, {d, {3}}, gather_rows);
     add(e, {bits});
     return true;
   }
@@ -200,7 +176,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
       int u = b.In(d, updates, data(updates, 3));
       int i = nd ? b.In(DType::kI32, {2, 1}, Indices({3, 1}))
                  : b.In(DType::kI32, {4, 2}, Indices({4, 0, 1, 2, 3, 4, 0, 2}));
-      b.Returning(k, {x, u, i}, {d, {4, 5}}, [&](mps::Op& op) { mps::Encode(op, mps::ScatterAttrs{mode, 1}); });
+      b.Returning(k, {x, u, i}, {d, {4, 5}}, [&](mps::Op& op) { op.attrs = mps::ScatterAttrs{mode, 1}; });
       add(b, {IsFloat(d) || IsComplex(d) ? ElementwiseTolerance(K::kAdd, d) : bits});
     }
     return true;
@@ -214,13 +190,13 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
         ProgramBuilder b(std::string(descending ? "descending" : "ascending") + ", axis " + std::to_string(axis) +
                          " of [6,20]");
         b.Returning(k, {b.In(d, {6, 20}, Fill(d, 120, keys, seed))}, {out, {6, 20}},
-                    [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{axis, descending}); });
+                    [&](mps::Op& op) { op.attrs = mps::SortAttrs{axis, descending}; });
         add(b, {Ulps(0)});
       }
     if (!quick) {
       ProgramBuilder b("[70000]");
       b.Returning(k, {b.In(d, {70000}, Fill(d, 70000, keys, seed))}, {out, {70000}},
-                  [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{0, false}); });
+                  [&](mps::Op& op) { op.attrs = mps::SortAttrs{0, false}; });
       add(b, {Ulps(0)});
     }
     return true;
@@ -229,7 +205,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
     const Range keys = IsFloat(d) ? Range::kFinite : Range::kEdge;
     ProgramBuilder b("k=4 of [3,10]");
     auto outs = b.Op(k, {b.In(d, {3, 10}, Fill(d, 30, keys, seed))}, {{d, {3, 4}}, {DType::kI32, {3, 4}}},
-                     [](mps::Op& op) { mps::Encode(op, mps::TopKAttrs{4}); });
+                     [](mps::Op& op) { op.attrs = mps::TopKAttrs{4}; });
     b.Out(outs[0]);
     b.Out(outs[1]);
     add(b, {Ulps(0), Exact()});
@@ -248,7 +224,7 @@ bool BuildDataMovement(K k, DType d, bool quick, Case& c) {
         op.kind = g == &then_g ? K::kIdentity : K::kReverse;
         op.inputs = {in};
         op.outputs = {g->AddValue(d, {6})};
-        if (g == &else_g) op.axes = {0};
+        if (g == &else_g) op.attrs = mps::AxesAttrs{{0}};
         g->ops.push_back(op);
         g->outputs = op.outputs;
       }

@@ -103,10 +103,10 @@ std::vector<Case> AssumptionProbes() {
   }
   for (K k : {K::kReductionArgMaximum, K::kReductionArgMinimum}) {
     Case c = Probe(k, D::kF32, "ArgMax/ArgMin: ties give the smallest index, NaN wins, the first one");
-    c.programs.push_back(
-        OneOp("ties", k, {{{D::kF32, {6}}, {1, 3, 3, 0, 0, 2}}}, {{D::kI32, {1}}}, [](mps::Op& op) { op.axes = {0}; }));
+    c.programs.push_back(OneOp("ties", k, {{{D::kF32, {6}}, {1, 3, 3, 0, 0, 2}}}, {{D::kI32, {1}}},
+                               [](mps::Op& op) { op.attrs = mps::AxisAttrs{0}; }));
     c.programs.push_back(OneOp("NaNs", k, {{{D::kF32, {6}}, {1, 3, kNaN, 0, kNaN, -HUGE_VAL}}}, {{D::kI32, {1}}},
-                               [](mps::Op& op) { op.axes = {0}; }));
+                               [](mps::Op& op) { op.attrs = mps::AxisAttrs{0}; }));
     cases.push_back(std::move(c));
   }
   {
@@ -116,7 +116,7 @@ std::vector<Case> AssumptionProbes() {
     std::vector<double> parts = {1, 0.5, 0.25, -1, 0, 0.5, -0.5, 0.25, 2, -0.75};
     ProgramBuilder b("n = 8");
     b.Returning(K::kHermiteanToRealFFT, {b.In(D::kC64, {5}, Encode(D::kF32, parts))}, {D::kF32, {8}},
-                [](mps::Op& op) { mps::Encode(op, mps::FFTAttrs{{0}, true}); });
+                [](mps::Op& op) { op.attrs = mps::FFTAttrs{{0}, true}; });
     c.programs.push_back(b.Done({Scaled(2, 0x1p-23 * 8)}));
     cases.push_back(std::move(c));
   }
@@ -125,7 +125,7 @@ std::vector<Case> AssumptionProbes() {
     const std::vector<double> keys = {HUGE_VAL, -0.0, 1e-45, -HUGE_VAL, 0.0, -1e-45, 2, -2, 1e-38};
     for (bool descending : {false, true})
       c.programs.push_back(OneOp(descending ? "descending" : "ascending", K::kSort, {{{D::kF32, {9}}, keys}},
-                                 {{D::kF32, {9}}}, [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{0, descending}); },
+                                 {{D::kF32, {9}}}, [&](mps::Op& op) { op.attrs = mps::SortAttrs{0, descending}; },
                                  {Ulps(0)}));
     cases.push_back(std::move(c));
   }
@@ -134,25 +134,25 @@ std::vector<Case> AssumptionProbes() {
     const std::vector<double> keys = {2, 1, 2, 1, 0, 2, 1, 0, 2, 2, 1, 0};
     for (bool descending : {false, true})
       c.programs.push_back(OneOp(descending ? "descending" : "ascending", K::kArgSort, {{{D::kI32, {12}}, keys}},
-                                 {{D::kI32, {12}}},
-                                 [&](mps::Op& op) { mps::Encode(op, mps::SortAttrs{0, descending}); }));
+                                 {{D::kI32, {12}}}, [&](mps::Op& op) { op.attrs = mps::SortAttrs{0, descending}; }));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kTopK, D::kF32, "TopK: ties keep the smaller index first");
     c.programs.push_back(OneOp("k=3", K::kTopK, {{{D::kF32, {7}}, {3, 1, 3, 2, 3, 3, 0}}},
-                               {{D::kF32, {3}}, {D::kI32, {3}}},
-                               [](mps::Op& op) { mps::Encode(op, mps::TopKAttrs{3}); }, {Exact()}));
+                               {{D::kF32, {3}}, {D::kI32, {3}}}, [](mps::Op& op) { op.attrs = mps::TopKAttrs{3}; },
+                               {Exact()}));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kGatherND, D::kF32, "Gather/scatter: indices at both ends of a dimension are in range");
     c.programs.push_back(OneOp("first and last rows", K::kGatherND,
                                {{{D::kF32, {4, 2}}, {1, 2, 3, 4, 5, 6, 7, 8}}, {{D::kI32, {2, 1}}, {3, 0}}},
-                               {{D::kF32, {2, 2}}}, nullptr));
+                               {{D::kF32, {2, 2}}},
+                               [](mps::Op& op) { op.attrs = mps::GatherNDAttrs{/*batch_dims=*/0}; }));
     c.programs.push_back(OneOp("along axis, both ends", K::kGatherAlongAxis,
                                {{{D::kF32, {2, 3}}, {1, 2, 3, 4, 5, 6}}, {{D::kI32, {2, 2}}, {2, 0, 0, 2}}},
-                               {{D::kF32, {2, 2}}}, [](mps::Op& op) { op.axes = {1}; }));
+                               {{D::kF32, {2, 2}}}, [](mps::Op& op) { op.attrs = mps::AxisAttrs{1}; }));
     cases.push_back(std::move(c));
   }
   {
@@ -173,7 +173,7 @@ std::vector<Case> AssumptionProbes() {
                       {{{D::kF32, {3}}, {0, 0, 0}}, {{D::kF32, {2}}, {10, 20}}, {{D::kI32, {2, 1}}, {1, 1}}},
                       {{D::kF32, {3}}}, [](mps::Op& op) {
                         op.kind = K::kScatterND;
-                        mps::Encode(op, mps::ScatterAttrs{mps::ScatterMode::kSet, 0});
+                        op.attrs = mps::ScatterAttrs{mps::ScatterMode::kSet, 0};
                       });
     p.alternatives = {{Encode(D::kF32, {0, 10, 0})}, {Encode(D::kF32, {0, 20, 0})}};
     c.programs.push_back(std::move(p));
@@ -183,19 +183,19 @@ std::vector<Case> AssumptionProbes() {
     const double tiny = d == D::kF16 ? 0x1p-12 : 0x1p-9;
     Case c = Probe(K::kConv2D, d, "Conv2D: f16/bf16 accumulate in f32");
     std::vector<double> x = {1, tiny, tiny, tiny, tiny, tiny, tiny, tiny, tiny};
-    c.programs.push_back(
-        OneOp("1x1 kernel over 9 channels", K::kConv2D,
-              {{{d, {1, 1, 1, 9}}, x}, {{d, {1, 1, 9, 1}}, std::vector<double>(9, 1)}}, {{d, {1, 1, 1, 1}}},
-              [](mps::Op& op) { mps::Encode(op, mps::Conv2DAttrs{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1}); }));
+    c.programs.push_back(OneOp("1x1 kernel over 9 channels", K::kConv2D,
+                               {{{d, {1, 1, 1, 9}}, x}, {{d, {1, 1, 9, 1}}, std::vector<double>(9, 1)}},
+                               {{d, {1, 1, 1, 1}}},
+                               [](mps::Op& op) { op.attrs = mps::Conv2DAttrs{{1, 1}, {1, 1}, {0, 0}, {0, 0}, 1}; }));
     cases.push_back(std::move(c));
   }
   {
     Case c = Probe(K::kMaxPool4D, D::kF32, "MaxPool4D: NaN in a window gives NaN, +0 wins over -0");
-    c.programs.push_back(OneOp(
-        "2x2 windows", K::kMaxPool4D, {{{D::kF32, {1, 2, 4, 1}}, {kNaN, 1, -0.0, 0.0, 2, 3, -0.0, -0.0}}},
-        {{D::kF32, {1, 1, 2, 1}}},
-        [](mps::Op& op) { mps::Encode(op, mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}}); },
-        {Exact()}));
+    c.programs.push_back(
+        OneOp("2x2 windows", K::kMaxPool4D, {{{D::kF32, {1, 2, 4, 1}}, {kNaN, 1, -0.0, 0.0, 2, 3, -0.0, -0.0}}},
+              {{D::kF32, {1, 1, 2, 1}}},
+              [](mps::Op& op) { op.attrs = mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}}; },
+              {Exact()}));
     cases.push_back(std::move(c));
   }
   {
@@ -203,8 +203,7 @@ std::vector<Case> AssumptionProbes() {
     c.programs.push_back(OneOp("tied windows", K::kMaxPool4DGradient,
                                {{{D::kF32, {1, 1, 2, 1}}, {1, 2}}, {{D::kF32, {1, 2, 4, 1}}, {5, 5, 1, 7, 5, 5, 7, 7}}},
                                {{D::kF32, {1, 2, 4, 1}}}, [](mps::Op& op) {
-                                 mps::Encode(op,
-                                             mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}});
+                                 op.attrs = mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
                                }));
     cases.push_back(std::move(c));
   }

@@ -189,7 +189,7 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
         mps::Op constant;
         constant.kind = mps::OpKind::kConstant;
         constant.outputs = {one};
-        constant.data = OnesOf(t);
+        constant.attrs = mps::ConstantAttrs{OnesOf(t)};
         g.ops.push_back(std::move(constant));
         fault.kind = mps::OpKind::kAdd;
         fault.inputs = {v, one};

@@ -69,8 +69,8 @@ bool IsSource(const Op& op) {
 // The elementwise rows of the op table.
 bool IsElementwiseRow(OpKind kind) {
   static const OpKind kRows[] = {
-#define JMP_MPS_UNARY(name, macos, selector) OpKind::k##name,
-#define JMP_MPS_BINARY(name, macos, primary, secondary) OpKind::k##name,
+#define JMP_MPS_UNARY(name, macos, selector, domain) OpKind::k##name,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) OpKind::k##name,
 #include "mps/op_kinds.def"
   };
   return std::find(std::begin(kRows), std::end(kRows), kind) != std::end(kRows);

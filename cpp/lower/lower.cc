@@ -10,23 +10,26 @@ namespace jmp::mps {
 namespace {
 
 StatusOr<Graph> LowerMain(const shlo::Module& module);
+StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
 
 }  // namespace
 
 // A program that reads fine can still be inconsistent (a corrupted artifact: an attribute index past
 // its operand's rank, ...); bounds-checked accessors then throw, and that is a bad-input error.
-StatusOr<Graph> LowerModule(const shlo::Module& module) {
+StatusOr<LoweredProgram> LowerModule(const shlo::Module& module) {
   try {
-    StatusOr<Graph> graph = [&]() -> StatusOr<Graph> {
-      if (!shlo::HasNarrowTypes(module)) return LowerMain(module);
+    LoweredProgram program;
+    if (!shlo::HasNarrowTypes(module)) {
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(module));
+    } else {
       JMP_ASSIGN_OR_RETURN(shlo::Module legal, shlo::LegalizeNarrowTypes(module));
-      return LowerMain(legal);
-    }();
-    if (graph.ok()) {
-      ContractMultiplyAdds(*graph);
-      JMP_RETURN_IF_ERROR(VerifyGraph(*graph));
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal));
     }
-    return graph;
+    ContractMultiplyAdds(program.graph);
+    JMP_RETURN_IF_ERROR(VerifyGraph(program.graph));
+    JMP_ASSIGN_OR_RETURN(program.signature,
+                         SignatureOf(*module.FindFunc("main"), program.graph));  // LowerMain found it
+    return program;
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("inconsistent program: ") + e.what());
   }
@@ -63,6 +66,33 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
     graph.outputs.push_back(v);
   }
   return graph;
+}
+
+// The declared types of @main where the graph computes on another (narrow types in their storage).
+StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph) {
+  JMP_ASSIGN_OR_RETURN(shlo::Donation donation, shlo::DonationOf(main));
+  if (donation.aliased_output.size() != graph.inputs.size())
+    return Internal("@main's arguments and the graph's inputs differ in number");
+  Signature sig;
+  sig.aliased_output = std::move(donation.aliased_output);
+  sig.donated = std::move(donation.donated);
+  auto declared = [](const shlo::Type& t, DType graph_type) {
+    return t.kind == shlo::Type::Kind::kTensor && IsNarrow(t.dtype) ? t.dtype : graph_type;
+  };
+  for (size_t i = 0; i < graph.inputs.size(); ++i)
+    sig.input_dtypes.push_back(declared(main.arg_types.at(i), graph.type(graph.inputs[i]).dtype));
+  for (size_t j = 0; j < graph.outputs.size(); ++j) {
+    const DType t = graph.type(graph.outputs[j]).dtype;
+    sig.output_dtypes.push_back(j < main.result_types.size() ? declared(main.result_types[j], t) : t);
+    sig.output_memory_kinds.push_back("device");
+    if (j >= main.result_attrs.size()) continue;
+    auto kind = main.result_attrs[j].find("mhlo.memory_kind");
+    if (kind == main.result_attrs[j].end()) continue;
+    if (kind->second.kind != shlo::Attr::Kind::kString)
+      return InvalidArgument("@main result " + std::to_string(j) + ": mhlo.memory_kind is not a string");
+    sig.output_memory_kinds.back() = kind->second.s;
+  }
+  return sig;
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ Status PythonCallback(LowerContext& cx) {
   for (size_t i = 0; i < op.results.size(); ++i)
     if (!IsToken(cx.OutType(i))) outputs.push_back({cx.OutType(i).dtype, cx.OutType(i).shape});
   Op call = cx.NewOp(OpKind::kPythonCallback, std::move(inputs));
-  Encode(call, attrs);
+  call.attrs = attrs;
   std::vector<int> values = cx.EmitOp(std::move(call), outputs);
   size_t next = 1;
   for (size_t i = 0; i < op.results.size(); ++i) cx.Bind(i, IsToken(cx.OutType(i)) ? values[0] : values[next++]);

@@ -498,7 +498,7 @@ int LowerContext::Transpose(int x, const std::vector<int64_t>& perm) {
     if (key.first == &graph() && made.first == x && made.second == perm) return key.second;
   Shape in = ShapeOf(x), out;
   for (int64_t p : perm) out.push_back(in[static_cast<size_t>(p)]);
-  int y = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, AxesAttrs{perm});
+  int y = Emit(OpKind::kTranspose, {x}, DTypeOf(x), out, PermutationAttrs{perm});
   transpose_of_[{&graph(), y}] = {x, perm};
   return y;
 }
@@ -560,7 +560,7 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
       int64_t offset = 0;
       for (size_t i = 0; i < in.size(); ++i) offset += starts[i] * in_strides[i];
       size_t width = ByteSize(DTypeOf(x));
-      const std::vector<uint8_t>& data = graph().ops[c->second].data;
+      const std::vector<uint8_t>& data = graph().ops[c->second].Attrs<ConstantAttrs>().data;
       std::vector<uint8_t> one(data.begin() + offset * static_cast<int64_t>(width),
                                data.begin() + (offset + 1) * static_cast<int64_t>(width));
       double value = DecodeScalar(DTypeOf(x), one.data());
@@ -591,9 +591,8 @@ int LowerContext::Scalar(DType dtype, double value) {
 int LowerContext::ScalarBits(DType dtype, uint64_t bits) { return ConstantData(dtype, {}, EncodeBits(dtype, bits)); }
 
 int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> data) {
-  // Built in place rather than through ConstantAttrs: the bytes move, never copied.
   Op op = NewOp(OpKind::kConstant, {});
-  op.data = std::move(data);
+  op.attrs = ConstantAttrs{std::move(data)};  // the bytes move, never copied
   int v = EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
   constant_at_[{&graph(), v}] = graph().ops.size() - 1;
   return v;

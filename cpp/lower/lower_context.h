@@ -84,7 +84,7 @@ class LowerContext {
   template <typename Attrs>
   int Emit(OpKind kind, std::vector<int> inputs, DType dtype, Shape shape, const Attrs& attrs) {
     Op op = NewOp(kind, std::move(inputs));
-    Encode(op, attrs);
+    op.attrs = attrs;
     return EmitOp(std::move(op), {TensorType{dtype, std::move(shape)}})[0];
   }
   // An op built whole up front (NewOp, then its attributes and subgraphs) with fresh outputs of

@@ -78,8 +78,8 @@ bool IsZeroConstant(LowerContext& cx, int v) {
       v = it->inputs.at(0);
       continue;
     }
-    if (it->kind != OpKind::kConstant || it->data.empty()) return false;
-    for (uint8_t b : it->data)
+    if (it->kind != OpKind::kConstant || it->Attrs<ConstantAttrs>().data.empty()) return false;
+    for (uint8_t b : it->Attrs<ConstantAttrs>().data)
       if (b != 0) return false;
     return true;
   }

@@ -62,7 +62,7 @@ Status EmitAndBind(LowerContext& cx, OpKind kind, std::vector<int> inputs, const
     return cx.Unsupported("has " + std::to_string(cx.op().results.size()) + " results, expected " +
                           std::to_string(outputs.size()));
   Op op = cx.NewOp(kind, std::move(inputs));
-  Encode(op, flags);
+  op.attrs = flags;
   std::vector<int> out = cx.EmitOp(std::move(op), outputs);
   for (size_t i = 0; i < out.size(); ++i) cx.Bind(i, out[i]);
   return Status::Ok();

@@ -75,7 +75,7 @@ Status MetalKernel(LowerContext& cx) {
     return cx.Unsupported("metal_kernel: the reference returns " + std::to_string(body.outputs.size()) +
                           " arrays, the kernel " + std::to_string(out_types.size()));
   Op kernel = cx.NewOp(OpKind::kMetalKernel, std::move(inputs));
-  Encode(kernel, attrs);
+  kernel.attrs = std::move(attrs);
   kernel.subgraphs.push_back(std::move(body));
   std::vector<int> values = cx.EmitOp(std::move(kernel), out_types);
   for (size_t i = 0; i < values.size(); ++i) cx.Bind(i, values[i]);

@@ -29,8 +29,8 @@ namespace {
 // Ops XLA fuses a producer into (loop fusion), so a product they read need not be kept in memory.
 bool ReadsInLoop(OpKind k) {
   static const std::set<OpKind> kinds = {
-#define JMP_MPS_UNARY(name, macos, selector) OpKind::k##name,
-#define JMP_MPS_BINARY(name, macos, primary, secondary) OpKind::k##name,
+#define JMP_MPS_UNARY(name, macos, selector, domain) OpKind::k##name,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) OpKind::k##name,
 #include "mps/op_kinds.def"
       OpKind::kSelect,    OpKind::kClamp, OpKind::kMultiplyAdd, OpKind::kCast, OpKind::kReshape, OpKind::kTranspose,
       OpKind::kBroadcast, OpKind::kSlice, OpKind::kConcat,      OpKind::kPad,  OpKind::kReverse,

@@ -38,7 +38,7 @@ Status RngBitGenerator(LowerContext& cx) {
       return cx.Unsupported("random bits of an unreasonable shape");
   JMP_ASSIGN_OR_RETURN(int state, cx.In(0));
   Op op = cx.NewOp(OpKind::kRngBitGenerator, {state});
-  Encode(op, RngAttrs{how});
+  op.attrs = RngAttrs{how};
   std::vector<int> out =
       cx.EmitOp(std::move(op), {TensorType{DType::kU64, state_type.shape}, TensorType{bits, bits_type.shape}});
   cx.Bind(0, out[0]);

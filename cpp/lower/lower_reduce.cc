@@ -241,7 +241,7 @@ Status Reduce(LowerContext& cx) {
     Shape kept = KeptShape(in, axes);
     int values = cx.Emit(value_kind, {ranked}, cx.DTypeOf(ranked), kept, AxesAttrs{axes});
     int value = cx.Cast(cx.Reshape(values, out), value_type);
-    int indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept, AxesAttrs{axes});
+    int indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept, AxisAttrs{axes[0]});
     int index = cx.Cast(cx.Reshape(indices, out), cx.OutType(1).dtype);
     cx.Bind(0, value);
     cx.Bind(1, index);

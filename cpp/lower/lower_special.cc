@@ -44,7 +44,7 @@ Status TopK(LowerContext& cx) {
   Shape out = shape;
   out.back() = k;
   Op top = cx.NewOp(OpKind::kTopK, {keys});
-  Encode(top, TopKAttrs{k});
+  top.attrs = TopKAttrs{k};
   int indices = cx.EmitOp(std::move(top), {TensorType{cx.DTypeOf(keys), out}, TensorType{DType::kI32, out}})[1];
   int values = GatherAlongAxis(cx, x, indices, static_cast<int64_t>(shape.size()) - 1);
   cx.Bind(0, values);

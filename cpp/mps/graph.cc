@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "mps/op_domain.h"
+
 namespace jmp::mps {
 
 namespace {
@@ -10,21 +12,17 @@ struct OpKindInfo {
   std::string_view name;
   int macos;
   std::string_view selector;
+  DTypeDomain domain;
+  std::string_view domain_name;
 };
 
 constexpr OpKindInfo kOpKindInfo[] = {
-#define JMP_MPS_OP(name, macos, selector) {#name, macos, selector},
+#define JMP_MPS_OP(name, macos, selector, domain) \
+  {#name, macos, selector, JMP_DOMAIN_##domain(JMP_DOMAIN_FIELDS, ), #domain},
 #include "mps/op_kinds.def"
 };
 
 const OpKindInfo& Info(OpKind kind) { return kOpKindInfo[static_cast<size_t>(kind)]; }
-
-void PrintInts(std::ostream& os, const char* label, const std::vector<int64_t>& v) {
-  if (v.empty()) return;
-  os << ' ' << label << "=[";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-}
 
 }  // namespace
 
@@ -32,6 +30,17 @@ std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
 std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
 int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
 bool OpKindHostOnly(OpKind kind) { return Info(kind).macos == 0; }
+DTypeDomain OpKindDomain(OpKind kind) { return Info(kind).domain; }
+std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; }
+
+bool DTypeDomain::Has(DType t) const {
+  if (IsFloat(t))
+    return floats == 1 || (floats == 2 && (t == DType::kF32 || t == DType::kF64)) ||
+           (floats == 3 && (t == DType::kF16 || t == DType::kBF16 || t == DType::kF32));
+  if (IsInteger(t)) return ints;
+  if (IsComplex(t)) return complexes;
+  return t == DType::kBool && bools;
+}
 
 int64_t TensorType::NumElements() const {
   int64_t n = 1;
@@ -75,13 +84,7 @@ void PrintGraph(std::ostream& os, const Graph& g, const std::string& indent, con
     os << " = " << OpKindName(op.kind) << '(';
     for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << '%' << op.inputs[i];
     os << ')';
-    PrintInts(os, "axes", op.axes);
-    PrintInts(os, "starts", op.starts);
-    PrintInts(os, "ends", op.ends);
-    PrintInts(os, "strides", op.strides);
-    if (op.int_attr != 0) os << " int=" << op.int_attr;
-    if (op.kind == OpKind::kPad) os << " value=" << op.scalar;
-    if (op.kind == OpKind::kConstant) os << " bytes=" << op.data.size();
+    os << AttrsToString(op.attrs);
     os << " : ";
     for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << g.type(op.outputs[i]).ToString();
     if (notes && k < notes->after.size()) os << notes->after[k];

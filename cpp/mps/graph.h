@@ -7,17 +7,18 @@
 #include <string_view>
 #include <vector>
 
+#include "mps/op_attrs.h"
 #include "support/dtype.h"
 
 namespace jmp::mps {
 
-enum class OpKind : uint16_t {
-#define JMP_MPS_OP(name, macos, selector) k##name,
+enum class OpKind : uint16_t {  // declared in mps/op_attrs.h
+#define JMP_MPS_OP(name, macos, selector, domain) k##name,
 #include "mps/op_kinds.def"
 };
 
 inline constexpr OpKind kAllOpKinds[] = {
-#define JMP_MPS_OP(name, macos, selector) OpKind::k##name,
+#define JMP_MPS_OP(name, macos, selector, domain) OpKind::k##name,
 #include "mps/op_kinds.def"
 };
 
@@ -25,11 +26,11 @@ inline constexpr OpKind kAllOpKinds[] = {
 // elementwise kernels switch over these (without `default:`), so a new row fails the build until
 // each of them says what it does for the row.
 enum class UnaryOp : uint8_t {
-#define JMP_MPS_UNARY(name, macos, selector) k##name,
+#define JMP_MPS_UNARY(name, macos, selector, domain) k##name,
 #include "mps/op_kinds.def"
 };
 enum class BinaryOp : uint8_t {
-#define JMP_MPS_BINARY(name, macos, primary, secondary) k##name,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) k##name,
 #include "mps/op_kinds.def"
 };
 
@@ -37,6 +38,15 @@ std::string_view OpKindName(OpKind kind);      // "Add"
 std::string_view OpKindSelector(OpKind kind);  // the MPSGraph selector
 int OpKindMacOS(OpKind kind);                  // 1100 = macOS 11.0; 0 for a JMP_HOST_OP row
 bool OpKindHostOnly(OpKind kind);              // a JMP_HOST_OP row: MPSGraph has no call for it
+
+// The element types an op kind computes on (op_kinds.def's domain column, mps/op_domain.h).
+struct DTypeDomain {
+  int floats = 0;  // 0 none, 1 every float type, 2 f32 and f64, 3 f16, bf16 and f32
+  bool ints = false, bools = false, complexes = false;
+  bool Has(DType t) const;
+};
+DTypeDomain OpKindDomain(OpKind kind);
+std::string_view OpKindDomainName(OpKind kind);  // "FloatComplex", as the row spells it
 
 struct TensorType {
   DType dtype = DType::kF32;
@@ -50,18 +60,20 @@ struct Graph;
 
 struct Op {
   OpKind kind;
-  std::vector<int> inputs;   // value ids
-  std::vector<int> outputs;  // value ids
-  // Attributes: each op kind's comment in op_kinds.def names the ones it reads.
-  std::vector<int64_t> axes;
-  std::vector<int64_t> starts;
-  std::vector<int64_t> ends;
-  std::vector<int64_t> strides;
-  double scalar = 0;
-  int64_t int_attr = 0;  // op-specific integer: read and written only by mps/op_attrs.{h,cc}
-  std::vector<uint8_t> data;
+  std::vector<int> inputs;       // value ids
+  std::vector<int> outputs;      // value ids
+  OpAttrs attrs;                 // the alternative AttrsKindOf(kind) names (the verifier checks it)
   std::vector<Graph> subgraphs;  // While and If (op_kinds.def); value ids are local to each subgraph
   std::string location;          // source location of the StableHLO op it came from, for errors
+
+  // The parameters, as the op's kind takes them. On a verified graph the alternative is the kind's; on
+  // another (a unit test's, built by hand) a wrong one reads as A's defaults rather than throwing.
+  template <typename A>
+  const A& Attrs() const {
+    if (const A* a = std::get_if<A>(&attrs)) return *a;
+    static const A kDefaults{};
+    return kDefaults;
+  }
 };
 
 struct Graph {

@@ -1,7 +1,9 @@
 // The MPS op graph as bytes, for serialized executables: a cache hit rebuilds the graph from these
-// without reading or lowering the StableHLO module again. Every field of every op is copied as it is
-// (attributes included, whatever they mean); reading checks the structure (op kinds, dtypes, value
-// ids, nesting) and then VerifyGraph, since the bytes come from a file anyone could have written.
+// without reading or lowering the StableHLO module again. Every field of every op is copied as it is,
+// its attributes as their alternative's index and then its fields in declaration order (a change to
+// an attribute struct changes the format: pjrt/program_serial.cc's header names its version); reading
+// checks the structure (op kinds, dtypes, value ids, nesting, flags and modes in range) and then
+// VerifyGraph, since the bytes come from a file anyone could have written.
 #pragma once
 
 #include "mps/graph.h"

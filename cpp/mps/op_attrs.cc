@@ -1,180 +1,244 @@
 #include "mps/op_attrs.h"
 
-#include <algorithm>
+#include <sstream>
+#include <type_traits>
 
-#include <string>
+#include "mps/graph.h"
 
 namespace jmp::mps {
 
 namespace {
 
-// Where each flag sits in int_attr (op_kinds.def's comments describe the same encoding).
-constexpr int64_t kSortDescending = 1;
-constexpr int64_t kCumulativeExclusive = 1, kCumulativeReverse = 2;
-constexpr int64_t kFFTInverse = 1;
+template <AttrsKind K>
+using Alternative = std::variant_alternative_t<static_cast<size_t>(K), OpAttrs>;
+#define JMP_SAME_ORDER(name) static_assert(std::is_same_v<Alternative<AttrsKind::k##name>, name>);
+JMP_SAME_ORDER(NoAttrs)
+JMP_SAME_ORDER(ConstantAttrs)
+JMP_SAME_ORDER(AxisAttrs)
+JMP_SAME_ORDER(AxesAttrs)
+JMP_SAME_ORDER(PermutationAttrs)
+JMP_SAME_ORDER(SliceAttrs)
+JMP_SAME_ORDER(PadAttrs)
+JMP_SAME_ORDER(SortAttrs)
+JMP_SAME_ORDER(TopKAttrs)
+JMP_SAME_ORDER(CumulativeAttrs)
+JMP_SAME_ORDER(FFTAttrs)
+JMP_SAME_ORDER(GatherNDAttrs)
+JMP_SAME_ORDER(ScatterAttrs)
+JMP_SAME_ORDER(Conv2DAttrs)
+JMP_SAME_ORDER(Pool4DAttrs)
+JMP_SAME_ORDER(LapackAttrs)
+JMP_SAME_ORDER(RngAttrs)
+JMP_SAME_ORDER(PythonCallbackAttrs)
+JMP_SAME_ORDER(MetalKernelAttrs)
+#undef JMP_SAME_ORDER
 
-int64_t First(const std::vector<int64_t>& v) { return v.empty() ? 0 : v[0]; }
+constexpr std::string_view kAttrsKindNames[] = {
+    "NoAttrs",     "ConstantAttrs", "AxisAttrs",           "AxesAttrs",       "PermutationAttrs",
+    "SliceAttrs",  "PadAttrs",      "SortAttrs",           "TopKAttrs",       "CumulativeAttrs",
+    "FFTAttrs",    "GatherNDAttrs", "ScatterAttrs",        "Conv2DAttrs",     "Pool4DAttrs",
+    "LapackAttrs", "RngAttrs",      "PythonCallbackAttrs", "MetalKernelAttrs"};
+static_assert(std::size(kAttrsKindNames) == std::variant_size_v<OpAttrs>);
+
+template <typename... T>
+struct Overload : T... {
+  using T::operator()...;
+};
+template <typename... T>
+Overload(T...) -> Overload<T...>;
+
+void PrintInts(std::ostream& os, const char* label, const std::vector<int64_t>& v) {
+  if (v.empty()) return;
+  os << ' ' << label << "=[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << ']';
+}
+
+const char* ScatterModeName(ScatterMode m) {
+  switch (m) {
+    case ScatterMode::kAdd: return "add";
+    case ScatterMode::kSub: return "sub";
+    case ScatterMode::kMul: return "mul";
+    case ScatterMode::kDiv: return "div";
+    case ScatterMode::kMin: return "min";
+    case ScatterMode::kMax: return "max";
+    case ScatterMode::kSet: return "set";
+  }
+  return "?";
+}
+
+bool Sizes(std::initializer_list<const std::vector<int64_t>*> vs, size_t n) {
+  for (const std::vector<int64_t>* v : vs)
+    if (v->size() != n) return false;
+  return true;
+}
 
 }  // namespace
 
-void Encode(Op& op, const AxesAttrs& a) { op.axes = a.axes; }
-void Encode(Op& op, const AxisAttrs& a) { op.axes = {a.axis}; }
-void Encode(Op& op, const SliceAttrs& a) {
-  op.starts = a.starts;
-  op.ends = a.ends;
-  op.strides = a.strides;
+AttrsKind AttrsKindOf(OpKind kind) {
+  using A = AttrsKind;
+  switch (kind) {
+    case OpKind::kConstant: return A::kConstantAttrs;
+    case OpKind::kCoordinateAlongAxis:
+    case OpKind::kConcat:
+    case OpKind::kReductionArgMaximum:
+    case OpKind::kReductionArgMinimum:
+    case OpKind::kGatherAlongAxis: return A::kAxisAttrs;
+    case OpKind::kTranspose: return A::kPermutationAttrs;
+    case OpKind::kReverse:
+    case OpKind::kReductionSum:
+    case OpKind::kReductionProduct:
+    case OpKind::kReductionMaximum:
+    case OpKind::kReductionMinimum:
+    case OpKind::kReductionAnd:
+    case OpKind::kReductionOr: return A::kAxesAttrs;
+    case OpKind::kSlice: return A::kSliceAttrs;
+    case OpKind::kPad: return A::kPadAttrs;
+    case OpKind::kSort:
+    case OpKind::kArgSort: return A::kSortAttrs;
+    case OpKind::kTopK: return A::kTopKAttrs;
+    case OpKind::kCumulativeSum:
+    case OpKind::kCumulativeProduct:
+    case OpKind::kCumulativeMaximum:
+    case OpKind::kCumulativeMinimum: return A::kCumulativeAttrs;
+    case OpKind::kFFT:
+    case OpKind::kRealToHermiteanFFT:
+    case OpKind::kHermiteanToRealFFT: return A::kFFTAttrs;
+    case OpKind::kGatherND: return A::kGatherNDAttrs;
+    case OpKind::kScatterND:
+    case OpKind::kScatterAlongAxis: return A::kScatterAttrs;
+    case OpKind::kConv2D: return A::kConv2DAttrs;
+    case OpKind::kMaxPool4D:
+    case OpKind::kAvgPool4D:
+    case OpKind::kMaxPool4DGradient: return A::kPool4DAttrs;
+    case OpKind::kLapackCholesky:
+    case OpKind::kLapackTriangularSolve:
+    case OpKind::kLapackLu:
+    case OpKind::kLapackQr:
+    case OpKind::kLapackHouseholderProduct:
+    case OpKind::kLapackEigh:
+    case OpKind::kLapackSvd:
+    case OpKind::kLapackEig:
+    case OpKind::kLapackTridiagonal:
+    case OpKind::kLapackPivotedQr:
+    case OpKind::kLapackTridiagonalSolve: return A::kLapackAttrs;
+    case OpKind::kRngBitGenerator: return A::kRngAttrs;
+    case OpKind::kPythonCallback: return A::kPythonCallbackAttrs;
+    case OpKind::kMetalKernel: return A::kMetalKernelAttrs;
+#define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
+#include "mps/op_kinds.def"
+    case OpKind::kSelect:
+    case OpKind::kClamp:
+    case OpKind::kMultiplyAdd:
+    case OpKind::kCast:
+    case OpKind::kReinterpretCast:
+    case OpKind::kReshape:
+    case OpKind::kBroadcast:
+    case OpKind::kMatMul:
+    case OpKind::kWhile:
+    case OpKind::kIf: return A::kNoAttrs;
+  }
+  return A::kNoAttrs;
 }
-void Encode(Op& op, const PadAttrs& a) {
-  op.starts = a.low;
-  op.ends = a.high;
-  op.scalar = a.value;
-}
-void Encode(Op& op, const ConstantAttrs& a) { op.data = a.data; }
 
-void Encode(Op& op, const SortAttrs& a) {
-  op.axes = {a.axis};
-  op.int_attr = a.descending ? kSortDescending : 0;
-}
-SortAttrs SortAttrs::Of(const Op& op) { return {First(op.axes), (op.int_attr & kSortDescending) != 0}; }
-
-void Encode(Op& op, const TopKAttrs& a) { op.int_attr = a.k; }
-TopKAttrs TopKAttrs::Of(const Op& op) { return {op.int_attr}; }
-
-void Encode(Op& op, const CumulativeAttrs& a) {
-  op.axes = {a.axis};
-  op.int_attr = (a.exclusive ? kCumulativeExclusive : 0) | (a.reverse ? kCumulativeReverse : 0);
-}
-CumulativeAttrs CumulativeAttrs::Of(const Op& op) {
-  return {First(op.axes), (op.int_attr & kCumulativeExclusive) != 0, (op.int_attr & kCumulativeReverse) != 0};
-}
-
-void Encode(Op& op, const FFTAttrs& a) {
-  op.axes = a.axes;
-  op.int_attr = a.inverse ? kFFTInverse : 0;
-}
-FFTAttrs FFTAttrs::Of(const Op& op) { return {op.axes, op.int_attr == kFFTInverse}; }
-
-void Encode(Op& op, const GatherNDAttrs& a) { op.int_attr = a.batch_dims; }
-GatherNDAttrs GatherNDAttrs::Of(const Op& op) { return {op.int_attr}; }
-
-void Encode(Op& op, const ScatterAttrs& a) {
-  op.int_attr = static_cast<int64_t>(a.mode);
-  if (op.kind == OpKind::kScatterAlongAxis) op.axes = {a.axis};
-}
-ScatterAttrs ScatterAttrs::Of(const Op& op) {
-  bool known = op.int_attr >= 0 && op.int_attr <= static_cast<int64_t>(ScatterMode::kSet);
-  return {known ? static_cast<ScatterMode>(op.int_attr) : ScatterMode::kSet, First(op.axes)};
-}
-
-void Encode(Op& op, const Conv2DAttrs& a) {
-  op.strides = a.strides;
-  op.axes = a.dilations;
-  op.starts = a.pad_low;
-  op.ends = a.pad_high;
-  op.int_attr = a.groups;
-}
-Conv2DAttrs Conv2DAttrs::Of(const Op& op) {
-  return {op.strides, op.axes, op.starts, op.ends, op.int_attr > 0 ? op.int_attr : 1};
-}
-
-void Encode(Op& op, const Pool4DAttrs& a) {
-  op.axes = a.window;
-  op.strides = a.strides;
-  op.starts = a.pad_low;
-  op.ends = a.pad_high;
-}
-Pool4DAttrs Pool4DAttrs::Of(const Op& op) { return {op.axes, op.strides, op.starts, op.ends}; }
-
-void Encode(Op& op, const RngAttrs& a) { op.int_attr = static_cast<int64_t>(a.algorithm); }
-RngAttrs RngAttrs::Of(const Op& op) {
-  return {op.int_attr == static_cast<int64_t>(RngAlgorithm::kThreeFry) ? RngAlgorithm::kThreeFry
-                                                                       : RngAlgorithm::kPhilox};
-}
-void Encode(Op& op, const PythonCallbackAttrs& a) {
-  op.int_attr = a.callback_id;
-  op.axes = {a.token_inputs};
-}
-PythonCallbackAttrs PythonCallbackAttrs::Of(const Op& op) { return {op.int_attr, First(op.axes)}; }
-
-// The entry's name, a NUL, then the source, in data; grid then threadgroup in axes.
-void Encode(Op& op, const MetalKernelAttrs& a) {
-  op.data.assign(a.entry.begin(), a.entry.end());
-  op.data.push_back(0);
-  op.data.insert(op.data.end(), a.source.begin(), a.source.end());
-  op.axes.assign(a.grid.begin(), a.grid.end());
-  op.axes.insert(op.axes.end(), a.threadgroup.begin(), a.threadgroup.end());
-}
-MetalKernelAttrs MetalKernelAttrs::Of(const Op& op) {
-  MetalKernelAttrs a;
-  auto nul = std::find(op.data.begin(), op.data.end(), uint8_t{0});
-  a.entry.assign(op.data.begin(), nul);
-  if (nul != op.data.end()) a.source.assign(nul + 1, op.data.end());
-  for (size_t i = 0; i < 3 && i < op.axes.size(); ++i) a.grid[i] = op.axes[i];
-  for (size_t i = 0; i < 3 && i + 3 < op.axes.size(); ++i) a.threadgroup[i] = op.axes[i + 3];
-  return a;
-}
-namespace {
-constexpr int kLapackFlags = 11;
-bool* LapackFlag(LapackAttrs& a, int i) {
-  bool* flags[kLapackFlags] = {&a.lower,         &a.left_side,     &a.transpose,       &a.conjugate,
-                               &a.unit_diagonal, &a.sort,          &a.full_matrices,   &a.compute_uv,
-                               &a.compute_left,  &a.compute_right, &a.perturb_singular};
-  return flags[i];
-}
-}  // namespace
-
-void Encode(Op& op, const LapackAttrs& a) {
-  LapackAttrs copy = a;
-  op.int_attr = 0;
-  for (int i = 0; i < kLapackFlags; ++i)
-    if (*LapackFlag(copy, i)) op.int_attr |= int64_t{1} << i;
-}
-LapackAttrs LapackAttrs::Of(const Op& op) {
-  LapackAttrs a;
-  for (int i = 0; i < kLapackFlags; ++i) *LapackFlag(a, i) = (op.int_attr >> i) & 1;
-  return a;
-}
+std::string_view AttrsKindName(AttrsKind kind) { return kAttrsKindNames[static_cast<size_t>(kind)]; }
 
 Status CheckAttrs(const Op& op) {
-  using K = OpKind;
-  auto is = [&](std::initializer_list<K> kinds) {
-    for (K k : kinds)
-      if (op.kind == k) return true;
-    return false;
-  };
-  auto sizes = [](std::initializer_list<const std::vector<int64_t>*> vs, size_t n) {
-    for (const std::vector<int64_t>* v : vs)
-      if (v->size() != n) return false;
-    return true;
-  };
-  if (is({K::kSort, K::kArgSort, K::kCumulativeSum, K::kCumulativeProduct, K::kCumulativeMaximum, K::kCumulativeMinimum,
-          K::kGatherAlongAxis, K::kScatterAlongAxis}) &&
-      op.axes.size() != 1)
-    return Internal("needs one axis");
-  if (is({K::kFFT, K::kRealToHermiteanFFT, K::kHermiteanToRealFFT}) && op.axes.empty()) return Internal("needs axes");
-  if (is({K::kTopK}) && op.int_attr < 0) return Internal("negative k");
-  if (is({K::kConv2D}) && (!sizes({&op.strides, &op.axes, &op.starts, &op.ends}, 2) || op.int_attr < 0))
-    return Internal("needs two strides, dilations and paddings, and groups >= 0");
-  if (is({K::kMaxPool4D, K::kAvgPool4D, K::kMaxPool4DGradient}) &&
-      !sizes({&op.axes, &op.strides, &op.starts, &op.ends}, 4))
-    return Internal("needs four windows, strides and paddings");
-  if (is({K::kScatterND, K::kScatterAlongAxis}) &&
-      (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(ScatterMode::kSet)))
-    return Internal("unknown scatter mode " + std::to_string(op.int_attr));
-  if (is({K::kRngBitGenerator}) && (op.int_attr < 0 || op.int_attr > static_cast<int64_t>(RngAlgorithm::kPhilox)))
-    return Internal("unknown random algorithm " + std::to_string(op.int_attr));
-  if (is({K::kPythonCallback}) &&
-      (op.axes.size() != 1 || op.axes[0] < 0 || op.axes[0] > static_cast<int64_t>(op.inputs.size())))
-    return Internal("needs a token count within its inputs");
-  if (is({K::kLapackCholesky, K::kLapackTriangularSolve, K::kLapackLu, K::kLapackQr, K::kLapackHouseholderProduct,
-          K::kLapackEigh, K::kLapackSvd, K::kLapackEig, K::kLapackTridiagonal, K::kLapackPivotedQr,
-          K::kLapackTridiagonalSolve}) &&
-      (op.int_attr < 0 || op.int_attr >= (int64_t{1} << kLapackFlags)))
-    return Internal("unknown LAPACK flags " + std::to_string(op.int_attr));
-  return Status::Ok();
+  const AttrsKind want = AttrsKindOf(op.kind), held = AttrsKindHeld(op.attrs);
+  if (want != held)
+    return Internal("holds " + std::string(AttrsKindName(held)) + ", its kind takes " +
+                    std::string(AttrsKindName(want)));
+  return std::visit(
+      Overload{
+          [&](const SortAttrs& a) { return a.axis >= 0 ? Status::Ok() : Internal("negative axis"); },
+          [&](const CumulativeAttrs& a) { return a.axis >= 0 ? Status::Ok() : Internal("negative axis"); },
+          [&](const FFTAttrs& a) { return a.axes.empty() ? Internal("needs axes") : Status::Ok(); },
+          [&](const TopKAttrs& a) { return a.k < 0 ? Internal("negative k") : Status::Ok(); },
+          [&](const Conv2DAttrs& a) {
+            return Sizes({&a.strides, &a.dilations, &a.pad_low, &a.pad_high}, 2) && a.groups > 0
+                       ? Status::Ok()
+                       : Internal("needs two strides, dilations and paddings, and groups > 0");
+          },
+          [&](const Pool4DAttrs& a) {
+            return Sizes({&a.window, &a.strides, &a.pad_low, &a.pad_high}, 4)
+                       ? Status::Ok()
+                       : Internal("needs four windows, strides and paddings");
+          },
+          [&](const PythonCallbackAttrs& a) {
+            return a.token_inputs >= 0 && a.token_inputs <= static_cast<int64_t>(op.inputs.size())
+                       ? Status::Ok()
+                       : Internal("needs a token count within its inputs");
+          },
+          [&](const MetalKernelAttrs& a) {
+            if (a.source.empty() || a.entry.empty()) return Internal("a Metal kernel without source or entry");
+            for (size_t i = 0; i < 3; ++i)
+              if (a.grid[i] < 1 || a.threadgroup[i] < 1)
+                return Internal("a Metal kernel's grid or threadgroup is empty");
+            return Status::Ok();
+          },
+          [&](const auto&) { return Status::Ok(); },
+      },
+      op.attrs);
 }
 
-int64_t PackedIntAttr(const Op& op) { return op.int_attr; }
-void SetPackedIntAttr(Op& op, int64_t packed) { op.int_attr = packed; }
+std::string AttrsToString(const OpAttrs& attrs) {
+  std::ostringstream os;
+  std::visit(
+      Overload{
+          [&](const NoAttrs&) {},
+          [&](const ConstantAttrs& a) { os << " bytes=" << a.data.size(); },
+          [&](const AxisAttrs& a) { os << " axis=" << a.axis; },
+          [&](const AxesAttrs& a) { PrintInts(os, "axes", a.axes); },
+          [&](const PermutationAttrs& a) { PrintInts(os, "permutation", a.permutation); },
+          [&](const SliceAttrs& a) {
+            PrintInts(os, "starts", a.starts);
+            PrintInts(os, "ends", a.ends);
+            PrintInts(os, "strides", a.strides);
+          },
+          [&](const PadAttrs& a) {
+            PrintInts(os, "low", a.low);
+            PrintInts(os, "high", a.high);
+            os << " value=" << a.value;
+          },
+          [&](const SortAttrs& a) { os << " axis=" << a.axis << (a.descending ? " descending" : ""); },
+          [&](const TopKAttrs& a) { os << " k=" << a.k; },
+          [&](const CumulativeAttrs& a) {
+            os << " axis=" << a.axis << (a.exclusive ? " exclusive" : "") << (a.reverse ? " reverse" : "");
+          },
+          [&](const FFTAttrs& a) {
+            PrintInts(os, "axes", a.axes);
+            if (a.inverse) os << " inverse";
+          },
+          [&](const GatherNDAttrs& a) { os << " batch_dims=" << a.batch_dims; },
+          [&](const ScatterAttrs& a) { os << " mode=" << ScatterModeName(a.mode) << " axis=" << a.axis; },
+          [&](const Conv2DAttrs& a) {
+            PrintInts(os, "strides", a.strides);
+            PrintInts(os, "dilations", a.dilations);
+            PrintInts(os, "pad_low", a.pad_low);
+            PrintInts(os, "pad_high", a.pad_high);
+            os << " groups=" << a.groups;
+          },
+          [&](const Pool4DAttrs& a) {
+            PrintInts(os, "window", a.window);
+            PrintInts(os, "strides", a.strides);
+            PrintInts(os, "pad_low", a.pad_low);
+            PrintInts(os, "pad_high", a.pad_high);
+          },
+          [&](const LapackAttrs& a) {
+            for (const auto& [flag, name] : kLapackFlags)
+              if (a.*flag) os << ' ' << name;
+          },
+          [&](const RngAttrs& a) { os << (a.algorithm == RngAlgorithm::kThreeFry ? " threefry" : " philox"); },
+          [&](const PythonCallbackAttrs& a) { os << " callback=" << a.callback_id << " tokens=" << a.token_inputs; },
+          [&](const MetalKernelAttrs& a) {
+            os << " entry=" << a.entry << " source_bytes=" << a.source.size();
+            PrintInts(os, "grid", {a.grid.begin(), a.grid.end()});
+            PrintInts(os, "threadgroup", {a.threadgroup.begin(), a.threadgroup.end()});
+          },
+      },
+      attrs);
+  return os.str();
+}
 
 }  // namespace jmp::mps

@@ -16,6 +16,7 @@ bool AxesValid(const std::vector<int64_t>& axes, size_t rank) {
     if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
   return true;
 }
+bool AxisValid(int64_t axis, size_t rank) { return axis >= 0 && axis < static_cast<int64_t>(rank); }
 
 bool Floating(DType t) { return t == DType::kF32 || t == DType::kF64 || t == DType::kC64 || t == DType::kC128; }
 
@@ -52,7 +53,7 @@ Status CheckLapack(const Graph& g, const Op& op) {
     const TensorType& b = type(op.inputs[1]);
     if (m != n || b.dtype != a.dtype || b.shape.size() != r) return Internal("needs square a and b of its type");
     if (!std::equal(batch.begin(), batch.end(), b.shape.begin())) return Internal("batch dimensions differ");
-    if (b.shape[LapackAttrs::Of(op).left_side ? r - 2 : r - 1] != n) return Internal("b does not match a");
+    if (b.shape[op.Attrs<LapackAttrs>().left_side ? r - 2 : r - 1] != n) return Internal("b does not match a");
     want = {b};
   } else if (op.kind == K::kLapackLu) {
     want = {a, {DType::kI32, with({k})}, {DType::kI32, with({m})}};
@@ -71,7 +72,7 @@ Status CheckLapack(const Graph& g, const Op& op) {
   } else if (op.kind == K::kLapackEigh) {
     want = {a, {real, with({n})}};
   } else if (op.kind == K::kLapackSvd) {
-    LapackAttrs f = LapackAttrs::Of(op);
+    const LapackAttrs& f = op.Attrs<LapackAttrs>();
     want = {{real, with({k})}};
     if (f.compute_uv) {
       want.push_back({a.dtype, with({m, f.full_matrices ? m : k})});
@@ -120,9 +121,11 @@ Status CheckOp(const Graph& g, const Op& op) {
     return true;
   };
   switch (op.kind) {
-    case OpKind::kConstant: return op.data.size() == out.ByteSize() ? Status::Ok() : Internal("constant size mismatch");
+    case OpKind::kConstant:
+      return op.Attrs<ConstantAttrs>().data.size() == out.ByteSize() ? Status::Ok()
+                                                                     : Internal("constant size mismatch");
     case OpKind::kCoordinateAlongAxis:
-      return AxesValid(op.axes, out.shape.size()) && !op.axes.empty() ? Status::Ok() : Internal("bad axis");
+      return AxisValid(op.Attrs<AxisAttrs>().axis, out.shape.size()) ? Status::Ok() : Internal("bad axis");
     case OpKind::kReshape:
       return need_inputs(1) && in(0).ByteSize() == out.ByteSize() ? Status::Ok() : Internal("reshape size mismatch");
     case OpKind::kReinterpretCast:
@@ -131,11 +134,11 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kCast:
       return need_inputs(1) && in(0).NumElements() == out.NumElements() ? Status::Ok() : Internal("cast size mismatch");
     case OpKind::kTranspose: {
-      if (!need_inputs(1) || op.axes.size() != in(0).shape.size() || !AxesValid(op.axes, in(0).shape.size()))
+      const std::vector<int64_t>& perm = op.Attrs<PermutationAttrs>().permutation;
+      if (!need_inputs(1) || perm.size() != in(0).shape.size() || !AxesValid(perm, in(0).shape.size()))
         return Internal("bad permutation");
-      for (size_t i = 0; i < op.axes.size(); ++i)
-        if (out.shape.at(i) != in(0).shape[static_cast<size_t>(op.axes[i])])
-          return Internal("transpose shape mismatch");
+      for (size_t i = 0; i < perm.size(); ++i)
+        if (out.shape.at(i) != in(0).shape[static_cast<size_t>(perm[i])]) return Internal("transpose shape mismatch");
       return Status::Ok();
     }
     case OpKind::kBroadcast: {
@@ -146,28 +149,30 @@ Status CheckOp(const Graph& g, const Op& op) {
       return Status::Ok();
     }
     case OpKind::kSlice: {
+      const SliceAttrs& a = op.Attrs<SliceAttrs>();
       size_t r = in(0).shape.size();
-      if (op.starts.size() != r || op.ends.size() != r || op.strides.size() != r || out.shape.size() != r)
+      if (a.starts.size() != r || a.ends.size() != r || a.strides.size() != r || out.shape.size() != r)
         return Internal("bad slice");
       for (size_t i = 0; i < r; ++i) {
-        if (op.strides[i] <= 0 || op.starts[i] < 0 || op.ends[i] > in(0).shape[i] || op.starts[i] > op.ends[i])
+        if (a.strides[i] <= 0 || a.starts[i] < 0 || a.ends[i] > in(0).shape[i] || a.starts[i] > a.ends[i])
           return Internal("slice out of bounds");
-        if (out.shape[i] != (op.ends[i] - op.starts[i] + op.strides[i] - 1) / op.strides[i])
-          return Internal("slice shape");
+        if (out.shape[i] != (a.ends[i] - a.starts[i] + a.strides[i] - 1) / a.strides[i]) return Internal("slice shape");
       }
       return Status::Ok();
     }
     case OpKind::kPad: {
+      const PadAttrs& a = op.Attrs<PadAttrs>();
       size_t r = in(0).shape.size();
-      if (op.starts.size() != r || op.ends.size() != r || out.shape.size() != r) return Internal("bad pad");
+      if (a.low.size() != r || a.high.size() != r || out.shape.size() != r) return Internal("bad pad");
       for (size_t i = 0; i < r; ++i)
-        if (op.starts[i] < 0 || op.ends[i] < 0 || out.shape[i] != in(0).shape[i] + op.starts[i] + op.ends[i])
+        if (a.low[i] < 0 || a.high[i] < 0 || out.shape[i] != in(0).shape[i] + a.low[i] + a.high[i])
           return Internal("pad shape mismatch");
       return Status::Ok();
     }
     case OpKind::kConcat: {
-      if (op.axes.size() != 1 || !AxesValid(op.axes, out.shape.size())) return Internal("bad concat axis");
-      size_t axis = static_cast<size_t>(op.axes[0]);
+      const int64_t concat_axis = op.Attrs<AxisAttrs>().axis;
+      if (!AxisValid(concat_axis, out.shape.size())) return Internal("bad concat axis");
+      size_t axis = static_cast<size_t>(concat_axis);
       int64_t total = 0;
       for (size_t i = 0; i < op.inputs.size(); ++i) {
         if (in(i).shape.size() != out.shape.size()) return Internal("concat rank mismatch");
@@ -178,7 +183,7 @@ Status CheckOp(const Graph& g, const Op& op) {
       return total == out.shape[axis] ? Status::Ok() : Internal("concat size mismatch");
     }
     case OpKind::kReverse:
-      return need_inputs(1) && in(0).shape == out.shape && AxesValid(op.axes, out.shape.size())
+      return need_inputs(1) && in(0).shape == out.shape && AxesValid(op.Attrs<AxesAttrs>().axes, out.shape.size())
                  ? Status::Ok()
                  : Internal("bad reverse");
     case OpKind::kReductionSum:
@@ -189,11 +194,14 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kReductionOr:
     case OpKind::kReductionArgMaximum:
     case OpKind::kReductionArgMinimum: {
-      if (!need_inputs(1) || !AxesValid(op.axes, in(0).shape.size()) || out.shape.size() != in(0).shape.size())
+      const bool arg = op.kind == OpKind::kReductionArgMaximum || op.kind == OpKind::kReductionArgMinimum;
+      const std::vector<int64_t> axes =
+          arg ? std::vector<int64_t>{op.Attrs<AxisAttrs>().axis} : op.Attrs<AxesAttrs>().axes;
+      if (!need_inputs(1) || !AxesValid(axes, in(0).shape.size()) || out.shape.size() != in(0).shape.size())
         return Internal("bad reduction");
       for (size_t d = 0; d < out.shape.size(); ++d) {
         bool reduced = false;
-        for (int64_t a : op.axes) reduced |= a == static_cast<int64_t>(d);
+        for (int64_t a : axes) reduced |= a == static_cast<int64_t>(d);
         if (out.shape[d] != (reduced ? 1 : in(0).shape[d])) return Internal("reduction shape mismatch");
       }
       return Status::Ok();
@@ -204,18 +212,25 @@ Status CheckOp(const Graph& g, const Op& op) {
       if (!need_inputs(3)) return Internal("needs three operands");
       for (size_t i = 0; i < 3; ++i)
         if (in(i).dtype != out.dtype || in(i).shape != out.shape) return Internal("operands differ from the result");
-      return out.dtype == DType::kF32 || out.dtype == DType::kF64 ? Status::Ok() : Internal("takes float32 or float64");
-#define JMP_MPS_UNARY(name, macos, selector) case OpKind::k##name:
+      return Status::Ok();
+#define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
-#define JMP_MPS_BINARY(name, macos, primary, secondary) case OpKind::k##name:
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
                                                                                     : Internal("operand shapes differ");
-    case OpKind::kMatMul:
     case OpKind::kFFT:
     case OpKind::kRealToHermiteanFFT:
-    case OpKind::kHermiteanToRealFFT:
+    case OpKind::kHermiteanToRealFFT: {
+      // The kernels write the result at the width the operand says: the pair must agree.
+      if (!need_inputs(1)) return Internal("op without inputs");
+      const DType want = op.kind == OpKind::kRealToHermiteanFFT   ? ComplexOf(in(0).dtype)
+                         : op.kind == OpKind::kHermiteanToRealFFT ? RealOf(in(0).dtype)
+                                                                  : in(0).dtype;
+      return out.dtype == want ? Status::Ok() : Internal("result type does not match the operand's");
+    }
+    case OpKind::kMatMul:
     case OpKind::kSort:
     case OpKind::kArgSort:
     case OpKind::kTopK:
@@ -231,14 +246,14 @@ Status CheckOp(const Graph& g, const Op& op) {
     case OpKind::kMaxPool4D:
     case OpKind::kAvgPool4D:
     case OpKind::kMaxPool4DGradient:
-      // Their kernels check their own shapes and indices; CheckAttrs their attributes' encoding.
+      // Their kernels check their own shapes and indices; CheckAttrs their attributes' counts.
       return op.inputs.empty() ? Internal("op without inputs") : Status::Ok();
     case OpKind::kRngBitGenerator: {
       // The kernel writes the state's n words and the bits' elements at their width; it reads the
       // counter from the state's words 1 (and 2), so n is checked against the algorithm here.
       if (!need_inputs(1) || op.outputs.size() != 2) return Internal("needs one state and two outputs");
       const TensorType& bits = g.type(op.outputs[1]);
-      bool philox = RngAttrs::Of(op).algorithm == RngAlgorithm::kPhilox;
+      bool philox = op.Attrs<RngAttrs>().algorithm == RngAlgorithm::kPhilox;
       int64_t n = in(0).shape.size() == 1 ? in(0).shape[0] : -1;
       if (in(0).dtype != DType::kU64 || out.dtype != DType::kU64 || out.shape != in(0).shape ||
           !(n == 2 || (philox && n == 3)))
@@ -252,8 +267,8 @@ Status CheckOp(const Graph& g, const Op& op) {
       // Outputs: the done token first; inputs: the tokens first (attrs: how many).
       if (out.dtype != DType::kBool || out.shape != std::vector<int64_t>{0})
         return Internal("first output is not a token");
-      for (int64_t i = 0; i < PythonCallbackAttrs::Of(op).token_inputs && i < static_cast<int64_t>(op.inputs.size());
-           ++i)
+      for (int64_t i = 0;
+           i < op.Attrs<PythonCallbackAttrs>().token_inputs && i < static_cast<int64_t>(op.inputs.size()); ++i)
         if (in(static_cast<size_t>(i)).ByteSize() != 0) return Internal("token input is not empty");
       return Status::Ok();
     }
@@ -280,9 +295,7 @@ Status CheckOp(const Graph& g, const Op& op) {
       for (size_t i = 0; i < op.outputs.size(); ++i)
         if (ref.type(ref.outputs[i]).ToString() != g.type(op.outputs[i]).ToString())
           return Internal("the reference's result " + std::to_string(i) + " differs from the kernel's");
-      const MetalKernelAttrs k = MetalKernelAttrs::Of(op);
-      if (k.source.empty() || k.entry.empty()) return Internal("a Metal kernel without source or entry");
-      return Status::Ok();
+      return Status::Ok();  // its source, entry and sizes: CheckAttrs
     }
     case OpKind::kWhile:
     case OpKind::kIf:
@@ -290,6 +303,36 @@ Status CheckOp(const Graph& g, const Op& op) {
       return op.subgraphs.size() == 2 ? Status::Ok() : Internal("control flow without two subgraphs");
   }
   return Internal("unknown op kind");
+}
+
+constexpr bool kElementwise[] = {
+#define JMP_MPS_OP(name, macos, selector, domain) false,
+#define JMP_MPS_UNARY(name, macos, selector, domain) true,
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) true,
+#include "mps/op_kinds.def"
+};
+bool IsElementwise(OpKind kind) { return kElementwise[static_cast<size_t>(kind)]; }
+
+// The values whose element type the op's row constrains (op_kinds.def says which).
+std::vector<int> DomainValues(const Op& op) {
+  if (op.kind == OpKind::kSelect || op.kind == OpKind::kIf)
+    return op.inputs.size() > 1 ? std::vector<int>(op.inputs.begin() + 1, op.inputs.end()) : std::vector<int>{};
+  if (op.kind == OpKind::kClamp || IsElementwise(op.kind)) return op.inputs;
+  if (op.inputs.empty()) return op.outputs.empty() ? std::vector<int>{} : std::vector<int>{op.outputs[0]};
+  return {op.inputs[0]};
+}
+
+// Whether each of them is in the row's domain: no executor needs to refuse a dtype after this.
+Status CheckDomain(const Graph& g, const Op& op) {
+  const DTypeDomain domain = OpKindDomain(op.kind);
+  for (int v : DomainValues(op)) {
+    if (v < 0 || v >= static_cast<int>(g.values.size())) continue;  // CheckOp's error
+    const DType t = g.type(v).dtype;
+    if (!domain.Has(t))
+      return InvalidArgument("is not defined for " + std::string(DTypeName(t)) + " (its domain is " +
+                             std::string(OpKindDomainName(op.kind)) + ")");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -301,8 +344,9 @@ Status VerifyGraph(const Graph& graph) {
       return Internal("inconsistent program: a value of type " + std::string(DTypeName(t.dtype)) +
                       " reached the MPS op graph");
   for (const Op& op : graph.ops) {
-    Status s = CheckOp(graph, op);
-    if (s.ok()) s = CheckAttrs(op);
+    Status s = CheckAttrs(op);
+    if (s.ok()) s = CheckDomain(graph, op);
+    if (s.ok()) s = CheckOp(graph, op);
     if (!s.ok())
       return InvalidArgument("inconsistent program: " + std::string(OpKindName(op.kind)) + ": " + s.message() +
                              (op.location.empty() ? "" : " (from " + op.location + ")"));

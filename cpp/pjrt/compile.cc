@@ -47,15 +47,9 @@ bool CallsPython(const mps::Graph& g) {
   return false;
 }
 
-// The memory @main's result j is placed in: JAX marks results placed outside device memory (jit's
-// out_shardings with a memory kind) with mhlo.memory_kind; unmarked results are in device memory.
-StatusOr<MemorySpace> ResultSpace(const shlo::Func& main, size_t j) {
-  if (j >= main.result_attrs.size()) return MemorySpace::kDevice;
-  auto it = main.result_attrs[j].find("mhlo.memory_kind");
-  if (it == main.result_attrs[j].end()) return MemorySpace::kDevice;
-  if (it->second.kind != shlo::Attr::Kind::kString)
-    return InvalidArgument("@main result " + std::to_string(j) + ": mhlo.memory_kind is not a string");
-  StatusOr<MemorySpace> space = SpaceOfKind(it->second.s);
+// The memory space of result j, from the kind the lowering read off @main.
+StatusOr<MemorySpace> ResultSpace(const mps::Signature& signature, size_t j) {
+  StatusOr<MemorySpace> space = SpaceOfKind(signature.output_memory_kinds.at(j));
   if (!space.ok()) return InvalidArgument("@main result " + std::to_string(j) + ": " + space.status().message());
   return space;
 }
@@ -77,28 +71,17 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   trace::Scope scope(trace::Line::kCompile, "compile");
   JMP_ASSIGN_OR_RETURN(shlo::Module module, shlo::ReadArtifact(code, code_size));
   auto program = std::make_shared<CompiledProgram>();
-  JMP_ASSIGN_OR_RETURN(program->graph, mps::LowerModule(module));
-  JMP_ASSIGN_OR_RETURN(shlo::Donation donation, shlo::DonationOf(*module.FindFunc("main")));  // LowerModule found @main
-  if (donation.aliased_output.size() != program->graph.inputs.size())
-    return Internal("@main's arguments and the graph's inputs differ in number");
-  program->aliased_output = std::move(donation.aliased_output);
-  program->donated = std::move(donation.donated);
+  JMP_ASSIGN_OR_RETURN(mps::LoweredProgram lowered, mps::LowerModule(module));
+  program->graph = std::move(lowered.graph);
+  program->signature = std::move(lowered.signature);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   scope.Stat("mps_ops", std::to_string(program->graph.ops.size()));
   exec::Counters().programs_lowered.fetch_add(1, std::memory_order_relaxed);
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->name = "main";
   program->fingerprint = Fingerprint(code, code_size);
-  const shlo::Func& main = *module.FindFunc("main");
-  auto logical = [](const shlo::Type& declared, DType graph_type) {
-    return declared.kind == shlo::Type::Kind::kTensor && IsNarrow(declared.dtype) ? declared.dtype : graph_type;
-  };
-  for (size_t i = 0; i < program->graph.inputs.size(); ++i)
-    program->input_dtypes.push_back(logical(main.arg_types.at(i), program->graph.type(program->graph.inputs[i]).dtype));
   for (size_t j = 0; j < program->graph.outputs.size(); ++j) {
-    const mps::TensorType& t = program->graph.type(program->graph.outputs[j]);
-    program->output_dtypes.push_back(j < main.result_types.size() ? logical(main.result_types[j], t.dtype) : t.dtype);
-    JMP_ASSIGN_OR_RETURN(MemorySpace space, ResultSpace(main, j));
+    JMP_ASSIGN_OR_RETURN(MemorySpace space, ResultSpace(program->signature, j));
     program->output_spaces.push_back(space);
   }
   DescribeOutputs(*program);
@@ -116,8 +99,7 @@ void DescribeOutputs(CompiledProgram& p) {
   p.output_bytes.clear();
   for (size_t j = 0; j < p.graph.outputs.size(); ++j) {
     const mps::TensorType& t = p.graph.type(p.graph.outputs[j]);
-    const DType dtype = j < p.output_dtypes.size() ? p.output_dtypes[j] : t.dtype;
-    p.output_types.push_back(ToBufferType(dtype));
+    p.output_types.push_back(ToBufferType(p.signature.output_dtypes.at(j)));
     p.output_ranks.push_back(t.shape.size());
     p.output_dims_flat.insert(p.output_dims_flat.end(), t.shape.begin(), t.shape.end());
     const std::string_view kind = KindName(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
@@ -134,7 +116,8 @@ ProgramSizes SizesOf(const CompiledProgram& program) {
   for (size_t bytes : program.output_bytes) sizes.outputs += static_cast<int64_t>(bytes);
   if (program.in_place)
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (program.aliased_output[i] >= 0) sizes.aliased += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
+      if (program.signature.aliased_output[i] >= 0)
+        sizes.aliased += static_cast<int64_t>(g.type(g.inputs[i]).ByteSize());
   return sizes;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "lower/lower.h"
 #include "mps/graph.h"
 #include "pjrt/memory_spaces.h"
 #include "support/status.h"
@@ -22,12 +23,9 @@ struct CompiledProgram {
   std::string fingerprint;
   std::string platform_version;  // of the client that compiled or loaded it: serialized bytes name it
   mps::Graph graph;
+  // Element types of @main's arguments and results as buffers hold them, and donation.
+  mps::Signature signature;
   std::unique_ptr<exec::Executable> executable;
-  // Element types of @main's arguments and results as buffers hold them: the graph's own types except
-  // for narrow types (int4, float8), which the graph computes on in their storage type. Empty (a program
-  // built by hand, as the unit tests do): the graph's types.
-  std::vector<DType> input_dtypes;
-  std::vector<DType> output_dtypes;
   // Per output, in the forms the C API hands out by pointer.
   std::vector<PJRT_Buffer_Type> output_types;
   std::vector<int64_t> output_dims_flat;
@@ -38,10 +36,6 @@ struct CompiledProgram {
   std::vector<const char*> output_memory_kinds;
   std::vector<size_t> output_memory_kind_sizes;
   std::vector<size_t> output_bytes;
-  // Buffer donation, per input, as @main declares it: the output that may reuse the input's memory
-  // (tf.aliasing_output) or -1, and whether the input is donated at all (aliased or jax.buffer_donor).
-  std::vector<int64_t> aliased_output;
-  std::vector<bool> donated;
   bool in_place = false;  // the executable runs with outputs sharing memory with inputs
   // Small enough (no loops or host-only ops, little data) that when nothing is queued the calling thread
   // runs it at once: handing it to the queue's thread and waiting costs more than the run.
@@ -56,7 +50,8 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
                                                           const uint8_t* code, size_t code_size);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes) and runs_inline from
-// the graph, output_dtypes and output_spaces: the same for a program compiled or loaded from a serialized executable.
+// the graph, its signature's output dtypes and output_spaces: the same for a program compiled or loaded
+// from a serialized executable.
 void DescribeOutputs(CompiledProgram& program);
 
 // Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated

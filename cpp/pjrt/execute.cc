@@ -142,7 +142,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   // runs here at once: queued behind the waiting execution, or behind later ones that need its
   // results, it would never run. It donates nothing, as queued work may still read its arguments.
   const bool run_here = exec::InPythonCallback();
-  std::vector<bool> donate = run_here ? std::vector<bool>(n, false) : program->donated;
+  std::vector<bool> donate = run_here ? std::vector<bool>(n, false) : program->signature.donated;
   for (size_t k = 0; k < num_non_donatable; ++k) {
     int64_t i = non_donatable[k];
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
@@ -175,8 +175,7 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
     BufferState* b = arguments[i];
     if (!b) return InvalidArgument("argument " + std::to_string(i) + " is null");
     const mps::TensorType& t = g.type(g.inputs[i]);
-    const DType want = i < program->input_dtypes.size() ? program->input_dtypes[i] : t.dtype;
-    if (b->dtype != want || b->dims != t.shape)
+    if (b->dtype != program->signature.input_dtypes[i] || b->dims != t.shape)
       return InvalidArgument("argument " + std::to_string(i) + " has the wrong type or shape");
     auto [it, fresh] = first_use.emplace(b, i);
     if (!fresh && (donate[i] || donate[it->second]))
@@ -194,9 +193,9 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
 
   // Outputs: a donated input's memory where the executor allows it, fresh memory otherwise.
   const size_t m = g.outputs.size();
-  std::vector<int64_t> reuse =
-      program->in_place ? PlanOutputMemory(program->aliased_output, donate, run->inputs, program->output_bytes)
-                        : std::vector<int64_t>(m, -1);
+  std::vector<int64_t> reuse = program->in_place ? PlanOutputMemory(program->signature.aliased_output, donate,
+                                                                    run->inputs, program->output_bytes)
+                                                 : std::vector<int64_t>(m, -1);
   run->outputs.resize(m);
   for (size_t j = 0; j < m; ++j) {
     if (reuse[j] >= 0) {
@@ -221,8 +220,8 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   outputs.reserve(m);
   for (size_t j = 0; j < m; ++j) {
     const mps::TensorType& t = g.type(g.outputs[j]);
-    const DType dtype = j < program->output_dtypes.size() ? program->output_dtypes[j] : t.dtype;
-    outputs.push_back(MakeBuffer(client.counters, dtype, t.shape, run->outputs[j], /*allocated=*/reuse[j] < 0));
+    outputs.push_back(MakeBuffer(client.counters, program->signature.output_dtypes[j], t.shape, run->outputs[j],
+                                 /*allocated=*/reuse[j] < 0));
     if (j < program->output_spaces.size()) outputs.back()->space = program->output_spaces[j];
   }
   for (auto& out : outputs) out->ready->producer = &client.queue;

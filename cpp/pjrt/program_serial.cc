@@ -12,7 +12,7 @@ namespace jmp::pjrt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '3'};
+constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '4'};
 constexpr char kWhat[] = "serialized executable";
 
 void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
@@ -22,7 +22,7 @@ void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
 
 StatusOr<std::vector<DType>> ReadDTypes(ByteReader& in, size_t expected) {
   JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
-  if (n != expected && n != 0) return in.Malformed("element types do not match the graph");
+  if (n != expected) return in.Malformed("element types do not match the graph");
   std::vector<DType> v;
   for (size_t i = 0; i < n; ++i) {
     JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
@@ -63,12 +63,12 @@ StatusOr<std::string> SerializeProgram(const CompiledProgram& program, const std
   out.Bytes(program.name);
   out.Bytes(program.fingerprint);
   mps::WriteGraph(program.graph, out);
-  WriteDTypes(program.input_dtypes, out);
-  WriteDTypes(program.output_dtypes, out);
+  WriteDTypes(program.signature.input_dtypes, out);
+  WriteDTypes(program.signature.output_dtypes, out);
   WriteSpaces(program.output_spaces, out);
-  out.I64s(program.aliased_output);
-  out.U64(program.donated.size());
-  for (bool d : program.donated) out.U64(d ? 1 : 0);
+  out.I64s(program.signature.aliased_output);
+  out.U64(program.signature.donated.size());
+  for (bool d : program.signature.donated) out.U64(d ? 1 : 0);
   out.Bytes(compiled);
   return std::move(out.str());
 }
@@ -93,15 +93,16 @@ StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& ex
   program->fingerprint = std::string(fingerprint);
   JMP_ASSIGN_OR_RETURN(program->graph, mps::ReadGraph(in));
   const size_t n = program->graph.inputs.size();
-  JMP_ASSIGN_OR_RETURN(program->input_dtypes, ReadDTypes(in, n));
-  JMP_ASSIGN_OR_RETURN(program->output_dtypes, ReadDTypes(in, program->graph.outputs.size()));
+  JMP_ASSIGN_OR_RETURN(program->signature.input_dtypes, ReadDTypes(in, n));
+  JMP_ASSIGN_OR_RETURN(program->signature.output_dtypes, ReadDTypes(in, program->graph.outputs.size()));
   JMP_ASSIGN_OR_RETURN(program->output_spaces, ReadSpaces(in, program->graph.outputs.size()));
-  JMP_ASSIGN_OR_RETURN(program->aliased_output, in.I64s());
+  JMP_ASSIGN_OR_RETURN(program->signature.aliased_output, in.I64s());
   JMP_ASSIGN_OR_RETURN(size_t donated, in.Count(8));
-  if (program->aliased_output.size() != n || donated != n) return in.Malformed("donation does not match the graph");
+  if (program->signature.aliased_output.size() != n || donated != n)
+    return in.Malformed("donation does not match the graph");
   for (size_t i = 0; i < n; ++i) {
     JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
-    program->donated.push_back(d != 0);
+    program->signature.donated.push_back(d != 0);
   }
   JMP_ASSIGN_OR_RETURN(std::string_view compiled, in.Bytes());
   if (in.left() != 0) return in.Malformed("bytes after its end");

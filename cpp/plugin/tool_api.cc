@@ -62,10 +62,11 @@ int32_t Lower(const uint8_t* data, int64_t size, bool placed, char** out) {
     if (data == nullptr && size != 0) return Finish(kToolBadInput, "no artifact data", out);
     jmp::StatusOr<jmp::shlo::Module> module = jmp::shlo::ReadArtifact(data, static_cast<size_t>(size));
     if (!module.ok()) return FromStatus(module.status(), out);
-    jmp::StatusOr<jmp::mps::Graph> graph = jmp::mps::LowerModule(*module);
-    if (!graph.ok()) return FromStatus(graph.status(), out);
-    if (!placed) return Finish(kToolOk, graph->ToString(), out);
-    return Finish(kToolOk, jmp::mps::PlacementToString(*graph, jmp::mps::PlaceGraph(*graph)), out);
+    jmp::StatusOr<jmp::mps::LoweredProgram> lowered = jmp::mps::LowerModule(*module);
+    if (!lowered.ok()) return FromStatus(lowered.status(), out);
+    const jmp::mps::Graph& graph = lowered->graph;
+    if (!placed) return Finish(kToolOk, graph.ToString(), out);
+    return Finish(kToolOk, jmp::mps::PlacementToString(graph, jmp::mps::PlaceGraph(graph)), out);
   });
 }
 

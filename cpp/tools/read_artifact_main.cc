@@ -22,12 +22,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (argc > 2 && std::strcmp(argv[2], "--lower") == 0) {
-    auto graph = jmp::mps::LowerModule(*module);
-    if (!graph.ok()) {
-      std::fprintf(stderr, "error: %s\n", graph.status().message().c_str());
+    auto lowered = jmp::mps::LowerModule(*module);
+    if (!lowered.ok()) {
+      std::fprintf(stderr, "error: %s\n", lowered.status().message().c_str());
       return 1;
     }
-    std::fputs(graph->ToString().c_str(), stdout);
+    std::fputs(lowered->graph.ToString().c_str(), stdout);
     return 0;
   }
   std::fputs(jmp::shlo::PrintModule(*module).c_str(), stdout);

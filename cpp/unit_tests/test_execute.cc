@@ -86,8 +86,11 @@ StatusOr<std::shared_ptr<CompiledProgram>> Doubling(exec::Executor& executor) {
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
   program->in_place = program->executable->OutputsMayAliasInputs();
   program->output_bytes = {16};
-  program->aliased_output = {0};
-  program->donated = {true};
+  program->signature.input_dtypes = {DType::kF32};
+  program->signature.output_dtypes = {DType::kF32};
+  program->signature.output_memory_kinds = {"device"};
+  program->signature.aliased_output = {0};
+  program->signature.donated = {true};
   return program;
 }
 
@@ -98,8 +101,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> Nothing(exec::Executor& executor) {
   auto program = std::make_shared<CompiledProgram>();
   program->graph = b.graph();
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
-  program->aliased_output = {-1};
-  program->donated = {false};
+  program->signature.input_dtypes = {DType::kF32};
+  program->signature.aliased_output = {-1};
+  program->signature.donated = {false};
   return program;
 }
 

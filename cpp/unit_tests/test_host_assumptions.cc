@@ -164,7 +164,8 @@ JMP_TEST(HostAssumptions, ArgMaxTiesGiveTheSmallestIndexAndNaNCountsAsMaximum) {
   auto argmax = [](std::vector<float> x, OpKind kind) -> StatusOr<int32_t> {
     GraphBuilder b;
     int64_t n = static_cast<int64_t>(x.size());
-    b.Output(b.Apply(kind, {b.Input(DType::kF32, {n})}, DType::kI32, {1}, [](mps::Op& op) { op.axes = {0}; }));
+    b.Output(b.Apply(kind, {b.Input(DType::kF32, {n})}, DType::kI32, {1},
+                     [](mps::Op& op) { op.attrs = mps::AxisAttrs{0}; }));
     auto r = RunOnHost(b.graph(), {Bytes(x)});
     if (!r.ok()) return r.status();
     return Values<int32_t>(r.value()[0])[0];

@@ -27,20 +27,24 @@ Chain MakeChain(int64_t n, bool read_scaled_outside) {
   int x = b.Input(DType::kF32, {n});
   int p = b.Input(DType::kBool, {1});
   int s = b.Input(DType::kF32, {1});
-  int three = b.Apply(OpKind::kConstant, {}, DType::kF32, {1}, [](mps::Op& op) { op.data = Bytes<float>({3.0f}); });
+  int three = b.Apply(OpKind::kConstant, {}, DType::kF32, {1},
+                      [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes<float>({3.0f})}; });
   int splat = b.Apply(OpKind::kBroadcast, {three}, DType::kF32, {n});
   int scaled = b.Apply(OpKind::kMultiply, {x, splat}, DType::kF32, {n});
   // A scalar op between the chain's ops: it reads nothing the chain makes, so it must not cut the group.
-  int one = b.Apply(OpKind::kConstant, {}, DType::kF32, {1}, [](mps::Op& op) { op.data = Bytes<float>({1.0f}); });
+  int one = b.Apply(OpKind::kConstant, {}, DType::kF32, {1},
+                    [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes<float>({1.0f})}; });
   int bumped = b.Apply(OpKind::kAdd, {s, one}, DType::kF32, {1});
-  int iota = b.Apply(OpKind::kCoordinateAlongAxis, {}, DType::kI32, {n}, [](mps::Op& op) { op.axes = {0}; });
+  int iota =
+      b.Apply(OpKind::kCoordinateAlongAxis, {}, DType::kI32, {n}, [](mps::Op& op) { op.attrs = mps::AxisAttrs{0}; });
   int iota_f = b.Apply(OpKind::kCast, {iota}, DType::kF32, {n});
   int sum = b.Apply(OpKind::kAdd, {scaled, iota_f}, DType::kF32, {n});
   int chosen = b.Apply(OpKind::kSelect, {p, sum, x}, DType::kF32, {n});
   b.Output(b.Apply(OpKind::kCast, {chosen}, DType::kI32, {n}));
   b.Output(bumped);
   if (read_scaled_outside)
-    b.Output(b.Apply(OpKind::kReductionSum, {scaled}, DType::kF32, {1}, [](mps::Op& op) { op.axes = {0}; }));
+    b.Output(b.Apply(OpKind::kReductionSum, {scaled}, DType::kF32, {1},
+                     [](mps::Op& op) { op.attrs = mps::AxesAttrs{{0}}; }));
   return {b.graph(), scaled};
 }
 
@@ -109,7 +113,8 @@ JMP_TEST(HostFusion, InterleavedChainsOfTwoSizesAndABiasRow) {
   int x = b.Input(DType::kF32, {64, 256});
   int bias = b.Input(DType::kF32, {256});
   int y = b.Input(DType::kF32, {8, 256});
-  int two = b.Apply(OpKind::kConstant, {}, DType::kF32, {1, 1}, [](mps::Op& op) { op.data = Bytes<float>({2.0f}); });
+  int two = b.Apply(OpKind::kConstant, {}, DType::kF32, {1, 1},
+                    [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes<float>({2.0f})}; });
   int two_big = b.Apply(OpKind::kBroadcast, {two}, DType::kF32, {64, 256});
   int two_small = b.Apply(OpKind::kBroadcast, {two}, DType::kF32, {8, 256});
   int xs = b.Apply(OpKind::kMultiply, {x, two_big}, DType::kF32, {64, 256});

@@ -23,7 +23,7 @@ StatusOr<std::vector<std::vector<uint8_t>>> Generate(mps::RngAlgorithm algorithm
   op.kind = mps::OpKind::kRngBitGenerator;
   op.inputs = {in};
   op.outputs = {g.AddValue(DType::kU64, {static_cast<int64_t>(state.size())}), g.AddValue(bits, std::move(shape))};
-  mps::Encode(op, mps::RngAttrs{algorithm});
+  op.attrs = mps::RngAttrs{algorithm};
   g.outputs = op.outputs;
   g.ops.push_back(std::move(op));
   return RunOnHost(g, {Bytes(state)});

@@ -29,7 +29,8 @@ JMP_TEST(HostViews, OneRowGatherIsAViewAtItsRunTimeOffset) {
   int data = b.Input(DType::kF32, {5, 6, 7});
   int start = b.Input(DType::kI32, {1, 1});
   int block = b.Apply(OpKind::kGatherND, {data, start}, DType::kF32, {1, 6, 7});
-  int two = b.Apply(OpKind::kConstant, {}, DType::kF32, {1, 1, 1}, [](mps::Op& op) { op.data = Bytes<float>({2.0f}); });
+  int two = b.Apply(OpKind::kConstant, {}, DType::kF32, {1, 1, 1},
+                    [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes<float>({2.0f})}; });
   int twos = b.Apply(OpKind::kBroadcast, {two}, DType::kF32, {1, 6, 7});
   b.Output(b.Apply(OpKind::kMultiply, {block, twos}, DType::kF32, {1, 6, 7}));
   auto plan = exec::host::MakePlan(b.graph());
@@ -72,7 +73,7 @@ JMP_TEST(HostViews, AContiguousStaticSliceIsAViewAtAFixedOffset) {
   auto slice = [&](std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> strides,
                    std::vector<int64_t> shape) {
     return b.Apply(OpKind::kSlice, {data}, DType::kF32, shape,
-                   [&](mps::Op& op) { mps::Encode(op, mps::SliceAttrs{starts, ends, strides}); });
+                   [&](mps::Op& op) { op.attrs = mps::SliceAttrs{starts, ends, strides}; });
   };
   int second = slice({1, 0, 0}, {2, 3, 4}, {1, 1, 1}, {1, 3, 4});   // data[1]
   int rows = slice({1, 1, 0}, {2, 3, 4}, {1, 1, 1}, {1, 2, 4});     // data[1, 1:3]
@@ -126,7 +127,8 @@ void CheckFoldedTranspose(Context& jmp_test_, std::vector<int64_t> xs, std::vect
   int x = b.Input(DType::kF32, xs);
   std::vector<int64_t> ts;
   for (int64_t p : perm) ts.push_back(xs[static_cast<size_t>(p)]);
-  int t = b.Apply(OpKind::kTranspose, {x}, DType::kF32, ts, [&](mps::Op& op) { op.axes = perm; });
+  int t =
+      b.Apply(OpKind::kTranspose, {x}, DType::kF32, ts, [&](mps::Op& op) { op.attrs = mps::PermutationAttrs{perm}; });
   int a = b.Apply(OpKind::kReshape, {t}, DType::kF32, lhs);
   const size_t r = lhs.size();
   std::vector<int64_t> ys = lhs, os = lhs;
@@ -204,11 +206,12 @@ JMP_TEST(HostViews, AnUpdateIsMadeInItsCarrysBlock) {
   int x = b.Input(DType::kF32, {8});
   int y = b.Apply(OpKind::kMultiply, {x, x}, DType::kF32, {8});
   int row = b.Apply(OpKind::kReshape, {y}, DType::kF32, {1, 8});
-  int zero = b.Apply(OpKind::kConstant, {}, DType::kI32, {}, [](mps::Op& op) { op.data = Bytes<int32_t>({0}); });
+  int zero = b.Apply(OpKind::kConstant, {}, DType::kI32, {},
+                     [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes<int32_t>({0})}; });
   int start = b.Apply(OpKind::kMaximum, {i, zero}, DType::kI32, {});
   int index = b.Apply(OpKind::kReshape, {start}, DType::kI32, {1, 1});
   int set = b.Apply(OpKind::kScatterND, {stack, row, index}, DType::kF32, {4, 8},
-                    [](mps::Op& op) { mps::Encode(op, mps::ScatterAttrs{mps::ScatterMode::kSet}); });
+                    [](mps::Op& op) { op.attrs = mps::ScatterAttrs{mps::ScatterMode::kSet}; });
   b.Output(set);
   b.Output(i);
   b.Output(x);

@@ -103,8 +103,8 @@ JMP_TEST(Placement, ALoopWithAHostOpInItsBodyRunsOnTheHostWhole) {
 JMP_TEST(Placement, ConstantsAreRecomputedInEachSegmentThatReadsThem) {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {2});
-  int k =
-      b.Apply(OpKind::kConstant, {}, DType::kF32, {2}, [](mps::Op& op) { op.data = Bytes(std::vector<float>{1, 2}); });
+  int k = b.Apply(OpKind::kConstant, {}, DType::kF32, {2},
+                  [](mps::Op& op) { op.attrs = mps::ConstantAttrs{Bytes(std::vector<float>{1, 2})}; });
   int a = b.Apply(OpKind::kAdd, {x, k}, DType::kF32, {2});
   int wide = b.Apply(OpKind::kCast, {a}, DType::kF64, {2});
   int back = b.Apply(OpKind::kCast, {wide}, DType::kF32, {2});

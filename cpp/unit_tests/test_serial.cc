@@ -18,16 +18,24 @@ namespace {
 
 using mps::OpKind;
 
+// Ops of several attribute kinds, so that a round trip carries each kind's fields.
 mps::Graph SampleGraph() {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {2, 3});
   int t = b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2}, [](mps::Op& op) {
-    op.axes = {1, 0};
+    op.attrs = mps::PermutationAttrs{{1, 0}};
     op.location = "loc(\"f.py\":3:4)";
   });
-  int s = b.Apply(OpKind::kReductionSum, {t}, DType::kF32, {3, 1}, [](mps::Op& op) { op.axes = {1}; });
+  int s = b.Apply(OpKind::kReductionSum, {t}, DType::kF32, {3, 1}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{1}}; });
   b.Output(b.Apply(OpKind::kNegative, {s}, DType::kF32, {3, 1}));
   b.Output(x);
+  int p = b.Apply(OpKind::kPad, {x}, DType::kF32, {3, 5},
+                  [](mps::Op& op) { op.attrs = mps::PadAttrs{{1, 0}, {0, 2}, 1.5}; });
+  int c = b.Apply(OpKind::kSlice, {p}, DType::kF32, {2, 2},
+                  [](mps::Op& op) { op.attrs = mps::SliceAttrs{{0, 1}, {3, 5}, {2, 2}}; });
+  c = b.Apply(OpKind::kCumulativeSum, {c}, DType::kF32, {2, 2},
+              [](mps::Op& op) { op.attrs = mps::CumulativeAttrs{1, true, true}; });
+  b.Output(b.Apply(OpKind::kSort, {c}, DType::kF32, {2, 2}, [](mps::Op& op) { op.attrs = mps::SortAttrs{0, true}; }));
   return b.graph();
 }
 
@@ -43,7 +51,10 @@ JMP_TEST(GraphSerial, RoundTripKeepsEveryField) {
   StatusOr<mps::Graph> back = RoundTrip(out.str());
   ASSERT_OK(back);
   EXPECT_TRUE(back->ToString() == g.ToString());
-  EXPECT_SAME(back->ops[0].axes, g.ops[0].axes);
+  for (size_t i = 0; i < g.ops.size(); ++i) {  // AttrsToString prints every field of these kinds
+    EXPECT_SAME(back->ops[i].attrs.index(), g.ops[i].attrs.index());
+    EXPECT_TRUE(mps::AttrsToString(back->ops[i].attrs) == mps::AttrsToString(g.ops[i].attrs));
+  }
   EXPECT_TRUE(back->ops[0].location == g.ops[0].location);
   EXPECT_SAME(back->outputs, g.outputs);
   EXPECT_SAME(back->inputs, g.inputs);

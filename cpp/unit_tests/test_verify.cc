@@ -14,8 +14,9 @@ using mps::OpKind;
 JMP_TEST(VerifyGraph, AcceptsAConsistentGraph) {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {2, 3});
-  int t = b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2}, [](mps::Op& op) { op.axes = {1, 0}; });
-  int s = b.Apply(OpKind::kReductionSum, {t}, DType::kF32, {3, 1}, [](mps::Op& op) { op.axes = {1}; });
+  int t = b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2},
+                  [](mps::Op& op) { op.attrs = mps::PermutationAttrs{{1, 0}}; });
+  int s = b.Apply(OpKind::kReductionSum, {t}, DType::kF32, {3, 1}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{1}}; });
   b.Output(b.Apply(OpKind::kNegative, {s}, DType::kF32, {3, 1}));
   ASSERT_OK(mps::VerifyGraph(b.graph()));
 }
@@ -40,7 +41,8 @@ JMP_TEST(VerifyGraph, RejectsAnOpWithoutOutputs) {
 
 JMP_TEST(VerifyGraph, RejectsAConstantOfTheWrongSize) {
   GraphBuilder b;
-  b.Output(b.Apply(OpKind::kConstant, {}, DType::kF32, {4}, [](mps::Op& op) { op.data.assign(12, 0); }));
+  b.Output(b.Apply(OpKind::kConstant, {}, DType::kF32, {4},
+                   [](mps::Op& op) { op.attrs = mps::ConstantAttrs{std::vector<uint8_t>(12)}; }));
   EXPECT_ERROR(mps::VerifyGraph(b.graph()), "constant size mismatch");
 }
 
@@ -58,7 +60,8 @@ JMP_TEST(VerifyGraph, RejectsElementwiseShapeMismatches) {
 JMP_TEST(VerifyGraph, RejectsBadPermutationsAndBroadcasts) {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {2, 3});
-  b.Output(b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2}, [](mps::Op& op) { op.axes = {0, 2}; }));
+  b.Output(b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2},
+                   [](mps::Op& op) { op.attrs = mps::PermutationAttrs{{0, 2}}; }));
   EXPECT_ERROR(mps::VerifyGraph(b.graph()), "bad permutation");
   GraphBuilder c;
   int y = c.Input(DType::kF32, {3});
@@ -69,15 +72,12 @@ JMP_TEST(VerifyGraph, RejectsBadPermutationsAndBroadcasts) {
 JMP_TEST(VerifyGraph, RejectsSlicesOutOfBoundsAndWrongReductionShapes) {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {4});
-  b.Output(b.Apply(OpKind::kSlice, {x}, DType::kF32, {3}, [](mps::Op& op) {
-    op.starts = {2};
-    op.ends = {5};
-    op.strides = {1};
-  }));
+  b.Output(
+      b.Apply(OpKind::kSlice, {x}, DType::kF32, {3}, [](mps::Op& op) { op.attrs = mps::SliceAttrs{{2}, {5}, {1}}; }));
   EXPECT_ERROR(mps::VerifyGraph(b.graph()), "slice out of bounds");
   GraphBuilder c;
   int y = c.Input(DType::kF32, {4, 3});
-  c.Output(c.Apply(OpKind::kReductionSum, {y}, DType::kF32, {4}, [](mps::Op& op) { op.axes = {1}; }));
+  c.Output(c.Apply(OpKind::kReductionSum, {y}, DType::kF32, {4}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{1}}; }));
   EXPECT_ERROR(mps::VerifyGraph(c.graph()), "bad reduction");
 }
 

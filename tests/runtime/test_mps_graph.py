@@ -33,7 +33,7 @@ def test_dot_general_is_one_batched_matmul():
 
 def test_argmax_uses_the_arg_reduction():
     text = graph(lambda x: jnp.argmax(x, axis=1), jnp.ones((3, 4)))
-    assert "ReductionArgMaximum(" in text and "axes=[1]" in text
+    assert "ReductionArgMaximum(" in text and "axis=1" in text
 
 
 def test_softmax_reductions():
@@ -54,7 +54,7 @@ def test_dynamic_update_slice_is_one_scatter_of_the_update():
     # No pass over the operand's shape besides the scatter itself: the cost follows the update.
     text = graph(lambda x, u, i: lax.dynamic_update_slice(x, u, (i, 0, 0)),
                  jnp.ones((8, 64, 32)), jnp.ones((1, 64, 32)), np.int32(3))
-    assert text.count("ScatterND(") == 1 and "int=6" in text
+    assert text.count("ScatterND(") == 1 and "mode=set" in text
     ops = [line for line in text.splitlines() if " = " in line]
     assert [op for op in ops if "[8,64,32]" in op and "ScatterND(" not in op] == []
     text = graph(lambda x, u, i, j: lax.dynamic_update_slice(x, u, (i, j, 0)),

@@ -11,26 +11,31 @@ from jax_metal_plugin import _native
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TABLE = ROOT / "cpp" / "mps" / "op_kinds.def"
 TABLE_TEXT = TABLE.read_text()
-# (name, version, selector, category) for every row, in table order; unary and binary rows spell their
-# selector as its parts, which the preprocessor joins the same way; host-only rows have neither.
+# (name, version, selector, category, domain) for every row, in table order; unary and binary rows
+# spell their selector as its parts, which the preprocessor joins the same way; host-only rows have
+# neither.
 ROWS = []
-for m in re.finditer(
-    r'^JMP_(?:MPS_(OP|UNARY|BINARY)\((\w+),\s*(\d+),\s*(?:"([^"]+)"|(\w+))(?:,\s*(\w+))?\)|HOST_OP\((\w+)\))',
-    TABLE_TEXT,
-    re.M,
-):
-    category, name, version, quoted, first, second, host_name = m.groups()
-    if host_name:
-        ROWS.append((host_name, "0", "", "HOST"))
+for m in re.finditer(r"^JMP_(MPS_OP|MPS_UNARY|MPS_BINARY|HOST_OP)\((.*)\)$", TABLE_TEXT, re.M):
+    category = m.group(1).replace("MPS_", "").replace("HOST_OP", "HOST")
+    args = [a.strip() for a in re.findall(r'"[^"]*"|[^,]+', m.group(2))]
+    name, domain = args[0], args[-1]
+    if category == "HOST":
+        assert len(args) == 2, m.group(0)
+        ROWS.append((name, "0", "", "HOST", domain))
         continue
+    version = args[1]
     if category == "OP":
-        selector = quoted
+        assert len(args) == 4, m.group(0)
+        selector = args[2].strip('"')
     elif category == "UNARY":
-        selector = f"{first}:name:"
+        assert len(args) == 4, m.group(0)
+        selector = f"{args[2]}:name:"
     else:
-        selector = f"{first}:{second}:name:"
-    ROWS.append((name, version, selector, category))
+        assert len(args) == 5, m.group(0)
+        selector = f"{args[2]}:{args[3]}:name:"
+    ROWS.append((name, version, selector, category, domain))
 UNIFORM = [r for r in ROWS if r[3] in ("UNARY", "BINARY")]
+DOMAINS = set(re.findall(r"^#define JMP_DOMAIN_(\w+)\(m, x\)", (ROOT / "cpp" / "mps" / "op_domain.h").read_text(), re.M))
 HOST_DIR = ROOT / "cpp" / "exec" / "host"
 HOST = "\n".join(p.read_text() for p in HOST_DIR.glob("*.cc"))
 METAL = "\n".join(p.read_text() for p in (ROOT / "cpp" / "exec" / "metal").glob("*.mm"))
@@ -39,13 +44,13 @@ CPP_FILES = sorted(p for p in (ROOT / "cpp").rglob("*") if p.suffix in (".cc", "
 
 
 def test_table_is_the_one_the_build_uses():
-    assert [(n, s, int(v)) for n, v, s, _ in ROWS] == [tuple(k) for k in _native.op_kinds()]
+    assert [(n, s, int(v)) for n, v, s, *_ in ROWS] == [tuple(k) for k in _native.op_kinds()]
 
 
 def test_every_row_is_parsed():
     rows = re.findall(r"^JMP_(?:MPS|HOST)_\w+\(", TABLE_TEXT, re.M)
     assert len(rows) == len(ROWS)
-    assert {"OP", "UNARY", "BINARY"} <= {c for *_, c in ROWS} <= {"OP", "UNARY", "BINARY", "HOST"}
+    assert {"OP", "UNARY", "BINARY"} <= {r[3] for r in ROWS} <= {"OP", "UNARY", "BINARY", "HOST"}
 
 
 @pytest.mark.parametrize("name", [r[0] for r in ROWS if r[3] == "OP"])
@@ -88,7 +93,7 @@ def test_uniform_row_has_host_kernel_cases(name, category):
     assert re.search(rf"\b{enum}::k{name}\b", (HOST_DIR / "host_elementwise.cc").read_text()), f"{name}: no host kernel"
 
 
-@pytest.mark.parametrize("name,version,selector,category", ROWS)
+@pytest.mark.parametrize("name,version,selector,category", [r[:4] for r in ROWS])
 def test_selector_is_the_one_the_metal_executor_calls(name, version, selector, category):
     if category == "HOST":
         assert version == "0" and selector == ""
@@ -136,22 +141,18 @@ def test_no_default_in_switches_over_op_kinds():
     assert not offenders, "a switch over op kinds with `default:` hides a missing case: " + "; ".join(offenders)
 
 
-def test_int_attr_is_read_only_through_typed_views():
-    # Modes, flags and counts packed into Op::int_attr have one definition (mps/op_attrs.cc); every
-    # other reader goes through the typed views, so no magic number means a mode anywhere else.
-    allowed = {"cpp/mps/op_attrs.cc", "cpp/mps/graph.h", "cpp/mps/graph.cc"}
-    users = [
-        str(p.relative_to(ROOT))
-        for p in CPP_FILES
-        if str(p.relative_to(ROOT)) not in allowed and re.search(r"[.>]int_attr\b", p.read_text())
-    ]
-    assert not users, f"int_attr read or written outside mps/op_attrs.cc: {users}"
+def test_every_row_names_a_domain_the_build_spells_out():
+    # mps/op_domain.h spells each domain name out once; an unknown name would not compile, and a
+    # domain no row uses is one nobody checks.
+    assert len(DOMAINS) >= 9
+    assert {r[4] for r in ROWS} <= DOMAINS, {r[4] for r in ROWS} - DOMAINS
+    assert DOMAINS <= {r[4] for r in ROWS}, DOMAINS - {r[4] for r in ROWS}
 
 
 @pytest.mark.skipif(not API_NOTES.exists(), reason="../shared/docs/mpsgraph-api.md is not beside this checkout")
 def test_versions_agree_with_api_notes():
     notes = API_NOTES.read_text()
-    for name, version, selector, category in ROWS:
+    for name, version, selector, category, _ in ROWS:
         if category == "HOST":
             continue
         m = re.search(re.escape(selector) + r"` \((\d+)\.(\d+)\)", notes)

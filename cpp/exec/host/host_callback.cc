@@ -75,7 +75,7 @@ Status DeliverPythonCallbackResult(void* results, int32_t index, const void* dat
 namespace host {
 
 Status RunPythonCallback(const OpArgs& a) {
-  const mps::PythonCallbackAttrs attrs = mps::PythonCallbackAttrs::Of(a.op);
+  const mps::PythonCallbackAttrs& attrs = a.op.Attrs<mps::PythonCallbackAttrs>();
   trace::Scope scope(trace::Line::kCallback, "python callback");
   if (scope.on()) scope.Stat("source", a.op.location);
   jmp_python_callback_fn fn = g_trampoline.load();

@@ -101,7 +101,7 @@ Status RunConv2D(const OpArgs& a) {
   const auto& ws = a.InType(1).shape;  // KH KW Cg O
   const auto& os = a.OutType().shape;  // N OH OW O
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return a.Unsupported("needs rank-4 NHWC and HWIO tensors");
-  const mps::Conv2DAttrs at = mps::Conv2DAttrs::Of(a.op);
+  const mps::Conv2DAttrs& at = a.op.Attrs<mps::Conv2DAttrs>();
   if (at.strides.size() != 2 || at.dilations.size() != 2 || at.pad_low.size() != 2)
     return a.Unsupported("needs 2-D strides, dilations and padding");
   ConvDims d{xs[0],         xs[1],         xs[2],           xs[3],           ws[0],         ws[1],

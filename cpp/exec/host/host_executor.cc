@@ -34,8 +34,9 @@ namespace {
 
 Status RunConstant(const OpArgs& a) {
   size_t bytes = a.OutType().ByteSize();
-  if (a.op.data.size() != bytes) return Internal("constant has the wrong number of bytes");
-  if (bytes) std::memcpy(a.out[0], a.op.data.data(), bytes);
+  const std::vector<uint8_t>& data = a.op.Attrs<mps::ConstantAttrs>().data;
+  if (data.size() != bytes) return Internal("constant has the wrong number of bytes");
+  if (bytes) std::memcpy(a.out[0], data.data(), bytes);
   return Status::Ok();
 }
 
@@ -48,9 +49,9 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kCoordinateAlongAxis: return RunCoordinate(a);
     case K::kReshape:
     case K::kReinterpretCast: return RunCopyLike(a);
-#define JMP_MPS_UNARY(Name, macos, selector) \
+#define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return RunUnary(a, mps::UnaryOp::k##Name);
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+#define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return RunBinary(a, mps::BinaryOp::k##Name);
 #include "mps/op_kinds.def"
     case K::kSelect: return RunSelect(a);

@@ -34,7 +34,7 @@ Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes) {
   const auto& out = a.OutType().shape;
   switch (kind) {
     case FFTKind::kComplex: {
-      bool inverse = mps::FFTAttrs::Of(a.op).inverse;
+      bool inverse = a.op.Attrs<mps::FFTAttrs>().inverse;
       R scale = 1;
       if (inverse)
         for (size_t ax : axes) scale /= static_cast<R>(in[ax]);
@@ -61,7 +61,7 @@ Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes) {
 
 Status RunFFT(const OpArgs& a, FFTKind kind) {
   pocketfft::shape_t axes;
-  for (int64_t ax : a.op.axes) axes.push_back(static_cast<size_t>(ax));
+  for (int64_t ax : a.op.Attrs<mps::FFTAttrs>().axes) axes.push_back(static_cast<size_t>(ax));
   if (a.InType(0).NumElements() == 0 || a.OutType().NumElements() == 0) return Status::Ok();
   // The input's type: complex for FFT and HermiteanToRealFFT, real for RealToHermiteanFFT.
   const DType t = a.InType(0).dtype;

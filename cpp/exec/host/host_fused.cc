@@ -44,13 +44,13 @@ bool FusesAsOp(mps::OpKind k) {
 // The kinds whose kernels can run one tile: every unary and binary row, and the few others above.
 bool TileKind(mps::OpKind kind) {
   switch (kind) {
-#define JMP_MPS_UNARY(Name, macos, selector) \
+#define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case mps::OpKind::k##Name: return true;
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+#define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case mps::OpKind::k##Name: return true;
-#define JMP_MPS_OP(Name, macos, selector) \
+#define JMP_MPS_OP(Name, macos, selector, domain) \
   case mps::OpKind::k##Name: return FusesAsOp(mps::OpKind::k##Name);
-#define JMP_HOST_OP(Name) \
+#define JMP_HOST_OP(Name, domain) \
   case mps::OpKind::k##Name: return false;
 #include "mps/op_kinds.def"
   }

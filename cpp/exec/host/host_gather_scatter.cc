@@ -71,7 +71,7 @@ Status GatherAlongAxisGeneral(const OpArgs& a) {
   const Shape& data = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
   DType it = a.InType(1).dtype;
-  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  size_t axis = static_cast<size_t>(a.op.Attrs<mps::AxisAttrs>().axis);
   for (size_t d = 0; d < out.size(); ++d)
     if (d != axis && out[d] > data[d]) return Internal("GatherAlongAxis: indices larger than the data off the axis");
   size_t width = Width(a);
@@ -100,7 +100,7 @@ bool GatherRowsAnyIndex(const OpArgs& a, int64_t outer, int64_t dim, int64_t n, 
 Status RunGatherAlongAxis(const OpArgs& a) {
   const Shape& data = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
-  const size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  const size_t axis = static_cast<size_t>(a.op.Attrs<mps::AxisAttrs>().axis);
   if (data.size() != out.size() || axis >= out.size()) return a.Unsupported("needs data and indices of one rank");
   int64_t outer = 1, inner = 1;
   for (size_t d = 0; d < out.size(); ++d) {
@@ -140,7 +140,7 @@ bool RowOffset(const OpArgs& a, const Shape& data, int64_t row, int64_t k, const
 }  // namespace
 
 Status RunGatherND(const OpArgs& a) {
-  if (mps::GatherNDAttrs::Of(a.op).batch_dims != 0)
+  if (a.op.Attrs<mps::GatherNDAttrs>().batch_dims != 0)
     return a.Unsupported("with batch dimensions is not implemented on the host");
   const Shape& data = a.InType(0).shape;
   const Shape& ishape = a.InType(1).shape;
@@ -229,7 +229,7 @@ Status RunScatterND(const OpArgs& a) {
   for (size_t d = static_cast<size_t>(k); d < data.size(); ++d) slice *= data[d];
   Shape strides = RowMajorStrides(data);
   if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
-  const mps::ScatterMode mode = mps::ScatterAttrs::Of(a.op).mode;
+  const mps::ScatterMode mode = a.op.Attrs<mps::ScatterAttrs>().mode;
   return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T* y = reinterpret_cast<T*>(a.out[0]);
@@ -251,17 +251,17 @@ Status RunScatterND(const OpArgs& a) {
 Status RunScatterAlongAxis(const OpArgs& a) {
   const Shape& data = a.InType(0).shape;
   const Shape& ushape = a.InType(1).shape;
+  const int64_t along = a.op.Attrs<mps::ScatterAttrs>().axis;
   if (a.InType(1).dtype != a.OutType().dtype || a.InType(2).shape != ushape || ushape.size() != data.size() ||
-      a.op.axes.size() != 1 || a.op.axes[0] < 0 || a.op.axes[0] >= static_cast<int64_t>(data.size()))
+      along < 0 || along >= static_cast<int64_t>(data.size()))
     return a.Unsupported("needs updates and indices of one shape, the data's rank and type, and an axis");
+  size_t axis = static_cast<size_t>(along);
   for (size_t d = 0; d < data.size(); ++d)
-    if (ushape[d] > data[d] && d != static_cast<size_t>(a.op.axes[0]))
-      return a.Unsupported("has updates wider than the data");
-  size_t axis = static_cast<size_t>(a.op.axes[0]);
+    if (ushape[d] > data[d] && d != axis) return a.Unsupported("has updates wider than the data");
   Shape ds = RowMajorStrides(data), us = RowMajorStrides(ushape);
   if (a.out[0] != a.in[0]) std::memcpy(a.out[0], a.in[0], a.OutType().ByteSize());
   int64_t n = a.InType(1).NumElements();
-  const mps::ScatterMode mode = mps::ScatterAttrs::Of(a.op).mode;
+  const mps::ScatterMode mode = a.op.Attrs<mps::ScatterAttrs>().mode;
   DType it = a.InType(2).dtype;
   return Dispatch(a.OutType().dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -20,7 +20,7 @@ Status Cholesky(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t n = s.back(), batch = BatchOf(s);
   if (!FitsLapack(n, n)) return a.Unsupported("has a matrix too large for LAPACK");
-  const bool lower = mps::LapackAttrs::Of(a.op).lower;
+  const bool lower = a.op.Attrs<mps::LapackAttrs>().lower;
   const T* in = Typed<T>(a.in[0]);
   T* out = Typed<T>(a.out[0]);
   std::vector<T> w(static_cast<size_t>(n * n));
@@ -47,7 +47,7 @@ Status TriangularSolve(const OpArgs& a) {
   const size_t r = bs.size();
   const int64_t k = as.back(), m = bs[r - 2], n = bs[r - 1], batch = BatchOf(bs);
   if (!FitsLapack(m, n) || !FitsLapack(k, k)) return a.Unsupported("has a matrix too large for LAPACK");
-  const mps::LapackAttrs f = mps::LapackAttrs::Of(a.op);
+  const mps::LapackAttrs& f = a.op.Attrs<mps::LapackAttrs>();
   const bool conj_only = kIsComplex<T> && f.conjugate && !f.transpose;
   const CBLAS_TRANSPOSE trans =
       !f.transpose ? CblasNoTrans : (kIsComplex<T> && f.conjugate ? CblasConjTrans : CblasTrans);
@@ -192,7 +192,7 @@ Status Tridiagonal(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t n = s.back(), batch = BatchOf(s);
   if (!FitsLapack(n, n) || n < 1) return a.Unsupported("has a matrix too large for LAPACK, or empty");
-  const char uplo = mps::LapackAttrs::Of(a.op).lower ? 'L' : 'U';
+  const char uplo = a.op.Attrs<mps::LapackAttrs>().lower ? 'L' : 'U';
   const T* in = Typed<T>(a.in[0]);
   T* out = Typed<T>(a.out[0]);
   R* d = Typed<R>(a.out[1]);

@@ -30,7 +30,7 @@ Status Eigh(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t n = s.back(), batch = BatchOf(s);
   if (!FitsLapack(n, n)) return a.Unsupported("has a matrix too large for LAPACK");
-  const bool lower = mps::LapackAttrs::Of(a.op).lower;
+  const bool lower = a.op.Attrs<mps::LapackAttrs>().lower;
   const char uplo = lower ? 'L' : 'U';
   const int ni = static_cast<int>(n), ld = std::max(ni, 1);
   const T* in = Typed<T>(a.in[0]);
@@ -75,7 +75,7 @@ Status Svd(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t m = s[s.size() - 2], n = s.back(), k = std::min(m, n), mx = std::max(m, n), batch = BatchOf(s);
   if (!FitsLapack(m, n)) return a.Unsupported("has a matrix too large for LAPACK");
-  const mps::LapackAttrs f = mps::LapackAttrs::Of(a.op);
+  const mps::LapackAttrs& f = a.op.Attrs<mps::LapackAttrs>();
   const bool uv = f.compute_uv;
   const char jobz = !uv ? 'N' : f.full_matrices ? 'A' : 'S';
   const int64_t ucols = f.full_matrices ? m : k, vtrows = f.full_matrices ? n : k;
@@ -139,7 +139,7 @@ Status Eig(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   const int64_t n = s.back(), batch = BatchOf(s);
   if (!FitsLapack(n, n)) return a.Unsupported("has a matrix too large for LAPACK");
-  const mps::LapackAttrs f = mps::LapackAttrs::Of(a.op);
+  const mps::LapackAttrs& f = a.op.Attrs<mps::LapackAttrs>();
   const char jobvl = f.compute_left ? 'V' : 'N', jobvr = f.compute_right ? 'V' : 'N';
   const int ni = static_cast<int>(n), ld = std::max(ni, 1);
   const T* in = Typed<T>(a.in[0]);

@@ -135,7 +135,7 @@ Status TridiagonalSolve(const OpArgs& a) {
   const T* du = Typed<T>(a.in[2]);
   const T* b = Typed<T>(a.in[3]);
   T* x = Typed<T>(a.out[0]);
-  if (mps::LapackAttrs::Of(a.op).perturb_singular) {
+  if (a.op.Attrs<mps::LapackAttrs>().perturb_singular) {
     std::vector<T> u, row;
     for (int64_t i = 0; i < batch; ++i, dl += n, d += n, du += n, b += n * k, x += n * k)
       SolvePerturbed(n, k, dl, d, du, b, x, u, row);

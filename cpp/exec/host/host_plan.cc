@@ -101,10 +101,11 @@ void FoldConstants(Plan& plan) {
 
 // Whether a Transpose swaps its operand's last two dims and keeps the others in place.
 bool SwapsLastTwo(const mps::Graph& g, const mps::Op& t) {
-  size_t r = t.axes.size();
+  const std::vector<int64_t>& perm = t.Attrs<mps::PermutationAttrs>().permutation;
+  size_t r = perm.size();
   if (t.kind != mps::OpKind::kTranspose || r < 2 || g.type(t.inputs[0]).shape.size() != r) return false;
-  bool swap = t.axes[r - 2] == static_cast<int64_t>(r - 1) && t.axes[r - 1] == static_cast<int64_t>(r - 2);
-  for (size_t d = 0; d + 2 < r; ++d) swap &= t.axes[d] == static_cast<int64_t>(d);
+  bool swap = perm[r - 2] == static_cast<int64_t>(r - 1) && perm[r - 1] == static_cast<int64_t>(r - 2);
+  for (size_t d = 0; d + 2 < r; ++d) swap &= perm[d] == static_cast<int64_t>(d);
   return swap;
 }
 
@@ -113,6 +114,7 @@ bool SwapsLastTwo(const mps::Graph& g, const mps::Op& t) {
 // seen as one matrix, as dot_general makes for a weight gradient, x^T g over batch and sequence) and
 // the operand is that matrix.
 bool ReadsTransposed(const mps::Graph& g, const mps::Op& t, const mps::TensorType& operand) {
+  const std::vector<int64_t>& perm = t.Attrs<mps::PermutationAttrs>().permutation;
   const std::vector<int64_t>& as = operand.shape;
   if (t.kind != mps::OpKind::kTranspose || t.outputs.size() != 1 || as.size() < 2) return false;
   const std::vector<int64_t>& in = g.type(t.inputs[0]).shape;
@@ -122,10 +124,10 @@ bool ReadsTransposed(const mps::Graph& g, const mps::Op& t, const mps::TensorTyp
     return as[n - 2] == out[r - 2] && as[n - 1] == out[r - 1] &&
            g.type(t.outputs[0]).NumElements() == operand.NumElements();
   }
-  if (t.axes.size() != r) return false;
+  if (perm.size() != r) return false;
   for (size_t s = 1; s < r; ++s) {
     bool rotation = true;
-    for (size_t d = 0; d < r; ++d) rotation &= t.axes[d] == static_cast<int64_t>((s + d) % r);
+    for (size_t d = 0; d < r; ++d) rotation &= perm[d] == static_cast<int64_t>((s + d) % r);
     if (!rotation) continue;
     int64_t cols = 1, rows = 1, batch = 1;
     for (size_t d = 0; d < r; ++d) (d < s ? cols : rows) *= in[d];
@@ -139,22 +141,23 @@ bool ReadsTransposed(const mps::Graph& g, const mps::Op& t, const mps::TensorTyp
 // t's source as strided matrices: one of the two matrix dims is contiguous in the source (attention's
 // head split [b, t, h, d] -> [b, h, t, d], its key transpose [b, h, d, t]). Fills `how`.
 bool ReadsStrided(const mps::Graph& g, const mps::Op& t, const mps::TensorType& operand, StridedMatrix* how) {
+  const std::vector<int64_t>& perm = t.Attrs<mps::PermutationAttrs>().permutation;
   const std::vector<int64_t>& as = operand.shape;
   if (t.kind != mps::OpKind::kTranspose || t.outputs.size() != 1 || as.size() < 2) return false;
   const std::vector<int64_t>& in = g.type(t.inputs[0]).shape;
   const std::vector<int64_t>& os = g.type(t.outputs[0]).shape;
   const size_t r = in.size(), n = as.size();
-  if (t.axes.size() != r || r < 2 || as[n - 2] != os[r - 2] || as[n - 1] != os[r - 1] ||
+  if (perm.size() != r || r < 2 || as[n - 2] != os[r - 2] || as[n - 1] != os[r - 1] ||
       operand.NumElements() != g.type(t.outputs[0]).NumElements())
     return false;
   std::vector<int64_t> strides = RowMajorStrides(in);
-  const int64_t row = strides[static_cast<size_t>(t.axes[r - 2])], col = strides[static_cast<size_t>(t.axes[r - 1])];
+  const int64_t row = strides[static_cast<size_t>(perm[r - 2])], col = strides[static_cast<size_t>(perm[r - 1])];
   if (col != 1 && row != 1) return false;
   how->trans = col != 1;
   how->ld = col == 1 ? row : col;
   how->batch_shape.assign(os.begin(), os.end() - 2);
   how->batch_strides.clear();
-  for (size_t d = 0; d + 2 < r; ++d) how->batch_strides.push_back(strides[static_cast<size_t>(t.axes[d])]);
+  for (size_t d = 0; d + 2 < r; ++d) how->batch_strides.push_back(strides[static_cast<size_t>(perm[d])]);
   return how->ld > 0;
 }
 
@@ -224,7 +227,7 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
 // each dim before the first partial one.
 std::optional<SliceView> StaticBlockOf(const mps::Graph& g, const mps::Op& op) {
   const std::vector<int64_t>& shape = g.type(op.inputs[0]).shape;
-  const mps::SliceAttrs at = mps::SliceAttrs::Of(op);
+  const mps::SliceAttrs& at = op.Attrs<mps::SliceAttrs>();
   const size_t rank = shape.size();
   if (at.starts.size() != rank || at.ends.size() != rank || at.strides.size() != rank) return std::nullopt;
   for (int64_t stride : at.strides)
@@ -251,7 +254,7 @@ void FindSliceViews(Plan& plan) {
     const mps::Op& op = g.ops[i];
     if (plan.folded_op[i] || op.outputs.size() != 1 || is_output[static_cast<size_t>(op.outputs[0])]) continue;
     std::optional<SliceView> view;
-    if (op.kind == mps::OpKind::kGatherND && op.inputs.size() == 2 && mps::GatherNDAttrs::Of(op).batch_dims == 0)
+    if (op.kind == mps::OpKind::kGatherND && op.inputs.size() == 2 && op.Attrs<mps::GatherNDAttrs>().batch_dims == 0)
       view = BlockOf(g, op.inputs[0], op.inputs[1]);
     else if (op.kind == mps::OpKind::kSlice && op.inputs.size() == 1)
       view = StaticBlockOf(g, op);
@@ -324,7 +327,7 @@ void FindCarryUpdates(Plan& plan, const std::vector<int>& producer) {
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (plan.in_place_op_input[i] < 0 || g.ops[i].kind != mps::OpKind::kScatterND) continue;
     const mps::Op& op = g.ops[i];
-    if (mps::ScatterAttrs::Of(op).mode != mps::ScatterMode::kSet) continue;
+    if (op.Attrs<mps::ScatterAttrs>().mode != mps::ScatterMode::kSet) continue;
     std::optional<SliceView> view = BlockOf(g, op.inputs[0], op.inputs[2]);
     if (!view) continue;
     const mps::TensorType& data = g.type(op.inputs[0]);

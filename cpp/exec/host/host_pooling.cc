@@ -24,7 +24,7 @@ struct Window {
 
 // Checks the attributes against the shapes (an artifact may carry anything) and lays them out.
 Status ReadWindow(const OpArgs& a, const Shape& in, const Shape& out, Window* w) {
-  const mps::Pool4DAttrs p = mps::Pool4DAttrs::Of(a.op);
+  const mps::Pool4DAttrs& p = a.op.Attrs<mps::Pool4DAttrs>();
   if (in.size() != 4 || out.size() != 4 || p.window.size() != 4 || p.strides.size() != 4 || p.pad_low.size() != 4 ||
       p.pad_high.size() != 4)
     return a.Unsupported("needs rank-4 operands and four window sizes, strides and paddings");

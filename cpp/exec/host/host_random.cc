@@ -139,7 +139,7 @@ Status RunRngBitGenerator(const OpArgs& a) {
   std::vector<uint64_t> state(static_cast<size_t>(state_type.shape[0]));
   std::memcpy(state.data(), a.in[0], state.size() * sizeof(uint64_t));
   const uint64_t key = state[0];
-  if (mps::RngAttrs::Of(a.op).algorithm == mps::RngAlgorithm::kThreeFry) {
+  if (a.op.Attrs<mps::RngAttrs>().algorithm == mps::RngAlgorithm::kThreeFry) {
     if (state.size() != 2) return a.Unsupported("ThreeFry needs a u64[2] state");
     state[1] += ThreeFryBits(key, state[1], bits_type.shape, w, a.out[1]);
   } else {

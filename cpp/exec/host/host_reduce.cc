@@ -104,7 +104,7 @@ bool FastReduceF32(const OpArgs& a, Reduction how) {
   const Shape& shape = a.InType(0).shape;
   if (how != Reduction::kSum && how != Reduction::kMaximum && how != Reduction::kMinimum) return false;
   std::vector<bool> reduced(shape.size(), false);
-  for (int64_t ax : a.op.axes) reduced[static_cast<size_t>(ax)] = true;
+  for (int64_t ax : a.op.Attrs<mps::AxesAttrs>().axes) reduced[static_cast<size_t>(ax)] = true;
   int64_t kept_n = 1, red_n = 1;
   int first_red = -1, last_red = -1, first_kept = -1, last_kept = -1;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -169,7 +169,8 @@ Status Reduce(const OpArgs& a, Reduction how) {
   if constexpr (std::is_same_v<T, float>)
     if (FastReduceF32(a, how)) return Status::Ok();
   int64_t rows, len;
-  std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape, a.op.axes, &rows, &len);
+  std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape,
+                                     a.op.Attrs<mps::AxesAttrs>().axes, &rows, &len);
   T* y = reinterpret_cast<T*>(a.out[0]);
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x.data() + r * len;
@@ -253,7 +254,8 @@ template <typename T>
 Status ArgReduce(const OpArgs& a) {
   using N = Num<T>;
   int64_t rows, len;
-  std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape, a.op.axes, &rows, &len);
+  std::vector<T> x = KeptThenReduced(reinterpret_cast<const T*>(a.in[0]), a.InType(0).shape,
+                                     {a.op.Attrs<mps::AxisAttrs>().axis}, &rows, &len);
   int32_t* y = reinterpret_cast<int32_t*>(a.out[0]);
   bool max = a.op.kind == K::kReductionArgMaximum;
   for (int64_t r = 0; r < rows; ++r) {
@@ -291,7 +293,8 @@ Status RunReduction(const OpArgs& a, Reduction how) {
 
 Status RunArgReduction(const OpArgs& a) {
   if (a.OutType().dtype != DType::kI32) return a.Unsupported("must produce int32");
-  if (a.InType(0).shape.at(static_cast<size_t>(a.op.axes.at(0))) == 0) return a.Unsupported("reduces an empty axis");
+  if (a.InType(0).shape.at(static_cast<size_t>(a.op.Attrs<mps::AxisAttrs>().axis)) == 0)
+    return a.Unsupported("reduces an empty axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (kIsComplex<T> || kIsBool<T>)

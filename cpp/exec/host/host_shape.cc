@@ -182,8 +182,9 @@ Status RunCopyLike(const OpArgs& a) {
 Status RunTranspose(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   Shape in_strides = RowMajorStrides(in), src(in.size());
-  if (a.op.axes.size() != in.size()) return a.Unsupported("has a permutation of the wrong rank");
-  for (size_t i = 0; i < in.size(); ++i) src[i] = in_strides[static_cast<size_t>(a.op.axes[i])];
+  const std::vector<int64_t>& perm = a.op.Attrs<mps::PermutationAttrs>().permutation;
+  if (perm.size() != in.size()) return a.Unsupported("has a permutation of the wrong rank");
+  for (size_t i = 0; i < in.size(); ++i) src[i] = in_strides[static_cast<size_t>(perm[i])];
   const Shape& out = a.OutType().shape;
   StridedCopy(Width(a), a.out[0], RowMajorStrides(out), a.in[0], 0, src, out);
   return Status::Ok();
@@ -250,11 +251,12 @@ Status RunBroadcast(const OpArgs& a) {
 Status RunSlice(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   const Shape& out = a.OutType().shape;
+  const mps::SliceAttrs& slice = a.op.Attrs<mps::SliceAttrs>();
   Shape in_strides = RowMajorStrides(in), src(in.size());
   int64_t base = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    base += a.op.starts[i] * in_strides[i];
-    src[i] = in_strides[i] * a.op.strides[i];
+    base += slice.starts[i] * in_strides[i];
+    src[i] = in_strides[i] * slice.strides[i];
   }
   StridedCopy(Width(a), a.out[0], RowMajorStrides(out), a.in[0], base, src, out);
   return Status::Ok();
@@ -264,7 +266,7 @@ Status RunReverse(const OpArgs& a) {
   const Shape& in = a.InType(0).shape;
   Shape strides = RowMajorStrides(in), src = strides;
   int64_t base = 0;
-  for (int64_t axis : a.op.axes) {
+  for (int64_t axis : a.op.Attrs<mps::AxesAttrs>().axes) {
     size_t d = static_cast<size_t>(axis);
     if (in[d] == 0) return Status::Ok();
     base += (in[d] - 1) * strides[d];
@@ -276,7 +278,7 @@ Status RunReverse(const OpArgs& a) {
 
 Status RunConcat(const OpArgs& a) {
   const Shape& out = a.OutType().shape;
-  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  size_t axis = static_cast<size_t>(a.op.Attrs<mps::AxisAttrs>().axis);
   Shape out_strides = RowMajorStrides(out);
   int64_t offset = 0;
   size_t width = Width(a);
@@ -294,30 +296,31 @@ Status RunPad(const OpArgs& a) {
   const Shape& out = a.OutType().shape;
   size_t width = Width(a);
   int64_t n = a.OutType().NumElements();
+  const mps::PadAttrs& pad = a.op.Attrs<mps::PadAttrs>();
   // Fill with the padding value, then copy the input into its window.
   Dispatch(a.OutType().dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T fill;
     if constexpr (kIsComplex<T>)
-      fill = T(static_cast<typename T::value_type>(a.op.scalar), 0);
+      fill = T(static_cast<typename T::value_type>(pad.value), 0);
     else if constexpr (kIsBool<T>)
-      fill = T{static_cast<uint8_t>(a.op.scalar != 0)};
+      fill = T{static_cast<uint8_t>(pad.value != 0)};
     else
-      fill = Num<T>::Store(static_cast<typename Num<T>::C>(a.op.scalar));
+      fill = Num<T>::Store(static_cast<typename Num<T>::C>(pad.value));
     T* y = reinterpret_cast<T*>(a.out[0]);
     for (int64_t i = 0; i < n; ++i) y[i] = fill;
     return 0;
   });
   Shape out_strides = RowMajorStrides(out);
   int64_t base = 0;
-  for (size_t i = 0; i < in.size(); ++i) base += a.op.starts[i] * out_strides[i];
+  for (size_t i = 0; i < in.size(); ++i) base += pad.low[i] * out_strides[i];
   StridedCopy(width, a.out[0] + base * static_cast<int64_t>(width), out_strides, a.in[0], 0, RowMajorStrides(in), in);
   return Status::Ok();
 }
 
 Status RunCoordinate(const OpArgs& a) {
   const Shape& out = a.OutType().shape;
-  size_t axis = static_cast<size_t>(a.op.axes.at(0));
+  size_t axis = static_cast<size_t>(a.op.Attrs<mps::AxisAttrs>().axis);
   Shape strides = RowMajorStrides(out);
   int64_t n = a.Count(), base = a.base;
   int64_t dim = out[axis], inner = strides[axis];

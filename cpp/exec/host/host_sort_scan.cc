@@ -48,7 +48,7 @@ C Wrap(C a, C b, bool add) {
 
 Status RunCumulative(const OpArgs& a, Reduction how) {
   int64_t outer, n, inner;
-  const mps::CumulativeAttrs at = mps::CumulativeAttrs::Of(a.op);
+  const mps::CumulativeAttrs& at = a.op.Attrs<mps::CumulativeAttrs>();
   AxisView(a.InType(0).shape, at.axis, &outer, &n, &inner);
   const bool exclusive = at.exclusive, reverse = at.reverse;
   if (how == Reduction::kAnd || how == Reduction::kOr) return a.Unsupported("has no cumulative and/or");
@@ -110,7 +110,7 @@ void StableOrder(std::vector<int64_t>& perm, bool descending, const Key& key) {
 // Stable, ascending or descending; the lowering never passes NaN keys.
 Status RunSort(const OpArgs& a) {
   int64_t outer, n, inner;
-  const mps::SortAttrs at = mps::SortAttrs::Of(a.op);
+  const mps::SortAttrs& at = a.op.Attrs<mps::SortAttrs>();
   AxisView(a.InType(0).shape, at.axis, &outer, &n, &inner);
   const bool descending = at.descending;
   bool arg = a.op.kind == K::kArgSort;
@@ -142,7 +142,7 @@ Status RunSort(const OpArgs& a) {
 Status RunTopK(const OpArgs& a) {
   const Shape& s = a.InType(0).shape;
   if (s.empty()) return a.Unsupported("needs rank >= 1");
-  int64_t n = s.back(), k = mps::TopKAttrs::Of(a.op).k, rows = a.InType(0).NumElements() / std::max<int64_t>(n, 1);
+  int64_t n = s.back(), k = a.op.Attrs<mps::TopKAttrs>().k, rows = a.InType(0).NumElements() / std::max<int64_t>(n, 1);
   if (k > n || k < 0) return a.Unsupported("has k larger than the axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

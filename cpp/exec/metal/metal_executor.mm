@@ -118,8 +118,11 @@ MPSGraphScatterMode ToMPS(mps::ScatterMode mode) {
   return MPSGraphScatterModeSet;
 }
 
+NSInteger Axis(const mps::Op& op) { return static_cast<NSInteger>(op.Attrs<mps::AxisAttrs>().axis); }
+NSArray<NSNumber*>* Axes(const mps::Op& op) { return Numbers(op.Attrs<mps::AxesAttrs>().axes); }
+
 MPSGraphPooling4DOpDescriptor* Pooling(const mps::Op& op) {
-  const mps::Pool4DAttrs p = mps::Pool4DAttrs::Of(op);
+  const mps::Pool4DAttrs& p = op.Attrs<mps::Pool4DAttrs>();
   std::vector<int64_t> padding;
   for (size_t i = 0; i < p.pad_low.size() && i < p.pad_high.size(); ++i) {
     padding.push_back(p.pad_low[i]);
@@ -141,21 +144,22 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
   MPSDataType dt = *out_type;
   switch (op.kind) {
     case K::kConstant: {
-      NSData* data = [NSData dataWithBytes:op.data.data() length:op.data.size()];
+      NSData* data = [NSData dataWithBytes:op.Attrs<mps::ConstantAttrs>().data.data()
+                                    length:op.Attrs<mps::ConstantAttrs>().data.size()];
       return Tensors{[G constantWithData:data shape:ShapeOf(out) dataType:dt]};
     }
     case K::kCoordinateAlongAxis: {
-      MPSGraphTensor* c = [G coordinateAlongAxis:static_cast<NSInteger>(op.axes.at(0)) withShape:ShapeOf(out) name:nil];
+      MPSGraphTensor* c = [G coordinateAlongAxis:Axis(op) withShape:ShapeOf(out) name:nil];
       return Tensors{[G castTensor:c toType:dt name:nil]};
     }
     // The uniform rows: one generated call each, checked by the compiler against the SDK's MPSGraph.
-#define JMP_MPS_UNARY(Name, macos, selector) \
+#define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return Tensors{[G selector:in.at(0) name:nil]};
-#define JMP_MPS_BINARY(Name, macos, primary, secondary) \
+#define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return Tensors{[G primary:in.at(0) secondary:in.at(1) name:nil]};
 #include "mps/op_kinds.def"
     // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
-#define JMP_HOST_OP(Name) case K::k##Name:
+#define JMP_HOST_OP(Name, domain) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");
     case K::kMetalKernel: return Internal("a Metal kernel must be a segment of its own (exec/placement.cc)");
@@ -173,41 +177,44 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     case K::kCast: return Tensors{[G castTensor:in[0] toType:dt name:nil]};
     case K::kReinterpretCast: return Tensors{[G reinterpretCastTensor:in[0] toType:dt name:nil]};
     case K::kReshape: return Tensors{[G reshapeTensor:in[0] withShape:ShapeOf(out) name:nil]};
-    case K::kTranspose: return Tensors{[G transposeTensor:in[0] permutation:Numbers(op.axes) name:nil]};
+    case K::kTranspose:
+      return Tensors{[G transposeTensor:in[0]
+                            permutation:Numbers(op.Attrs<mps::PermutationAttrs>().permutation)
+                                   name:nil]};
     case K::kBroadcast: return Tensors{[G broadcastTensor:in[0] toShape:ShapeOf(out) name:nil]};
-    case K::kSlice:
+    case K::kSlice: {
+      const mps::SliceAttrs& a = op.Attrs<mps::SliceAttrs>();
       return Tensors{[G sliceTensor:in[0]
-                             starts:Numbers(op.starts)
-                               ends:Numbers(op.ends)
-                            strides:Numbers(op.strides)
+                             starts:Numbers(a.starts)
+                               ends:Numbers(a.ends)
+                            strides:Numbers(a.strides)
                                name:nil]};
+    }
     case K::kConcat: {
       NSMutableArray<MPSGraphTensor*>* list = [NSMutableArray array];
       for (MPSGraphTensor* t : in) [list addObject:t];
-      return Tensors{[G concatTensors:list dimension:static_cast<NSInteger>(op.axes.at(0)) name:nil]};
+      return Tensors{[G concatTensors:list dimension:Axis(op) name:nil]};
     }
-    case K::kPad:
+    case K::kPad: {
+      const mps::PadAttrs& a = op.Attrs<mps::PadAttrs>();
       return Tensors{[G padTensor:in[0]
                   withPaddingMode:MPSGraphPaddingModeConstant
-                      leftPadding:Numbers(op.starts)
-                     rightPadding:Numbers(op.ends)
-                    constantValue:op.scalar
+                      leftPadding:Numbers(a.low)
+                     rightPadding:Numbers(a.high)
+                    constantValue:a.value
                              name:nil]};
-    case K::kReverse: return Tensors{[G reverseTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionSum: return Tensors{[G reductionSumWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionProduct: return Tensors{[G reductionProductWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionMaximum:
-      return Tensors{[G reductionMaximumPropagateNaNWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionMinimum:
-      return Tensors{[G reductionMinimumPropagateNaNWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionAnd: return Tensors{[G reductionAndWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionOr: return Tensors{[G reductionOrWithTensor:in[0] axes:Numbers(op.axes) name:nil]};
-    case K::kReductionArgMaximum:
-      return Tensors{[G reductionArgMaximumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) name:nil]};
-    case K::kReductionArgMinimum:
-      return Tensors{[G reductionArgMinimumWithTensor:in[0] axis:static_cast<NSInteger>(op.axes.at(0)) name:nil]};
+    }
+    case K::kReverse: return Tensors{[G reverseTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionSum: return Tensors{[G reductionSumWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionProduct: return Tensors{[G reductionProductWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionMaximum: return Tensors{[G reductionMaximumPropagateNaNWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionMinimum: return Tensors{[G reductionMinimumPropagateNaNWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionAnd: return Tensors{[G reductionAndWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionOr: return Tensors{[G reductionOrWithTensor:in[0] axes:Axes(op) name:nil]};
+    case K::kReductionArgMaximum: return Tensors{[G reductionArgMaximumWithTensor:in[0] axis:Axis(op) name:nil]};
+    case K::kReductionArgMinimum: return Tensors{[G reductionArgMinimumWithTensor:in[0] axis:Axis(op) name:nil]};
     case K::kFFT: {
-      const mps::FFTAttrs a = mps::FFTAttrs::Of(op);
+      const mps::FFTAttrs& a = op.Attrs<mps::FFTAttrs>();
       MPSGraphFFTDescriptor* d = [MPSGraphFFTDescriptor descriptor];
       d.inverse = a.inverse;
       d.scalingMode = a.inverse ? MPSGraphFFTScalingModeSize : MPSGraphFFTScalingModeNone;
@@ -215,30 +222,36 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
     }
     case K::kRealToHermiteanFFT: {
       MPSGraphFFTDescriptor* d = [MPSGraphFFTDescriptor descriptor];
-      return Tensors{[G realToHermiteanFFTWithTensor:in[0] axes:Numbers(op.axes) descriptor:d name:nil]};
+      return Tensors{[G realToHermiteanFFTWithTensor:in[0]
+                                                axes:Numbers(op.Attrs<mps::FFTAttrs>().axes)
+                                          descriptor:d
+                                                name:nil]};
     }
     case K::kHermiteanToRealFFT: {
       MPSGraphFFTDescriptor* d = [MPSGraphFFTDescriptor descriptor];
       d.inverse = YES;
       d.scalingMode = MPSGraphFFTScalingModeSize;
       d.roundToOddHermitean = out.shape.empty() ? NO : (out.shape.back() % 2 == 1);
-      return Tensors{[G HermiteanToRealFFTWithTensor:in[0] axes:Numbers(op.axes) descriptor:d name:nil]};
+      return Tensors{[G HermiteanToRealFFTWithTensor:in[0]
+                                                axes:Numbers(op.Attrs<mps::FFTAttrs>().axes)
+                                          descriptor:d
+                                                name:nil]};
     }
     case K::kSort: {
-      const mps::SortAttrs a = mps::SortAttrs::Of(op);
+      const mps::SortAttrs& a = op.Attrs<mps::SortAttrs>();
       return Tensors{[G sortWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) descending:a.descending name:nil]};
     }
     case K::kArgSort: {
-      const mps::SortAttrs a = mps::SortAttrs::Of(op);
+      const mps::SortAttrs& a = op.Attrs<mps::SortAttrs>();
       return Tensors{[G argSortWithTensor:in[0] axis:static_cast<NSInteger>(a.axis) descending:a.descending name:nil]};
     }
     case K::kTopK: {
-      NSUInteger k = static_cast<NSUInteger>(mps::TopKAttrs::Of(op).k);
+      NSUInteger k = static_cast<NSUInteger>(op.Attrs<mps::TopKAttrs>().k);
       NSArray<MPSGraphTensor*>* r = [G topKWithSourceTensor:in[0] k:k name:nil];
       return Tensors{r[0], r[1]};
     }
     case K::kCumulativeSum: {
-      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      const mps::CumulativeAttrs& a = op.Attrs<mps::CumulativeAttrs>();
       return Tensors{[G cumulativeSumWithTensor:in[0]
                                            axis:static_cast<NSInteger>(a.axis)
                                       exclusive:a.exclusive
@@ -246,7 +259,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                            name:nil]};
     }
     case K::kCumulativeProduct: {
-      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      const mps::CumulativeAttrs& a = op.Attrs<mps::CumulativeAttrs>();
       return Tensors{[G cumulativeProductWithTensor:in[0]
                                                axis:static_cast<NSInteger>(a.axis)
                                           exclusive:a.exclusive
@@ -254,7 +267,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                                name:nil]};
     }
     case K::kCumulativeMaximum: {
-      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      const mps::CumulativeAttrs& a = op.Attrs<mps::CumulativeAttrs>();
       return Tensors{[G cumulativeMaximumWithTensor:in[0]
                                                axis:static_cast<NSInteger>(a.axis)
                                           exclusive:a.exclusive
@@ -262,7 +275,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                                name:nil]};
     }
     case K::kCumulativeMinimum: {
-      const mps::CumulativeAttrs a = mps::CumulativeAttrs::Of(op);
+      const mps::CumulativeAttrs& a = op.Attrs<mps::CumulativeAttrs>();
       return Tensors{[G cumulativeMinimumWithTensor:in[0]
                                                axis:static_cast<NSInteger>(a.axis)
                                           exclusive:a.exclusive
@@ -270,11 +283,11 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                                name:nil]};
     }
     case K::kGatherAlongAxis: {
-      NSInteger axis = static_cast<NSInteger>(mps::AxisAttrs::Of(op).axis);
+      NSInteger axis = static_cast<NSInteger>(op.Attrs<mps::AxisAttrs>().axis);
       return Tensors{[G gatherAlongAxis:axis withUpdatesTensor:in[0] indicesTensor:in[1] name:nil]};
     }
     case K::kGatherND: {
-      NSUInteger batch = static_cast<NSUInteger>(mps::GatherNDAttrs::Of(op).batch_dims);
+      NSUInteger batch = static_cast<NSUInteger>(op.Attrs<mps::GatherNDAttrs>().batch_dims);
       return Tensors{[G gatherNDWithUpdatesTensor:in[0] indicesTensor:in[1] batchDimensions:batch name:nil]};
     }
     case K::kScatterND:
@@ -282,10 +295,10 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                   updatesTensor:in[1]
                                   indicesTensor:in[2]
                                 batchDimensions:0
-                                           mode:ToMPS(mps::ScatterAttrs::Of(op).mode)
+                                           mode:ToMPS(op.Attrs<mps::ScatterAttrs>().mode)
                                            name:nil]};
     case K::kScatterAlongAxis: {
-      const mps::ScatterAttrs a = mps::ScatterAttrs::Of(op);
+      const mps::ScatterAttrs& a = op.Attrs<mps::ScatterAttrs>();
       return Tensors{[G scatterAlongAxis:static_cast<NSInteger>(a.axis)
                           withDataTensor:in[0]
                            updatesTensor:in[1]
@@ -294,7 +307,7 @@ StatusOr<std::vector<MPSGraphTensor*>> GraphBuilder::Emit(const mps::Graph& g, c
                                     name:nil]};
     }
     case K::kConv2D: {
-      const mps::Conv2DAttrs a = mps::Conv2DAttrs::Of(op);
+      const mps::Conv2DAttrs& a = op.Attrs<mps::Conv2DAttrs>();
       MPSGraphConvolution2DOpDescriptor* d =
           [MPSGraphConvolution2DOpDescriptor descriptorWithStrideInX:static_cast<NSUInteger>(a.strides.at(1))
                                                            strideInY:static_cast<NSUInteger>(a.strides.at(0))

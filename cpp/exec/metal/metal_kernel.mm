@@ -118,7 +118,7 @@ StatusOr<std::unique_ptr<Executable>> CompileMetalKernel(id<MTLDevice> device, i
   // The kernel's buffers are the segment's parameters and results, in the op's order.
   if (op.inputs != graph.inputs || op.outputs != graph.outputs)
     return Internal("metal_kernel: its segment must pass the kernel's operands and results through as they are");
-  mps::MetalKernelAttrs attrs = mps::MetalKernelAttrs::Of(op);
+  mps::MetalKernelAttrs attrs = op.Attrs<mps::MetalKernelAttrs>();
   JMP_ASSIGN_OR_RETURN(id<MTLComputePipelineState> pipeline, Pipeline(device, attrs));
   return std::unique_ptr<Executable>(
       new MetalKernelExecutable(queue, std::move(work), pipeline, std::move(attrs), std::move(buffer_of)));

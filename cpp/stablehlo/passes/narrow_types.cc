@@ -9,10 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include "stablehlo/passes/narrow_builder.h"
+
 namespace jmp::shlo {
 
 namespace {
 
+using narrow::DecodeNarrowFloat;
+using narrow::FormatOf;
+using narrow::Specials;
 using shlo::Attr;
 using shlo::Block;
 using shlo::Func;
@@ -97,67 +102,9 @@ const std::set<std::string> kRefused = {
     "stablehlo.recv",        "stablehlo.fft",
 };
 
-// How a narrow float format spells its special values (the format's name says it: fn = finite with
-// NaN, fnuz = finite, NaN, unsigned zero).
-enum class Specials {
-  kIeee,        // exponent all ones: infinity (mantissa 0) or NaN; overflow gives infinity
-  kAllOnesNan,  // no infinity; the all-ones magnitude is NaN; overflow and infinity give NaN
-  kFnuz,        // no infinity, no negative zero: 0x80 is the one NaN; overflow and infinity give NaN
-  kNone,        // neither infinity nor NaN: overflow and infinity saturate, NaN gives 0b1000 (XLA:CPU's choice)
-};
-struct NarrowFloat {
-  DType type;
-  int width, exp_bits, man_bits, bias;
-  bool has_sign;  // float8_e8m0fnu has none: negative numbers and zero give its NaN
-  Specials specials;
-};
-constexpr NarrowFloat kNarrowFloats[] = {
-    {DType::kF8E4M3FN, 8, 4, 3, 7, true, Specials::kAllOnesNan},
-    {DType::kF8E5M2, 8, 5, 2, 15, true, Specials::kIeee},
-    {DType::kF8E4M3FNUZ, 8, 4, 3, 8, true, Specials::kFnuz},
-    {DType::kF8E5M2FNUZ, 8, 5, 2, 16, true, Specials::kFnuz},
-    {DType::kF8E4M3B11FNUZ, 8, 4, 3, 11, true, Specials::kFnuz},
-    {DType::kF8E4M3, 8, 4, 3, 7, true, Specials::kIeee},
-    {DType::kF8E3M4, 8, 3, 4, 3, true, Specials::kIeee},
-    {DType::kF8E8M0FNU, 8, 8, 0, 127, false, Specials::kAllOnesNan},
-    {DType::kF4E2M1FN, 4, 2, 1, 1, true, Specials::kNone},
-};
-const NarrowFloat& FormatOf(DType t) {
-  for (const NarrowFloat& f : kNarrowFloats)
-    if (f.type == t) return f;
-  return kNarrowFloats[0];  // unreachable: callers pass IsNarrowFloat types, all in the table
-}
-uint32_t SignMask(const NarrowFloat& f) { return f.has_sign ? 1u << (f.width - 1) : 0; }
-uint32_t MagnitudeMask(const NarrowFloat& f) { return (1u << (f.has_sign ? f.width - 1 : f.width)) - 1; }
-
-// One narrow float value as float32, on the host (constants of promoted regions); what Decode does.
-float DecodeNarrowFloat(uint8_t b, DType t) {
-  const NarrowFloat& f = FormatOf(t);
-  const uint32_t mag = b & MagnitudeMask(f);
-  const int e = static_cast<int>(mag >> f.man_bits), m = static_cast<int>(mag & ((1u << f.man_bits) - 1));
-  const bool negative = (b & SignMask(f)) != 0;
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  switch (f.specials) {
-    case Specials::kIeee:
-      if (e == (1 << f.exp_bits) - 1) return m ? (negative ? -nan : nan) : (negative ? -1.0f : 1.0f) * INFINITY;
-      break;
-    case Specials::kAllOnesNan:
-      if (mag == MagnitudeMask(f)) return negative ? -nan : nan;
-      break;
-    case Specials::kFnuz:
-      if (b == 0x80) return nan;
-      break;
-    case Specials::kNone: break;
-  }
-  const float v = e == 0 && f.man_bits == 0 ? std::ldexp(1.0f, -f.bias)
-                  : e == 0                  ? std::ldexp(static_cast<float>(m), 1 - f.bias - f.man_bits)
-                           : std::ldexp(static_cast<float>((1 << f.man_bits) | m), e - f.bias - f.man_bits);
-  return negative ? -v : v;
-}
-
-class Rewriter {
+class Rewriter : narrow::Builder {
  public:
-  explicit Rewriter(const Func& in) : in_(in), types_(in.value_types) {}
+  explicit Rewriter(const Func& in) : Builder(in.value_types), in_(in) {}
 
   StatusOr<Func> Run(bool is_main) {
     Func out = in_;
@@ -176,212 +123,6 @@ class Rewriter {
   }
 
  private:
-  const Type& TypeOf(int v) const { return types_.at(static_cast<size_t>(v)); }
-  DType DTypeOfValue(int v) const { return TypeOf(v).kind == Type::Kind::kTensor ? TypeOf(v).dtype : DType::kF32; }
-
-  int NewValue(DType d, const std::vector<int64_t>& shape) {
-    Type t;
-    t.kind = Type::Kind::kTensor;
-    t.dtype = d;
-    t.shape = shape;
-    types_.push_back(std::move(t));
-    return static_cast<int>(types_.size() - 1);
-  }
-
-  // Emits `name` on `operands` into `result` (a new value of type d[shape] when result < 0).
-  int Emit(const std::string& name, std::vector<int> operands, DType d, std::vector<int64_t> shape,
-           shlo::AttrMap attrs = {}, int result = -1) {
-    if (result < 0) result = NewValue(d, shape);
-    Op op;
-    op.name = name;
-    op.operands = std::move(operands);
-    op.results = {result};
-    op.attrs = std::move(attrs);
-    op.location = loc_;
-    out_->push_back(std::move(op));
-    return result;
-  }
-  int Unary(const std::string& name, int x, DType d, int result = -1) {
-    return Emit(name, {x}, d, TypeOf(x).shape, {}, result);
-  }
-  int Binary(const std::string& name, int a, int b, int result = -1) {
-    return Emit(name, {a, b}, DTypeOfValue(a), TypeOf(a).shape, {}, result);
-  }
-  // A constant of a's shape and type d holding `bits` (little-endian), as a scalar broadcast.
-  int Splat(DType d, uint64_t bits, std::vector<int64_t> shape) {  // by value: types_ grows below
-    Attr value;
-    value.kind = Attr::Kind::kTensor;
-    value.type.kind = Type::Kind::kTensor;
-    value.type.dtype = d;
-    value.data.resize(ByteSize(d));
-    for (size_t i = 0; i < value.data.size() && i < 8; ++i) value.data[i] = static_cast<uint8_t>(bits >> (8 * i));
-    return Broadcast(Emit("stablehlo.constant", {}, d, {}, {{"value", value}}), std::move(shape));
-  }
-  // A scalar value broadcast to `shape` (itself when shape is scalar).
-  int Broadcast(int scalar, std::vector<int64_t> shape) {
-    if (shape.empty()) return scalar;
-    Attr dims;
-    dims.kind = Attr::Kind::kInts;
-    return Emit("stablehlo.broadcast_in_dim", {scalar}, DTypeOfValue(scalar), std::move(shape),
-                {{"broadcast_dimensions", dims}});
-  }
-  int Like(int x, uint64_t bits) { return Splat(DTypeOfValue(x), bits, TypeOf(x).shape); }
-  int FloatLike(int x, float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return Splat(DType::kF32, b, TypeOf(x).shape);
-  }
-  int Compare(const char* dir, int a, int b, const char* type) {
-    static const char* const kDirs[] = {"EQ", "NE", "GE", "GT", "LE", "LT"};
-    static const char* const kTypes[] = {"NOTYPE", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"};
-    Attr d, t;
-    d.kind = t.kind = Attr::Kind::kEnum;
-    d.s = dir;
-    t.s = type;
-    for (int i = 0; i < 6; ++i)
-      if (d.s == kDirs[i]) d.i = i;
-    for (int i = 0; i < 5; ++i)
-      if (t.s == kTypes[i]) t.i = i;
-    return Emit("stablehlo.compare", {a, b}, DType::kBool, TypeOf(a).shape,
-                {{"comparison_direction", d}, {"compare_type", t}});
-  }
-  int Select(int p, int a, int b, int result = -1) {
-    return Emit("stablehlo.select", {p, a, b}, DTypeOfValue(a), TypeOf(a).shape, {}, result);
-  }
-  int Convert(int x, DType d, int result = -1) { return Unary("stablehlo.convert", x, d, result); }
-  int Bitcast(int x, DType d, int result = -1) { return Unary("stablehlo.bitcast_convert", x, d, result); }
-
-  // Sub-byte integer storage -> the same value wrapped into its bits (int8 sign-extended, uint8 masked).
-  int Wrap(int x, DType narrow, int result = -1) {
-    if (!IsSignedSubByte(narrow))
-      return Binary("stablehlo.and", x, Like(x, static_cast<uint64_t>(SubByteMax(narrow))), result);
-    const uint64_t unused = static_cast<uint64_t>(8 - BitWidth(narrow));
-    int up = Binary("stablehlo.shift_left", x, Like(x, unused));
-    return Binary("stablehlo.shift_right_arithmetic", up, Like(up, unused), result);
-  }
-  // Storage of a type `bits` wide -> its bit pattern as uint8 (int4/uint4/float4: 0..15).
-  int Nibble(int x, int bits = 4) {
-    int u = DTypeOfValue(x) == DType::kU8 ? x : Bitcast(x, DType::kU8);
-    return Binary("stablehlo.and", u, Like(u, (uint64_t{1} << bits) - 1));
-  }
-
-  // Narrow float bits (uint8) -> float32, exactly.
-  int Decode(int x, DType fmt_type, int result = -1) {
-    const NarrowFloat& f = FormatOf(fmt_type);
-    const int M = f.man_bits, emax = (1 << f.exp_bits) - 1;
-    int c = Convert(x, DType::kU32);
-    int mag = Binary("stablehlo.and", c, Like(c, MagnitudeMask(f)));
-    int e = Binary("stablehlo.shift_right_logical", mag, Like(mag, M));
-    int m = Binary("stablehlo.and", mag, Like(mag, (1u << M) - 1));
-    int normal = Binary("stablehlo.add", Binary("stablehlo.shift_left", mag, Like(mag, 23 - M)),
-                        Like(mag, static_cast<uint64_t>(127 - f.bias) << 23));
-    // Exponent 0: a subnormal m * 2^(1 - bias - M), exact in float32; with no mantissa (e8m0fnu),
-    // 2^-bias, float32's subnormal 2^-127.
-    int small = M == 0 ? Like(mag, 0x00400000u)
-                       : Bitcast(Binary("stablehlo.multiply", Convert(m, DType::kF32),
-                                        FloatLike(m, std::ldexp(1.0f, 1 - f.bias - M))),
-                                 DType::kU32);
-    int bits = Select(Compare("EQ", e, Like(e, 0), "UNSIGNED"), small, normal);
-    // Specials as float32's quiet NaN and infinity, as XLA:CPU gives them; the sign goes on after.
-    switch (f.specials) {
-      case Specials::kIeee: {
-        int special = Select(Compare("EQ", m, Like(m, 0), "UNSIGNED"), Like(m, 0x7f800000u), Like(m, 0x7fc00000u));
-        bits = Select(Compare("EQ", e, Like(e, static_cast<uint64_t>(emax)), "UNSIGNED"), special, bits);
-        break;
-      }
-      case Specials::kAllOnesNan:
-        bits = Select(Compare("EQ", mag, Like(mag, MagnitudeMask(f)), "UNSIGNED"), Like(mag, 0x7fc00000u), bits);
-        break;
-      case Specials::kFnuz:  // 0x80 is the NaN: its "sign" bit is no sign, and zero is its magnitude
-      case Specials::kNone: break;
-    }
-    if (f.has_sign) {
-      int sign = Binary("stablehlo.shift_left", Binary("stablehlo.and", c, Like(c, SignMask(f))),
-                        Like(c, static_cast<uint64_t>(32 - f.width)));
-      bits = Binary("stablehlo.or", bits, sign);
-    }
-    if (f.specials == Specials::kFnuz)
-      bits = Select(Compare("EQ", c, Like(c, 0x80), "UNSIGNED"), Like(c, 0x7fc00000u), bits);
-    return Bitcast(bits, DType::kF32, result);
-  }
-
-  // float32 -> narrow float bits (uint8), rounded once: to nearest-even, except e8m0fnu (no mantissa),
-  // whose ties round up (XLA:CPU and ml_dtypes: 0.75 -> 1, 1.5 -> 2, 3 -> 4).
-  // `plain_nan`: every NaN becomes 0x7f, without its sign (what XLA:CPU gives for float8_e5m2
-  // arithmetic, which it computes through float16, and for float16/bfloat16 -> float8_e5m2).
-  int Encode(int y, DType fmt_type, int result = -1, bool plain_nan = false) {
-    const NarrowFloat& f = FormatOf(fmt_type);
-    const int M = f.man_bits;
-    int b = Bitcast(y, DType::kU32);
-    int a = Binary("stablehlo.and", b, Like(b, 0x7fffffffu));
-    int is_nan = Compare("GT", a, Like(a, 0x7f800000u), "UNSIGNED");
-    // Normal results: round the float32 mantissa to M bits (a carry moves into the exponent, as it
-    // should), then rebias. Wraps for tiny a, which the select below discards.
-    int bias =
-        M == 0
-            ? Like(a, 1u << 22)
-            : Binary("stablehlo.add", Like(a, (1u << (22 - M)) - 1),
-                     Binary("stablehlo.and", Binary("stablehlo.shift_right_logical", a, Like(a, 23 - M)), Like(a, 1)));
-    int rounded = Binary("stablehlo.add", a, bias);
-    int normal = Binary("stablehlo.subtract", Binary("stablehlo.shift_right_logical", rounded, Like(rounded, 23 - M)),
-                        Like(rounded, static_cast<uint64_t>(127 - f.bias) << M));
-    int code;
-    if (M == 0) {  // no subnormals: below float32's normals (2^-126), 2^-127 up to itself, 2^-126 above it
-      int tiny = Convert(Compare("GT", a, Like(a, 0x00400000u), "UNSIGNED"), DType::kU32);
-      code = Select(Compare("LT", a, Like(a, 0x00800000u), "UNSIGNED"), tiny, normal);
-    } else {
-      // Subnormal results: adding 2^(23 + 1 - bias - M) makes float32's own rounding (nearest-even)
-      // quantize |y| to the subnormal step; the sum's low bits are the code (2^M: the smallest normal).
-      const float magic = std::ldexp(1.0f, 23 + 1 - f.bias - M);
-      uint32_t magic_bits;
-      std::memcpy(&magic_bits, &magic, 4);
-      int sum = Binary("stablehlo.add", Bitcast(a, DType::kF32), FloatLike(a, magic));
-      int sub = Binary("stablehlo.subtract", Bitcast(sum, DType::kU32), Like(a, magic_bits));
-      int is_sub = Compare("LT", a, Like(a, static_cast<uint64_t>(127 - f.bias + 1) << 23), "UNSIGNED");
-      code = Select(is_sub, sub, normal);
-    }
-    const uint32_t top = MagnitudeMask(f);
-    int sign = f.has_sign
-                   ? Binary("stablehlo.and",
-                            Binary("stablehlo.shift_right_logical", b, Like(b, static_cast<uint64_t>(32 - f.width))),
-                            Like(b, SignMask(f)))
-                   : -1;
-    switch (f.specials) {
-      case Specials::kIeee: {  // beyond the largest finite value: infinity; NaN: the quiet NaN
-        const uint32_t inf = static_cast<uint32_t>((1 << f.exp_bits) - 1) << M;
-        code = Select(Compare("GT", code, Like(code, inf), "UNSIGNED"), Like(code, inf), code);
-        code = Select(is_nan, Like(code, inf | (1u << (M - 1))), code);
-        code = Binary("stablehlo.or", code, sign);
-        break;
-      }
-      case Specials::kAllOnesNan: {  // beyond the largest finite value, infinity and NaN: NaN
-        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top - 1), "UNSIGNED"));
-        if (!f.has_sign) {  // zero and negative numbers have no code but NaN
-          bad = Binary("stablehlo.or", bad, Compare("EQ", a, Like(a, 0), "UNSIGNED"));
-          bad = Binary("stablehlo.or", bad, Compare("NE", b, a, "UNSIGNED"));
-        }
-        code = Select(bad, Like(code, top), code);
-        if (f.has_sign) code = Binary("stablehlo.or", code, sign);
-        break;
-      }
-      case Specials::kFnuz: {  // overflow, infinity and NaN: 0x80; zero is unsigned
-        int bad = Binary("stablehlo.or", is_nan, Compare("GT", code, Like(code, top), "UNSIGNED"));
-        code =
-            Binary("stablehlo.or", code, Select(Compare("EQ", code, Like(code, 0), "UNSIGNED"), Like(code, 0), sign));
-        code = Select(bad, Like(code, 0x80), code);
-        break;
-      }
-      case Specials::kNone: {  // overflow and infinity saturate; NaN: 0b1000
-        code = Select(Compare("GT", code, Like(code, top), "UNSIGNED"), Like(code, top), code);
-        code = Binary("stablehlo.or", code, sign);
-        code = Select(is_nan, Like(code, SignMask(f)), code);
-        break;
-      }
-    }
-    if (plain_nan) code = Select(is_nan, Like(code, 0x7f), code);
-    return Convert(code, DType::kU8, result);
-  }
-
   Status Refuse(const Op& op, DType t) {
     return Unimplemented(op.name + " on " + std::string(DTypeName(t)) + " is not supported by the metal plugin" +
                          (op.location.empty() ? "" : " (from " + op.location + ")"));
@@ -843,9 +584,6 @@ class Rewriter {
   }
 
   const Func& in_;
-  std::vector<Type> types_;  // per value id: its type as the program declares it (float8 in a promoted region: f32)
-  std::vector<Op>* out_ = nullptr;
-  std::string loc_;
   std::map<int, DType> promoted_;
   std::map<int, std::vector<uint8_t>> f8_constants_;  // float8 constants by value id: their bits  // float8 values of
                                                       // applied regions, now float32: their format
