@@ -127,6 +127,12 @@ void CheckType(Context& jmp_test_, DType dt, int* covered) {
       *covered += Agree<T>(jmp_test_, b.graph(), {Bytes(x)},
                            std::string(mps::OpKindName(k)) + " " + std::string(DTypeName(dt)));
     }
+    if constexpr (std::is_floating_point_v<T>) {
+      GraphBuilder b;
+      b.Output(b.Apply(OpKind::kMultiplyAdd, {b.Input(dt, {n}), b.Input(dt, {n}), b.Input(dt, {n})}, dt, {n}));
+      *covered +=
+          Agree<T>(jmp_test_, b.graph(), {Bytes(x), Bytes(yr), Bytes(xs)}, "MultiplyAdd " + std::string(DTypeName(dt)));
+    }
     std::vector<uint8_t> pred(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) pred[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 7) % 3 == 0 ? 0 : i % 5);
     for (int64_t pn : {n, int64_t{1}}) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
 
 namespace jmp::exec::host {
@@ -142,7 +143,7 @@ void Binary(const uint8_t* const* in, uint8_t* out, int64_t n) {
   for (; i < n; ++i) z[i] = Op::Apply(x[i], y[i]);
 }
 
-// Comparisons give bool (one byte, 0 or 1); a bool operand compares as false < true.
+// Comparisons give bool (one byte, 0 or 1).
 struct EqOp {
   template <typename T>
   static bool Apply(T x, T y) {
@@ -242,6 +243,25 @@ void SelectWhole(const uint8_t* const* in, uint8_t* out, int64_t bytes) {
   std::memcpy(out, in[0][0] != 0 ? in[1] : in[2], static_cast<size_t>(bytes));
 }
 
+// MultiplyAdd: only the sum rounded (std::fma), as host_multiply_add.cc; built for AVX2+FMA too, where
+// it is one instruction rather than a call into libm per element.
+JMP_VECTOR_CLONES void FmaF32(const float* a, const float* b, const float* c, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+}
+JMP_VECTOR_CLONES void FmaF64(const double* a, const double* b, const double* c, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+}
+template <typename T>
+void MultiplyAdd(const uint8_t* const* in, uint8_t* out, int64_t n) {
+  const T* a = reinterpret_cast<const T*>(in[0]);
+  const T* b = reinterpret_cast<const T*>(in[1]);
+  const T* c = reinterpret_cast<const T*>(in[2]);
+  if constexpr (std::is_same_v<T, float>)
+    FmaF32(a, b, c, reinterpret_cast<float*>(out), n);
+  else
+    FmaF64(a, b, c, reinterpret_cast<double*>(out), n);
+}
+
 template <typename T>
 SmallKernel BinaryFor(K kind) {
   constexpr bool is_int = std::is_integral_v<T>;
@@ -324,6 +344,12 @@ SmallKernel SmallKernelFor(const mps::Graph& g, const mps::Op& op, int64_t* coun
       default: return nullptr;
     }
   }
+  if (kind == K::kMultiplyAdd) {
+    if (op.inputs.size() != 3 || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return nullptr;
+    for (int v : op.inputs)
+      if (g.type(v).dtype != out.dtype || g.type(v).NumElements() != *count) return nullptr;
+    return out.dtype == DType::kF32 ? MultiplyAdd<float> : MultiplyAdd<double>;
+  }
   if (op.inputs.size() == 1) {
     const mps::TensorType& x = g.type(op.inputs[0]);
     if (x.dtype != out.dtype || x.NumElements() != *count) return nullptr;
@@ -345,13 +371,10 @@ SmallKernel SmallKernelFor(const mps::Graph& g, const mps::Op& op, int64_t* coun
   if (x.dtype != y.dtype || x.shape != y.shape || x.NumElements() != *count) return nullptr;  // RunBinary's errors
   if (IsComparison(kind)) {
     if (out.dtype != DType::kBool) return nullptr;
-    if (x.dtype == DType::kBool) {
+    if (x.dtype == DType::kBool) {  // bool is equal or not, never ordered (the generic kernel's error)
       if (kind == K::kEqual) return CompareBool<EqOp>;
       if (kind == K::kNotEqual) return CompareBool<NeOp>;
-      if (kind == K::kLessThan) return CompareBool<LtOp>;
-      if (kind == K::kLessThanOrEqualTo) return CompareBool<LeOp>;
-      if (kind == K::kGreaterThan) return CompareBool<GtOp>;
-      return CompareBool<GeOp>;
+      return nullptr;
     }
     return ForType(x.dtype, [kind](auto t) { return CompareFor<decltype(t)>(kind); });
   }
