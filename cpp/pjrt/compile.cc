@@ -16,14 +16,25 @@ namespace jmp::pjrt {
 
 namespace {
 
-// What XLA:CPU also runs on the caller's thread: a program of a few small ops.
-bool RunsInline(const mps::Graph& g) {
+// What XLA:CPU also runs on the caller's thread: a program of a few small ops. A loop or a branch
+// counts as its subgraphs' ops once, as XLA:CPU's cost estimate counts a loop (its trip count unknown):
+// a fori_loop of cheap iterations runs without two thread handoffs, which cost more than the loop.
+bool Small(const mps::Graph& g, size_t& bytes) {
   constexpr size_t kInlineBytes = size_t{256} << 10;
-  size_t bytes = 0;
-  for (const mps::Op& op : g.ops)
-    if (!op.subgraphs.empty() || mps::OpKindHostOnly(op.kind)) return false;
+  for (const mps::Op& op : g.ops) {
+    if (mps::OpKindHostOnly(op.kind)) return false;
+    if (op.subgraphs.empty()) continue;
+    if (op.kind != mps::OpKind::kWhile && op.kind != mps::OpKind::kIf) return false;
+    for (const mps::Graph& sub : op.subgraphs)
+      if (!Small(sub, bytes)) return false;
+  }
   for (const mps::TensorType& t : g.values) bytes += t.ByteSize();
   return bytes <= kInlineBytes;
+}
+
+bool RunsInline(const mps::Graph& g) {
+  size_t bytes = 0;
+  return Small(g, bytes);
 }
 
 // Whether any op, at any depth, calls into Python.

@@ -43,16 +43,9 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   };
   std::vector<Temp> temps(n);
   std::vector<uint8_t*> buffers[2] = {std::vector<uint8_t*>(n), std::vector<uint8_t*>(n)};
-  std::vector<int> current(n, 0);
-  std::vector<const uint8_t*> ins(n);
-  std::vector<uint8_t*> outs(n);
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
-    if (kind[i] == Carry::kPassthrough) {
-      ins[i] = a.in[i];
-      outs[i] = const_cast<uint8_t*>(a.in[i]);  // ExecutePlan skips an output that is its source
-      continue;
-    }
+    if (kind[i] == Carry::kPassthrough) continue;
     buffers[0][i] = a.out[i];
     if (bytes && a.out[i] != a.in[i]) std::memmove(a.out[i], a.in[i], bytes);
     if (kind[i] == Carry::kSwapped && bytes) {
@@ -61,27 +54,32 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
       if (!temps[i].p) return ResourceExhausted("host executor: out of memory for a loop carry");
     }
   }
+  // Iteration parity p: swapped carries are read from buffers[p] and written to buffers[1 - p]. The
+  // condition and the body are bound once per parity (BoundPlan), so an iteration only runs their ops.
+  std::vector<const uint8_t*> ins[2] = {std::vector<const uint8_t*>(n), std::vector<const uint8_t*>(n)};
+  std::vector<uint8_t*> outs[2] = {std::vector<uint8_t*>(n), std::vector<uint8_t*>(n)};
+  for (int p = 0; p < 2; ++p)
+    for (size_t i = 0; i < n; ++i) {
+      if (kind[i] == Carry::kPassthrough) {
+        ins[p][i] = a.in[i];
+        outs[p][i] = const_cast<uint8_t*>(a.in[i]);  // an output that is its source is not copied
+        continue;
+      }
+      const int now = kind[i] == Carry::kSwapped ? p : 0;
+      ins[p][i] = buffers[now][i];
+      outs[p][i] = kind[i] == Carry::kInPlace ? buffers[now][i] : buffers[1 - now][i];
+    }
   uint8_t pred = 0;
   const std::vector<uint8_t*> pred_out{&pred};
-  for (;;) {
-    for (size_t i = 0; i < n; ++i) {
-      if (kind[i] == Carry::kPassthrough) continue;
-      uint8_t* now = buffers[current[i]][i];
-      ins[i] = now;
-      outs[i] = kind[i] == Carry::kInPlace ? now : buffers[1 - current[i]][i];
-    }
-    JMP_RETURN_IF_ERROR(RunSubgraph(cond, ins, pred_out));
-    if (!pred) break;
-    JMP_RETURN_IF_ERROR(ExecutePlan(body, ins, outs, /*outputs_alias_inputs=*/false, /*writable_carries=*/true));
-    for (size_t i = 0; i < n; ++i)
-      if (kind[i] == Carry::kSwapped) current[i] = 1 - current[i];
-  }
+  BoundPlan cond_run(cond, /*writable_carries=*/false), body_run(body, /*writable_carries=*/true);
+  int p = 0;
+  JMP_RETURN_IF_ERROR(BoundPlan::RunLoop(cond_run, body_run, ins, outs, pred_out, pred, &p));
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
     if (!bytes) continue;
     if (kind[i] == Carry::kPassthrough)
       std::memcpy(a.out[i], a.in[i], bytes);
-    else if (current[i] == 1)
+    else if (kind[i] == Carry::kSwapped && p == 1)
       std::memcpy(a.out[i], buffers[1][i], bytes);
   }
   return Status::Ok();

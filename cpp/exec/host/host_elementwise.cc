@@ -492,6 +492,7 @@ Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
   DType t = a.InType(0).dtype;
   if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape)
     return a.Unsupported("needs operands of one type");
+  if (VectorBinary(a, op)) return Status::Ok();
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     if constexpr (kIsFloat<T>)

@@ -117,6 +117,24 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
   return Internal("unknown op kind");
 }
 
+void BindOperands(const Plan& plan, const RunMemory& memory, size_t i, OpArgs& a) {
+  const mps::Op& op = a.op;
+  for (int v : op.inputs) a.in.push_back(ValuePtr(plan, memory, v));
+  for (size_t j = 0; j < 2; ++j)
+    if (int src = plan.matmul_source[i][j]; src >= 0) {
+      a.in[j] = ValuePtr(plan, memory, src);
+      const StridedMatrix& how = plan.matmul_strided[i][j];
+      if (how.ld > 0)
+        a.strided[j] = &how;
+      else
+        a.transposed[j] = true;
+    }
+  for (int v : op.outputs) a.out.push_back(ValuePtr(plan, memory, v));
+  a.transposed_out = plan.matmul_transposed_out[i] != 0;
+  if (memory.writable_carries && plan.in_place_op_input[i] >= 0)
+    a.out[0] = const_cast<uint8_t*>(memory.inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
+}
+
 namespace {
 
 struct OperandLists {
@@ -164,20 +182,7 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     in_list.clear();
     out_list.clear();
     OpArgs a{op, g, std::move(in_list), std::move(out_list)};
-    for (int v : op.inputs) a.in.push_back(ValuePtr(plan, memory, v));
-    for (size_t j = 0; j < 2; ++j)
-      if (int src = plan.matmul_source[i][j]; src >= 0) {
-        a.in[j] = ValuePtr(plan, memory, src);
-        const StridedMatrix& how = plan.matmul_strided[i][j];
-        if (how.ld > 0)
-          a.strided[j] = &how;
-        else
-          a.transposed[j] = true;
-      }
-    for (int v : op.outputs) a.out.push_back(ValuePtr(plan, memory, v));
-    a.transposed_out = plan.matmul_transposed_out[i] != 0;
-    if (writable_carries && plan.in_place_op_input[i] >= 0)
-      a.out[0] = const_cast<uint8_t*>(inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
+    BindOperands(plan, memory, i, a);
     Status status;
     if (profile) {
       auto start = std::chrono::steady_clock::now();

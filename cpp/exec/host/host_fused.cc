@@ -285,7 +285,7 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
           uint8_t* p = r.slot >= 0 ? scratch + static_cast<size_t>(r.slot) * f.slot_bytes
                                    : r.ptr + static_cast<size_t>(base) * r.step;
           if (j - first < op.inputs.size()) {
-            if (j - first < 2) a.uniform[j - first] = r.uniform;
+            if (j - first < 3) a.uniform[j - first] = r.uniform;
             a.in.push_back(p);
           } else
             a.out.push_back(p);

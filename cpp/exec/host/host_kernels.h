@@ -44,14 +44,21 @@ struct OpArgs {
   // element `base` of the output, every operand pointer already at the tile (a one-element operand
   // where the op takes one: not moved). -1: the whole output.
   int64_t count = -1, base = 0;
-  // Operand j holds one value repeated (a fused group's splat): binary kernels read element 0 only,
-  // which lets a shift by it use the vector unit's shift-by-scalar.
-  bool uniform[2] = {false, false};
+  // Operand j holds one value repeated (a fused group's splat): binary kernels and vector selects read
+  // element 0 only, which lets a shift by it use the vector unit's shift-by-scalar and keeps a select of
+  // polynomial coefficients from streaming whole tiles of them.
+  bool uniform[3] = {false, false, false};
   int64_t Count() const { return count >= 0 ? count : OutType().NumElements(); }
   const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
   const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }
   Status Unsupported(const char* what) const;
 };
+
+// host_small_kernels.cc: the elementwise ops a bound plan (a loop's body) calls straight, without the
+// generic kernels' per-call dispatch: the kernel for op's kind and types, or null for the generic kernel.
+// `count` is what the kernel is called with (elements, or bytes for a whole-operand select).
+using SmallKernel = void (*)(const uint8_t* const* in, uint8_t* out, int64_t count);
+SmallKernel SmallKernelFor(const mps::Graph& g, const mps::Op& op, int64_t* count);
 
 void ConfigureBlasThreads();  // once, when the host executor is created
 
@@ -59,6 +66,10 @@ void ConfigureBlasThreads();  // once, when the host executor is created
 Status RunUnary(const OpArgs& a, mps::UnaryOp op);
 Status RunBinary(const OpArgs& a, mps::BinaryOp op);
 Status RunSelect(const OpArgs& a);
+// host_vector_loops.cc: float64 and 32/64-bit integer arithmetic and 4/8-byte selects (elementwise
+// predicate) built for AVX2 too; false when op and type have no such loop (the generic kernel runs).
+bool VectorBinary(const OpArgs& a, mps::BinaryOp op);
+bool VectorSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
 Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc
 Status RunCast(const OpArgs& a);

@@ -147,6 +147,40 @@ uint8_t* ValuePtr(const Plan& plan, const RunMemory& memory, int v);
 Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs,
                    bool outputs_alias_inputs = false, bool writable_carries = false);
 
+// The buffers op `op_index` reads and writes in a run, into a.in and a.out (empty before), and how a
+// MatMul reads them (ExecutePlan's, per op and run; a bound plan's, once).
+void BindOperands(const Plan& plan, const RunMemory& memory, size_t op_index, OpArgs& a);
+
+// A plan run many times over the same buffers: a while loop's condition and body (host_bound_plan.cc).
+// Each op's operand pointers are found once per binding, the small elementwise ops are called straight
+// (SmallKernelFor) and the arena is held across runs, so a run does the ops' work and little else.
+// Binding `b` (an iteration's parity) is made on its first run, over the buffers that run is given;
+// its later runs use the same ones. Results are made as ExecutePlan makes them with outputs_alias_inputs
+// false.
+class ArenaLease;
+class BoundPlan {
+ public:
+  BoundPlan(const Plan& plan, bool writable_carries);
+  ~BoundPlan();
+  BoundPlan(const BoundPlan&) = delete;
+  BoundPlan& operator=(const BoundPlan&) = delete;
+  // A while loop: runs cond (binding p, inputs[p], its result written through pred_out into `pred`) and,
+  // while pred is true, body (binding p, inputs[p] -> outputs[p]), p = 0, 1, 0, ...; *parity is the p
+  // the loop stopped at. Iterations whose ops all have small kernels call them and nothing else.
+  static Status RunLoop(BoundPlan& cond, BoundPlan& body, const std::vector<const uint8_t*> (&inputs)[2],
+                        const std::vector<uint8_t*> (&outputs)[2], const std::vector<uint8_t*>& pred_out,
+                        const uint8_t& pred, int* parity);
+  struct Binding;
+
+ private:
+  Status Bind(int b, const std::vector<const uint8_t*>& inputs, const std::vector<uint8_t*>& outputs);
+  Status RunSlow(Binding& binding);
+  const Plan& plan_;
+  const bool writable_carries_, profile_;
+  std::unique_ptr<ArenaLease> arena_;
+  std::unique_ptr<Binding> bindings_[2];
+};
+
 // Runs op `op_index` of the plan's graph (the planner also runs it to fold constants).
 Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index);
 

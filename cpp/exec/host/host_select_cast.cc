@@ -51,6 +51,7 @@ Status RunSelect(const OpArgs& a) {
   const uint8_t* x = a.in[1];
   const uint8_t* y = a.in[2];
   bool scalar_pred = a.InType(0).NumElements() == 1 && a.OutType().NumElements() != 1;
+  if (!scalar_pred && VectorSelect(a)) return Status::Ok();
   auto run = [&](auto w) {
     using W = decltype(w);
     const W* xs = reinterpret_cast<const W*>(x);

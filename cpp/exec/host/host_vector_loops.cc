@@ -1,0 +1,219 @@
+// float64 and 32/64-bit integer elementwise loops built for AVX2 too (JMP_VECTOR_CLONES), as the float32
+// ones in host_elementwise.cc are: a float64 random normal is threefry's uint32 arithmetic, a uint64 to
+// float64 conversion and erf_inv's float64 polynomials chosen by selects, and the generic loops (SSE2,
+// one function per op and type behind the type dispatch) ran those at half the vector width XLA:CPU
+// uses. Each loop computes what the generic kernel computes, with the same expression.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "exec/host/host_fastmath.h"
+#include "exec/host/host_kernels.h"
+#include "exec/host/host_parallel.h"
+
+namespace jmp::exec::host {
+
+namespace {
+
+using BinOp = mps::BinaryOp;
+
+// float64: maximum and minimum propagate NaN and order -0 below +0, as the generic kernel does.
+JMP_FASTMATH double MaxD(double x, double y) {
+  double m = x > y ? x : y;
+  m = x == y ? (std::signbit(x) ? y : x) : m;
+  return x != x || y != y ? std::numeric_limits<double>::quiet_NaN() : m;
+}
+JMP_FASTMATH double MinD(double x, double y) {
+  double m = x < y ? x : y;
+  m = x == y ? (std::signbit(x) ? x : y) : m;
+  return x != x || y != y ? std::numeric_limits<double>::quiet_NaN() : m;
+}
+JMP_FASTMATH double AddD(double x, double y) { return x + y; }
+JMP_FASTMATH double SubD(double x, double y) { return x - y; }
+JMP_FASTMATH double MulD(double x, double y) { return x * y; }
+JMP_FASTMATH double DivD(double x, double y) { return x / y; }
+
+// Integers wrap (computed unsigned); shifts by amounts outside [0, bits) give 0, or the sign fill for a
+// signed right shift.
+template <typename T>
+using U = std::make_unsigned_t<T>;
+template <typename T>
+JMP_FASTMATH T AddI(T x, T y) {
+  return static_cast<T>(static_cast<U<T>>(x) + static_cast<U<T>>(y));
+}
+template <typename T>
+JMP_FASTMATH T SubI(T x, T y) {
+  return static_cast<T>(static_cast<U<T>>(x) - static_cast<U<T>>(y));
+}
+template <typename T>
+JMP_FASTMATH T MulI(T x, T y) {  // 32 and 64 bits: no promotion to int
+  return static_cast<T>(static_cast<U<T>>(x) * static_cast<U<T>>(y));
+}
+template <typename T>
+JMP_FASTMATH T AndI(T x, T y) {
+  return static_cast<T>(x & y);
+}
+template <typename T>
+JMP_FASTMATH T OrI(T x, T y) {
+  return static_cast<T>(x | y);
+}
+template <typename T>
+JMP_FASTMATH T XorI(T x, T y) {
+  return static_cast<T>(x ^ y);
+}
+template <typename T>
+JMP_FASTMATH T ShlI(T x, T y) {
+  const U<T> s = static_cast<U<T>>(y);
+  return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U<T>>(static_cast<U<T>>(x) << s));
+}
+template <typename T>
+JMP_FASTMATH T ShrI(T x, T y) {
+  const U<T> s = static_cast<U<T>>(y);
+  if constexpr (std::is_signed_v<T>) {
+    if (s >= U<T>(sizeof(T) * 8)) return x < 0 ? T(-1) : T(0);
+    return static_cast<T>(x >> s);
+  } else {
+    return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(x >> s);
+  }
+}
+
+// `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
+#define JMP_BINARY_LOOP(Name, T, Op)                                                                   \
+  JMP_VECTOR_CLONES void Name(const T* x, const T* y, T* z, int64_t begin, int64_t end, int uniform) { \
+    if (uniform == 2) {                                                                                \
+      const T b = y[0];                                                                                \
+      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                                        \
+    } else if (uniform == 1) {                                                                         \
+      const T b = x[0];                                                                                \
+      for (int64_t i = begin; i < end; ++i) z[i] = Op(b, y[i]);                                        \
+    } else {                                                                                           \
+      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                     \
+    }                                                                                                  \
+  }
+JMP_BINARY_LOOP(AddF64, double, AddD)
+JMP_BINARY_LOOP(SubF64, double, SubD)
+JMP_BINARY_LOOP(MulF64, double, MulD)
+JMP_BINARY_LOOP(DivF64, double, DivD)
+JMP_BINARY_LOOP(MaxF64, double, MaxD)
+JMP_BINARY_LOOP(MinF64, double, MinD)
+#define JMP_INT_LOOPS(Suffix, T)           \
+  JMP_BINARY_LOOP(Add##Suffix, T, AddI<T>) \
+  JMP_BINARY_LOOP(Sub##Suffix, T, SubI<T>) \
+  JMP_BINARY_LOOP(Mul##Suffix, T, MulI<T>) \
+  JMP_BINARY_LOOP(And##Suffix, T, AndI<T>) \
+  JMP_BINARY_LOOP(Or##Suffix, T, OrI<T>)   \
+  JMP_BINARY_LOOP(Xor##Suffix, T, XorI<T>) \
+  JMP_BINARY_LOOP(Shl##Suffix, T, ShlI<T>) \
+  JMP_BINARY_LOOP(Shr##Suffix, T, ShrI<T>)
+JMP_INT_LOOPS(U32, uint32_t)
+JMP_INT_LOOPS(I32, int32_t)
+JMP_INT_LOOPS(U64, uint64_t)
+JMP_INT_LOOPS(I64, int64_t)
+#undef JMP_INT_LOOPS
+#undef JMP_BINARY_LOOP
+
+template <typename T>
+using Loop = void (*)(const T*, const T*, T*, int64_t, int64_t, int);
+
+template <typename T>
+bool RunLoop(const OpArgs& a, Loop<T> loop) {
+  if (!loop) return false;
+  const T* x = reinterpret_cast<const T*>(a.in[0]);
+  const T* y = reinterpret_cast<const T*>(a.in[1]);
+  T* z = reinterpret_cast<T*>(a.out[0]);
+  const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
+  if (uniform) {  // only in a fused tile: never worth splitting
+    loop(x, y, z, 0, a.Count(), uniform);
+    return true;
+  }
+  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(x, y, z, begin, end, 0); });
+  return true;
+}
+
+#define JMP_INT_PICK(Suffix)                      \
+  op == BinOp::kAdd                 ? Add##Suffix \
+  : op == BinOp::kSubtract          ? Sub##Suffix \
+  : op == BinOp::kMultiply          ? Mul##Suffix \
+  : op == BinOp::kBitwiseAnd        ? And##Suffix \
+  : op == BinOp::kBitwiseOr         ? Or##Suffix  \
+  : op == BinOp::kBitwiseXor        ? Xor##Suffix \
+  : op == BinOp::kBitwiseLeftShift  ? Shl##Suffix \
+  : op == BinOp::kBitwiseRightShift ? Shr##Suffix \
+                                    : nullptr
+
+// The select mask from a bool: all ones or all zeros, as wide as the element.
+template <typename W>
+JMP_FASTMATH W Mask(uint8_t p) {
+  return static_cast<W>(W(0) - static_cast<W>(p != 0));
+}
+template <typename W>
+JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
+  const W m = Mask<W>(p);
+  return static_cast<W>((x & m) | (y & static_cast<W>(~m)));
+}
+// `uniform`: bit 0 x is one element, bit 1 y is (a fused group's splats: erf_inv picks each polynomial
+// coefficient from two of them, and reading whole tiles of them would stream them through the cache).
+#define JMP_SELECT_LOOP(Name, W)                                                                          \
+  JMP_VECTOR_CLONES void Name(const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, \
+                              int uniform) {                                                              \
+    if (uniform == 3) {                                                                                   \
+      const W a = x[0], b = y[0];                                                                         \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, b);                                   \
+    } else if (uniform == 1) {                                                                            \
+      const W a = x[0];                                                                                   \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, y[i]);                                \
+    } else if (uniform == 2) {                                                                            \
+      const W b = y[0];                                                                                   \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], b);                                \
+    } else {                                                                                              \
+      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                             \
+    }                                                                                                     \
+  }
+JMP_SELECT_LOOP(Select32, uint32_t)
+JMP_SELECT_LOOP(Select64, uint64_t)
+#undef JMP_SELECT_LOOP
+
+template <typename W>
+void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const W*, W*, int64_t, int64_t, int)) {
+  const W* x = reinterpret_cast<const W*>(a.in[1]);
+  const W* y = reinterpret_cast<const W*>(a.in[2]);
+  W* z = reinterpret_cast<W*>(a.out[0]);
+  const int uniform = (a.uniform[1] ? 1 : 0) | (a.uniform[2] ? 2 : 0);
+  if (uniform) {  // only in a fused tile: never worth splitting
+    loop(a.in[0], x, y, z, 0, a.Count(), uniform);
+    return;
+  }
+  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(a.in[0], x, y, z, begin, end, 0); });
+}
+
+}  // namespace
+
+bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
+  switch (a.InType(0).dtype) {
+    case DType::kF64:
+      return RunLoop<double>(a, op == BinOp::kAdd        ? AddF64
+                                : op == BinOp::kSubtract ? SubF64
+                                : op == BinOp::kMultiply ? MulF64
+                                : op == BinOp::kDivide   ? DivF64
+                                : op == BinOp::kMaximum  ? MaxF64
+                                : op == BinOp::kMinimum  ? MinF64
+                                                         : nullptr);
+    case DType::kU32: return RunLoop<uint32_t>(a, JMP_INT_PICK(U32));
+    case DType::kI32: return RunLoop<int32_t>(a, JMP_INT_PICK(I32));
+    case DType::kU64: return RunLoop<uint64_t>(a, JMP_INT_PICK(U64));
+    case DType::kI64: return RunLoop<int64_t>(a, JMP_INT_PICK(I64));
+    default: return false;
+  }
+}
+
+bool VectorSelect(const OpArgs& a) {
+  switch (ByteSize(a.OutType().dtype)) {
+    case 4: RunSelectLoop<uint32_t>(a, Select32); return true;
+    case 8: RunSelectLoop<uint64_t>(a, Select64); return true;
+    default: return false;
+  }
+}
+
+#undef JMP_INT_PICK
+
+}  // namespace jmp::exec::host

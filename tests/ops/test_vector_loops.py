@@ -1,0 +1,84 @@
+"""The host executor's float64 and 32/64-bit integer elementwise loops built for AVX2 (arithmetic, shifts,
+logic, 4- and 8-byte selects) against JAX's CPU backend, bit for bit: on edge values, on arrays large
+enough to be fused into tiles and split over threads, and with one operand a splat (the loops' uniform
+path), as threefry and erf_inv use them."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jaxcompare import check
+
+N = 5000  # above the fusion threshold, not a multiple of a tile
+
+
+@pytest.fixture
+def x64():
+    previous = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+
+
+def values(dtype, seed):
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    if dtype.kind == "f":
+        # No result may be subnormal (XLA:CPU flushes those to zero, the host executor does not).
+        edges = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e300, -1e300, 1e-300, 1.5, -2.5], dtype)
+        rest = rng.uniform(-4, 4, N).astype(dtype)
+    else:
+        ii = np.iinfo(dtype)
+        bits = dtype.itemsize * 8
+        edges = np.array([ii.min, ii.max, 0, 1, bits - 1, bits, bits + 3] + ([-1] if dtype.kind == "i" else []), dtype)
+        rest = rng.integers(ii.min, ii.max, N, dtype=dtype, endpoint=True)
+    out = np.concatenate([edges, rest])[:N]
+    return rng.permutation(out)
+
+
+def arithmetic(x, y, p):
+    splat = jnp.asarray(3, x.dtype)
+    out = [x + y, x - y, x * y, jnp.maximum(x, y), jnp.minimum(x, y), jnp.where(p, x, y),
+           x + splat, splat - y, x * splat,
+           # selects of splats (uniform operands in a fused tile), as erf_inv picks its coefficients
+           jnp.where(p, splat, y), jnp.where(p, x, splat), jnp.where(p, splat, -splat)]
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        # (not y / splat: XLA rewrites a division by a constant as a product with its reciprocal)
+        out += [x / y, splat / y, jnp.maximum(x, 0.0), jnp.minimum(-0.0, y)]
+    else:
+        out += [x & y, x | y, x ^ y, lax.shift_left(x, y), lax.shift_right_logical(x, y),
+                lax.shift_right_arithmetic(x, y), lax.shift_left(x, splat), lax.shift_right_logical(x, splat),
+                (x ^ splat) | (y & splat)]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.int32, np.uint32])
+def test_vector_loops_match_cpu(x64, dtype):
+    p = np.arange(N) % 3 == 1
+    check(arithmetic, values(dtype, 1), values(dtype, 2), p, exact=True)
+    # the same ops unfused: one op per program, the whole array per kernel call
+    x, y = values(dtype, 3), values(dtype, 4)
+    for fn in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: jnp.where(x > y, x, y)):
+        check(fn, x, y, exact=True)
+
+
+def test_float32_select_and_int32_in_a_fused_chain():
+    x = np.linspace(-3, 3, N).astype(np.float32)
+    i = np.arange(N, dtype=np.int32) * 7919
+
+    def f(x, i):
+        k = (i ^ (i >> 3)) + 12345
+        return jnp.where(k % 2 == 0, x * 2.0, -x), k
+
+    check(f, x, i, exact=True)
+
+
+def test_random_bits_and_float64_normal_match_cpu_bit_for_bit(x64):
+    key = jax.random.key(5)
+    check(lambda k: jax.random.bits(k, (N,), jnp.uint32), key, exact=True)
+    check(lambda k: jax.random.bits(k, (N,), jnp.uint64), key, exact=True)
+    check(lambda k: jax.random.uniform(k, (N,), jnp.float64), key, exact=True)
