@@ -283,16 +283,8 @@ Status ComplexFromParts(const OpArgs& a) {
 // float32 add, subtract, multiply, divide, maximum and minimum: the loops every elementwise chain is
 // made of, built for AVX2 too (JMP_VECTOR_CLONES; the generic loops are SSE2 only). Maximum and minimum
 // keep the generic ones' NaN and signed-zero rules, written so that they become blends.
-JMP_FASTMATH float MaxF(float x, float y) {
-  float m = x > y ? x : y;
-  m = x == y ? (std::signbit(x) ? y : x) : m;
-  return x != x || y != y ? std::numeric_limits<float>::quiet_NaN() : m;
-}
-JMP_FASTMATH float MinF(float x, float y) {
-  float m = x < y ? x : y;
-  m = x == y ? (std::signbit(x) ? x : y) : m;
-  return x != x || y != y ? std::numeric_limits<float>::quiet_NaN() : m;
-}
+JMP_FASTMATH float MaxF(float x, float y) { return fastmath::Maximum(x, y); }
+JMP_FASTMATH float MinF(float x, float y) { return fastmath::Minimum(x, y); }
 JMP_FASTMATH float AddF(float x, float y) { return x + y; }
 JMP_FASTMATH float SubF(float x, float y) { return x - y; }
 JMP_FASTMATH float MulF(float x, float y) { return x * y; }

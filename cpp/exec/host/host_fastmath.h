@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 // Always inlined: the loops calling them are also built for AVX2 (JMP_VECTOR_CLONES), and GCC will not
 // inline a plain function into such a clone on its own; called out of line, they run one element at a time.
@@ -31,6 +33,41 @@
 #endif
 
 namespace jmp::exec::host::fastmath {
+
+// Maximum and minimum as the generic kernels define them (NaN propagates, -0 orders below +0), written
+// so that vector loops compile them to blends; one definition for the float32 and float64 loops and the
+// small kernels.
+template <typename T>
+JMP_FASTMATH T Maximum(T x, T y) {
+  T m = x > y ? x : y;
+  m = x == y ? (std::signbit(x) ? y : x) : m;
+  return x != x || y != y ? std::numeric_limits<T>::quiet_NaN() : m;
+}
+template <typename T>
+JMP_FASTMATH T Minimum(T x, T y) {
+  T m = x < y ? x : y;
+  m = x == y ? (std::signbit(x) ? x : y) : m;
+  return x != x || y != y ? std::numeric_limits<T>::quiet_NaN() : m;
+}
+
+// Integer shifts by amounts outside [0, bits) give 0, or the sign fill for a signed right shift.
+template <typename T>
+JMP_FASTMATH T ShiftLeft(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  const U s = static_cast<U>(y);
+  return s >= U(sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U>(static_cast<U>(x) << s));
+}
+template <typename T>
+JMP_FASTMATH T ShiftRight(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  const U s = static_cast<U>(y);
+  if constexpr (std::is_signed_v<T>) {
+    if (s >= U(sizeof(T) * 8)) return x < 0 ? T(-1) : T(0);
+    return static_cast<T>(x >> s);
+  } else {
+    return s >= U(sizeof(T) * 8) ? T(0) : static_cast<T>(x >> s);
+  }
+}
 
 JMP_FASTMATH float BitsToFloat(int32_t i) {
   float f;

@@ -100,24 +100,16 @@ struct XorOp {
     return static_cast<T>(x ^ y);
   }
 };
-// Shifts by amounts outside [0, bits) give 0, or the sign fill for a signed right shift.
 struct ShlOp {
   template <typename T>
   static T Apply(T x, T y) {
-    const U<T> s = static_cast<U<T>>(y);
-    return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U<T>>(static_cast<U<T>>(x) << s));
+    return fastmath::ShiftLeft(x, y);
   }
 };
 struct ShrOp {
   template <typename T>
   static T Apply(T x, T y) {
-    const U<T> s = static_cast<U<T>>(y);
-    if constexpr (std::is_signed_v<T>) {
-      if (s >= U<T>(sizeof(T) * 8)) return x < 0 ? T(-1) : T(0);
-      return static_cast<T>(x >> s);
-    } else {
-      return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(x >> s);
-    }
+    return fastmath::ShiftRight(x, y);
   }
 };
 

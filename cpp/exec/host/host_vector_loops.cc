@@ -17,17 +17,8 @@ namespace {
 
 using BinOp = mps::BinaryOp;
 
-// float64: maximum and minimum propagate NaN and order -0 below +0, as the generic kernel does.
-JMP_FASTMATH double MaxD(double x, double y) {
-  double m = x > y ? x : y;
-  m = x == y ? (std::signbit(x) ? y : x) : m;
-  return x != x || y != y ? std::numeric_limits<double>::quiet_NaN() : m;
-}
-JMP_FASTMATH double MinD(double x, double y) {
-  double m = x < y ? x : y;
-  m = x == y ? (std::signbit(x) ? x : y) : m;
-  return x != x || y != y ? std::numeric_limits<double>::quiet_NaN() : m;
-}
+JMP_FASTMATH double MaxD(double x, double y) { return fastmath::Maximum(x, y); }
+JMP_FASTMATH double MinD(double x, double y) { return fastmath::Minimum(x, y); }
 JMP_FASTMATH double AddD(double x, double y) { return x + y; }
 JMP_FASTMATH double SubD(double x, double y) { return x - y; }
 JMP_FASTMATH double MulD(double x, double y) { return x * y; }
@@ -63,18 +54,11 @@ JMP_FASTMATH T XorI(T x, T y) {
 }
 template <typename T>
 JMP_FASTMATH T ShlI(T x, T y) {
-  const U<T> s = static_cast<U<T>>(y);
-  return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(static_cast<U<T>>(static_cast<U<T>>(x) << s));
+  return fastmath::ShiftLeft(x, y);
 }
 template <typename T>
 JMP_FASTMATH T ShrI(T x, T y) {
-  const U<T> s = static_cast<U<T>>(y);
-  if constexpr (std::is_signed_v<T>) {
-    if (s >= U<T>(sizeof(T) * 8)) return x < 0 ? T(-1) : T(0);
-    return static_cast<T>(x >> s);
-  } else {
-    return s >= U<T>(sizeof(T) * 8) ? T(0) : static_cast<T>(x >> s);
-  }
+  return fastmath::ShiftRight(x, y);
 }
 
 // `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
