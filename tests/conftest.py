@@ -37,3 +37,14 @@ def metal_device():
 @pytest.fixture(scope="session")
 def cpu_device():
     return jax.devices("cpu")[0]
+
+
+@pytest.fixture
+def x64():
+    """jax_enable_x64 on for one test, restored after it (a module may define its own, wider one)."""
+    previous = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", previous)

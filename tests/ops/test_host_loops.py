@@ -15,16 +15,6 @@ from jaxcompare import check, run_on
 INT_TYPES = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32]
 
 
-@pytest.fixture
-def x64():
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 def edge_values(dtype, n=19):
     """Edge values first (NaN, signed zeros, infinities, limits; integer limits and shift amounts past
     the width), then ordinary ones."""

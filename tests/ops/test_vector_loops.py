@@ -14,16 +14,6 @@ from jaxcompare import check
 N = 5000  # above the fusion threshold, not a multiple of a tile
 
 
-@pytest.fixture
-def x64():
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 def values(dtype, seed):
     dtype = np.dtype(dtype)
     rng = np.random.default_rng(seed)
