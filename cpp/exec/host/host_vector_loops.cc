@@ -96,6 +96,21 @@ JMP_INT_LOOPS(I64, int64_t)
 #undef JMP_INT_LOOPS
 #undef JMP_BINARY_LOOP
 
+// float64 unary loops: log is erf_inv's (fastmath::Log, vectorised), sqrt, negative and absolute value
+// the other unary ops of its polynomial selection; the generic loops call libm one element at a time.
+JMP_FASTMATH double NegD(double x) { return -x; }
+JMP_FASTMATH double AbsD(double x) { return std::fabs(x); }
+JMP_FASTMATH double SqrtD(double x) { return std::sqrt(x); }
+#define JMP_UNARY_LOOP(Name, T, Op)                                           \
+  JMP_VECTOR_CLONES void Name(const T* x, T* y, int64_t begin, int64_t end) { \
+    for (int64_t i = begin; i < end; ++i) y[i] = Op(x[i]);                    \
+  }
+JMP_UNARY_LOOP(LogF64, double, fastmath::Log)
+JMP_UNARY_LOOP(SqrtF64, double, SqrtD)
+JMP_UNARY_LOOP(NegF64, double, NegD)
+JMP_UNARY_LOOP(AbsF64, double, AbsD)
+#undef JMP_UNARY_LOOP
+
 template <typename T>
 using Loop = void (*)(const T*, const T*, T*, int64_t, int64_t, int);
 
@@ -188,6 +203,22 @@ bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
     case DType::kI64: return RunLoop<int64_t>(a, JMP_INT_PICK(I64));
     default: return false;
   }
+}
+
+bool VectorUnary(const OpArgs& a, mps::UnaryOp op) {
+  using UnOp = mps::UnaryOp;
+  if (a.InType(0).dtype != DType::kF64) return false;
+  void (*loop)(const double*, double*, int64_t, int64_t) = op == UnOp::kLogarithm    ? LogF64
+                                                           : op == UnOp::kSquareRoot ? SqrtF64
+                                                           : op == UnOp::kNegative   ? NegF64
+                                                           : op == UnOp::kAbsolute   ? AbsF64
+                                                                                     : nullptr;
+  if (!loop) return false;
+  const double* x = reinterpret_cast<const double*>(a.in[0]);
+  double* y = reinterpret_cast<double*>(a.out[0]);
+  ParallelFor(a.Count(), GrainFor(op == UnOp::kLogarithm ? 16 : 1),
+              [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
+  return true;
 }
 
 bool VectorSelect(const OpArgs& a) {
