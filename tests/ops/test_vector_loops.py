@@ -35,7 +35,9 @@ def arithmetic(x, y, p):
     out = [x + y, x - y, x * y, jnp.maximum(x, y), jnp.minimum(x, y), jnp.where(p, x, y),
            x + splat, splat - y, x * splat,
            # selects of splats (uniform operands in a fused tile), as erf_inv picks its coefficients
-           jnp.where(p, splat, y), jnp.where(p, x, splat), jnp.where(p, splat, -splat)]
+           jnp.where(p, splat, y), jnp.where(p, x, splat), jnp.where(p, splat, -splat),
+           # comparisons, with a splat bound on either side (erf_inv's w < 6.25 and w < 16); NaN and ±0 edges
+           x == y, x != y, x < y, x <= y, x > y, x >= y, x < splat, splat <= y, x == splat, x != splat]
     if jnp.issubdtype(x.dtype, jnp.floating):
         # (not y / splat: XLA rewrites a division by a constant as a product with its reciprocal)
         out += [x / y, splat / y, jnp.maximum(x, 0.0), jnp.minimum(-0.0, y)]

@@ -96,6 +96,50 @@ JMP_INT_LOOPS(I64, int64_t)
 #undef JMP_INT_LOOPS
 #undef JMP_BINARY_LOOP
 
+// float64 comparisons: erf_inv picks its polynomial by two of them, with a splat bound (`uniform` as
+// above). The generic loops compare one element at a time (their byte stores may alias the inputs).
+#define JMP_COMPARE_LOOP(Name, T, Cmp)                                                                       \
+  JMP_VECTOR_CLONES void Name(const T* x, const T* y, uint8_t* z, int64_t begin, int64_t end, int uniform) { \
+    if (uniform == 2) {                                                                                      \
+      const T b = y[0];                                                                                      \
+      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(x[i] Cmp b);                         \
+    } else if (uniform == 1) {                                                                               \
+      const T b = x[0];                                                                                      \
+      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(b Cmp y[i]);                         \
+    } else {                                                                                                 \
+      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(x[i] Cmp y[i]);                      \
+    }                                                                                                        \
+  }
+JMP_COMPARE_LOOP(EqF64, double, ==)
+JMP_COMPARE_LOOP(NeF64, double, !=)
+JMP_COMPARE_LOOP(LtF64, double, <)
+JMP_COMPARE_LOOP(LeF64, double, <=)
+JMP_COMPARE_LOOP(GtF64, double, >)
+JMP_COMPARE_LOOP(GeF64, double, >=)
+#undef JMP_COMPARE_LOOP
+
+bool RunCompareF64(const OpArgs& a, BinOp op) {
+  void (*loop)(const double*, const double*, uint8_t*, int64_t, int64_t, int) =
+      op == BinOp::kEqual                  ? EqF64
+      : op == BinOp::kNotEqual             ? NeF64
+      : op == BinOp::kLessThan             ? LtF64
+      : op == BinOp::kLessThanOrEqualTo    ? LeF64
+      : op == BinOp::kGreaterThan          ? GtF64
+      : op == BinOp::kGreaterThanOrEqualTo ? GeF64
+                                           : nullptr;
+  if (!loop) return false;
+  const double* x = reinterpret_cast<const double*>(a.in[0]);
+  const double* y = reinterpret_cast<const double*>(a.in[1]);
+  uint8_t* z = a.out[0];
+  const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
+  if (uniform) {  // only in a fused tile: never worth splitting
+    loop(x, y, z, 0, a.Count(), uniform);
+    return true;
+  }
+  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(x, y, z, begin, end, 0); });
+  return true;
+}
+
 // float64 unary loops: log is erf_inv's (fastmath::Log, vectorised), sqrt, negative and absolute value
 // the other unary ops of its polynomial selection; the generic loops call libm one element at a time.
 JMP_FASTMATH double NegD(double x) { return -x; }
@@ -192,6 +236,7 @@ void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
   switch (a.InType(0).dtype) {
     case DType::kF64:
+      if (RunCompareF64(a, op)) return true;
       return RunLoop<double>(a, op == BinOp::kAdd        ? AddF64
                                 : op == BinOp::kSubtract ? SubF64
                                 : op == BinOp::kMultiply ? MulF64
