@@ -126,20 +126,10 @@ std::vector<DType> MetalDTypes(mps::OpKind kind) {
     case K::kRealToHermiteanFFT: return {D::kF32};
     // A user's kernel: the check has no source of its own to compare, the user's reference is the check.
     case K::kMetalKernel:
-    // No MPSGraph call: placement never sends these to Metal.
-    case K::kRngBitGenerator:
-    case K::kPythonCallback:
-    case K::kLapackCholesky:
-    case K::kLapackTriangularSolve:
-    case K::kLapackLu:
-    case K::kLapackQr:
-    case K::kLapackHouseholderProduct:
-    case K::kLapackEigh:
-    case K::kLapackSvd:
-    case K::kLapackEig:
-    case K::kLapackTridiagonal:
-    case K::kLapackPivotedQr:
-    case K::kLapackTridiagonalSolve: return {};
+      // No MPSGraph call: placement never sends these to Metal.
+#define JMP_HOST_OP(name, domain) case K::k##name:
+#include "mps/op_kinds.def"
+      return {};
   }
   return {};
 }
