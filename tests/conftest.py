@@ -39,12 +39,25 @@ def cpu_device():
     return jax.devices("cpu")[0]
 
 
-@pytest.fixture
-def x64():
-    """jax_enable_x64 on for one test, restored after it (a module may define its own, wider one)."""
+def _x64_on():
+    """x64 is one global flag: on, then restored to what it was (jax.config works alike on jax 0.10.2
+    and the newest jax)."""
     previous = bool(jax.config.jax_enable_x64)
     jax.config.update("jax_enable_x64", True)
     try:
         yield
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def x64():
+    """jax_enable_x64 on for one test, restored after it."""
+    yield from _x64_on()
+
+
+@pytest.fixture(scope="module")
+def x64_module():
+    """jax_enable_x64 on for a whole module (`pytestmark = pytest.mark.usefixtures("x64_module")`), for
+    modules whose every test runs 64-bit programs: set once, restored after the module's last test."""
+    yield from _x64_on()
