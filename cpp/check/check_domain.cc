@@ -13,15 +13,10 @@ std::vector<DType> MetalDTypes(mps::OpKind kind) {
   if (mps::OpKindHostOnly(kind) || kind == K::kMetalKernel) return {};
   // Narrower than the row: the lowering emits the iota in int32 or int64 only and casts the result.
   if (kind == K::kCoordinateAlongAxis) return {D::kI32, D::kI64};
-  // Placement sends these to Metal in the whole domain (complex64 products and sums, bool and complex64
-  // loop values), but the sweep leaves those types out: not yet checked on a Mac.
-  const bool no_complex = kind == K::kMatMul || kind == K::kReductionSum || kind == K::kWhile;
-  const bool no_bool = kind == K::kWhile;
   const mps::DTypeDomain domain = mps::OpKindDomain(kind);
   std::vector<D> dtypes;
   for (D t : kAllDTypes)
-    if (mps::MetalHasDType(t) && domain.Has(t) && !(no_complex && IsComplex(t)) && !(no_bool && t == D::kBool))
-      dtypes.push_back(t);
+    if (mps::MetalHasDType(t) && domain.Has(t)) dtypes.push_back(t);
   return dtypes;
 }
 
