@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "exec/host/host_domain.h"
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_parallel.h"
@@ -22,8 +23,7 @@ using U = std::make_unsigned_t<T>;
 // The cases below that a row's domain (op_kinds.def) leaves out are generated from it: a kernel for
 // such a case would be a duplicate case label, a row of the domain without one an unhandled
 // enumerator, so the kernels and the domains cannot drift apart. The verifier refuses such an op
-// before any executor sees it; this answers a graph that skipped it.
-Status OutsideDomain(const OpArgs& a) { return a.Unsupported("is outside its row's dtype domain"); }
+// before any executor sees it; OutsideDomain answers a graph that skipped it.
 
 // `work`: roughly how many simple operations one element costs (sets the parallel grain).
 template <typename T, typename F>
