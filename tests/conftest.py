@@ -22,6 +22,7 @@ os.environ.setdefault("JAX_ENABLE_X64", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from jaxcompare import jax_config  # noqa: E402
 
 
 def pytest_configure(config):
@@ -39,25 +40,16 @@ def cpu_device():
     return jax.devices("cpu")[0]
 
 
-def _x64_on():
-    """x64 is one global flag: on, then restored to what it was (jax.config works alike on jax 0.10.2
-    and the newest jax)."""
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 @pytest.fixture
 def x64():
     """jax_enable_x64 on for one test, restored after it."""
-    yield from _x64_on()
+    with jax_config("jax_enable_x64", True):
+        yield
 
 
 @pytest.fixture(scope="module")
 def x64_module():
     """jax_enable_x64 on for a whole module (`pytestmark = pytest.mark.usefixtures("x64_module")`), for
     modules whose every test runs 64-bit programs: set once, restored after the module's last test."""
-    yield from _x64_on()
+    with jax_config("jax_enable_x64", True):
+        yield

@@ -1,15 +1,13 @@
 """lax.rng_bit_generator and JAX's rbg / unsafe_rbg PRNGs bit-identical to XLA:CPU: every algorithm
 JAX emits (DEFAULT is Philox on CPU), every bits dtype and odd, empty and 0-d shapes, chained states."""
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, device
+from jaxcompare import check, device, jax_config
 
 ALGORITHMS = [lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX]
 # Odd sizes (no even dimension: ThreeFry splits the largest), an even dimension in every position,
@@ -76,16 +74,6 @@ module @m {{
     assert results["cpu"][0][2] == 42  # the carry happened
 
 
-@contextlib.contextmanager
-def prng_impl(impl):
-    old = jax.config.jax_default_prng_impl
-    jax.config.update("jax_default_prng_impl", impl)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_default_prng_impl", old)
-
-
 def samples(seed):
     key = jax.random.key(seed)
     k1, k2, k3 = jax.random.split(key, 3)
@@ -98,7 +86,7 @@ def samples(seed):
 
 @pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
 def test_jax_random_equal_cpu(impl):
-    with prng_impl(impl):
+    with jax_config("jax_default_prng_impl", impl):
         check(samples, np.uint32(42), exact=True)
         check(lambda s: jax.random.normal(jax.random.key(s), (7,)), np.uint32(42))
 
