@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "exec/executor.h"
@@ -58,6 +59,45 @@ JMP_TEST(GraphSerial, RoundTripKeepsEveryField) {
   EXPECT_TRUE(back->ops[0].location == g.ops[0].location);
   EXPECT_SAME(back->outputs, g.outputs);
   EXPECT_SAME(back->inputs, g.inputs);
+}
+
+// Every alternative of OpAttrs with fields away from their defaults, one op each (the kinds do not
+// matter to the writer), and the bytes they are written as: a change to how any field is written
+// changes the serialized-executable format, which must then get a new version (pjrt/program_serial.cc).
+JMP_TEST(GraphSerial, EveryAttributeIsWrittenAsTheFormatSays) {
+  const std::vector<mps::OpAttrs> every = {
+      mps::NoAttrs{},
+      mps::ConstantAttrs{{1, 2, 3}},
+      mps::AxisAttrs{-2},
+      mps::AxesAttrs{{0, 2}},
+      mps::PermutationAttrs{{2, 0, 1}},
+      mps::SliceAttrs{{0, 1}, {4, 5}, {1, 2}},
+      mps::PadAttrs{{1, 2}, {3, 4}, -0.5},
+      mps::SortAttrs{3, true},
+      mps::TopKAttrs{7},
+      mps::CumulativeAttrs{1, true, false},
+      mps::FFTAttrs{{1, 2}, true},
+      mps::GatherNDAttrs{2},
+      mps::ScatterAttrs{mps::ScatterMode::kMax, 3},
+      mps::Conv2DAttrs{{1, 2}, {2, 1}, {0, 1}, {1, 0}, 3},
+      mps::Pool4DAttrs{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 1, 0, 0}, {0, 0, 1, 0}},
+      mps::LapackAttrs{true, false, true, false, true, false, true, false, true, false, true},
+      mps::RngAttrs{mps::RngAlgorithm::kThreeFry},
+      mps::PythonCallbackAttrs{5, 2},
+      mps::MetalKernelAttrs{"kernel void k() {}", "k", {8, 4, 2}, {4, 2, 1}},
+  };
+  EXPECT_SAME(every.size(), std::variant_size_v<mps::OpAttrs>);
+  for (size_t i = 0; i < every.size(); ++i) EXPECT_SAME(every[i].index(), i);
+  GraphBuilder b;
+  int x = b.Input(DType::kF32, {2});
+  for (const mps::OpAttrs& attrs : every)
+    b.Apply(OpKind::kIdentity, {x}, DType::kF32, {2}, [&](mps::Op& op) { op.attrs = attrs; });
+  ByteWriter out;
+  mps::WriteGraph(b.graph(), out);
+  uint64_t fnv = 0xcbf29ce484222325;  // FNV-1a of the bytes
+  for (char c : out.str()) fnv = (fnv ^ static_cast<uint8_t>(c)) * 0x100000001b3;
+  EXPECT_SAME(out.str().size(), size_t{2518});
+  EXPECT_SAME(fnv, uint64_t{11479319384773826465u});
 }
 
 JMP_TEST(GraphSerial, EveryTruncationIsRefused) {
