@@ -169,7 +169,7 @@ constexpr std::array<StatusOr<OpAttrs> (*)(ByteReader&), sizeof...(I)> Readers(s
 constexpr auto kReadAlternative = Readers(std::make_index_sequence<std::variant_size_v<OpAttrs>>());
 
 // The alternative is the writer's; whether it is the op kind's is VerifyGraph's check.
-StatusOr<OpAttrs> ReadAttrs(ByteReader& in) {
+StatusOr<OpAttrs> ReadAttrsAt(ByteReader& in) {
   JMP_ASSIGN_OR_RETURN(uint64_t index, in.U64());
   if (index >= kReadAlternative.size()) return in.Malformed("unknown attributes " + std::to_string(index));
   return kReadAlternative[index](in);
@@ -179,8 +179,7 @@ void WriteOp(const Op& op, ByteWriter& out) {
   out.U64(static_cast<uint64_t>(op.kind));
   out.Ints(op.inputs);
   out.Ints(op.outputs);
-  out.U64(op.attrs.index());
-  std::visit([&](const auto& a) { Fields(a, FieldWriter{out}); }, op.attrs);
+  WriteAttrs(op.attrs, out);
   out.U64(op.subgraphs.size());
   for (const Graph& g : op.subgraphs) WriteGraph(g, out);
   out.Bytes(op.location);
@@ -195,7 +194,7 @@ StatusOr<Op> ReadOp(ByteReader& in, int depth) {
   op.kind = kAllOpKinds[kind];
   JMP_ASSIGN_OR_RETURN(op.inputs, in.Ints());
   JMP_ASSIGN_OR_RETURN(op.outputs, in.Ints());
-  JMP_ASSIGN_OR_RETURN(op.attrs, ReadAttrs(in));
+  JMP_ASSIGN_OR_RETURN(op.attrs, ReadAttrsAt(in));
   JMP_ASSIGN_OR_RETURN(size_t subgraphs, in.Count(32));
   for (size_t i = 0; i < subgraphs; ++i) {
     JMP_ASSIGN_OR_RETURN(Graph g, Read(in, depth + 1));
@@ -233,6 +232,13 @@ StatusOr<Graph> Read(ByteReader& in, int depth) {
 }
 
 }  // namespace
+
+void WriteAttrs(const OpAttrs& attrs, ByteWriter& out) {
+  out.U64(attrs.index());
+  std::visit([&](const auto& a) { Fields(a, FieldWriter{out}); }, attrs);
+}
+
+StatusOr<OpAttrs> ReadAttrs(ByteReader& in) { return ReadAttrsAt(in); }
 
 void WriteGraph(const Graph& graph, ByteWriter& out) {
   out.U64(graph.values.size());
