@@ -181,9 +181,16 @@ class Program:
             n = max(2 * n, min(MAX_STEPS_PER_ROUND, int(n * min_seconds / max(elapsed, 1e-6)) + 1))
 
     def segment(self, steps, warm):
-        """Median seconds per step over `steps` steps (one timed batch when the suite is batched)."""
+        """Median seconds per step over `steps` steps (one timed batch when the suite is batched), and
+        what the process did meanwhile, per step: CPU seconds (all threads) and context switches."""
         with self.flags():
-            return self._segment(steps, warm)
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            step_s = self._segment(steps, warm)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+        n = steps + (1 if warm else 0)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / n
+        return step_s, {"cpu_s": cpu, "voluntary_switches": (after.ru_nvcsw - before.ru_nvcsw) / n,
+                        "involuntary_switches": (after.ru_nivcsw - before.ru_nivcsw) / n}
 
     def _segment(self, steps, warm):
         gc.collect()
@@ -250,6 +257,7 @@ def _measure_suite(name, args, progress):
     progress.refresh()
     warm = {plat: est < WARM_SEGMENT_BELOW_S for plat, est in estimates.items()}
     rounds = {plat: [] for plat in programs}
+    activity = {plat: [] for plat in programs}
     copies = 0 if "metal" in programs and plugin_copy_count() is not None else None
     for r in range(n_rounds):
         order = list(programs) if r % 2 == 0 else list(reversed(programs))
@@ -258,11 +266,13 @@ def _measure_suite(name, args, progress):
                 continue
             before = plugin_copy_count() if plat == "metal" and copies is not None else None
             try:
-                rounds[plat].append(programs[plat].segment(steps, warm[plat]))
+                step_s, did = programs[plat].segment(steps, warm[plat])
             except SUITE_ERRORS as e:  # a failure in a later step is a result too
                 result["platforms"][plat] = {"error": error_text(e)}
-                del programs[plat], rounds[plat]
+                del programs[plat], rounds[plat], activity[plat]
                 continue
+            rounds[plat].append(step_s)
+            activity[plat].append(did)
             if before is not None:
                 copies += plugin_copy_count() - before
         progress.update(1)
@@ -272,6 +282,11 @@ def _measure_suite(name, args, progress):
             "compile_s": statistics.median(program.compile_times), "compile_times_s": program.compile_times,
             "step_s": statistics.median(times), "round_step_s": times, "rounds": n_rounds, "steps_per_round": steps,
             "peak_bytes": peak_memory(program.device)}
+        # Per round and step: the process's CPU seconds (every thread) and context switches. A round
+        # slower than the others with as much CPU time waited (for a thread, the scheduler, the machine);
+        # voluntary switches per step count thread handoffs.
+        for key in ("cpu_s", "voluntary_switches", "involuntary_switches"):
+            result["platforms"][plat]["round_" + key] = [a[key] for a in activity[plat]]
     if "metal" in programs:
         result["platforms"]["metal"]["copies"] = copies
         # After the timed rounds, so everything is warm: what one step costs in device work.
