@@ -181,9 +181,17 @@ class Program:
             n = max(2 * n, min(MAX_STEPS_PER_ROUND, int(n * min_seconds / max(elapsed, 1e-6)) + 1))
 
     def segment(self, steps, warm):
-        """Median seconds per step over `steps` steps (one timed batch when the suite is batched)."""
+        """Median seconds per step over `steps` steps (one timed batch when the suite is batched), and
+        what the process did meanwhile, per step: CPU seconds (all threads), context switches, page faults."""
         with self.flags():
-            return self._segment(steps, warm)
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            step_s = self._segment(steps, warm)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+        n = steps + (1 if warm else 0)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / n
+        return step_s, {"cpu_s": cpu, "voluntary_switches": (after.ru_nvcsw - before.ru_nvcsw) / n,
+                        "involuntary_switches": (after.ru_nivcsw - before.ru_nivcsw) / n,
+                        "page_faults": (after.ru_minflt - before.ru_minflt) / n}
 
     def _segment(self, steps, warm):
         gc.collect()
@@ -250,6 +258,7 @@ def _measure_suite(name, args, progress):
     progress.refresh()
     warm = {plat: est < WARM_SEGMENT_BELOW_S for plat, est in estimates.items()}
     rounds = {plat: [] for plat in programs}
+    activity = {plat: [] for plat in programs}
     copies = 0 if "metal" in programs and plugin_copy_count() is not None else None
     for r in range(n_rounds):
         order = list(programs) if r % 2 == 0 else list(reversed(programs))
@@ -258,11 +267,13 @@ def _measure_suite(name, args, progress):
                 continue
             before = plugin_copy_count() if plat == "metal" and copies is not None else None
             try:
-                rounds[plat].append(programs[plat].segment(steps, warm[plat]))
+                step_s, did = programs[plat].segment(steps, warm[plat])
             except SUITE_ERRORS as e:  # a failure in a later step is a result too
                 result["platforms"][plat] = {"error": error_text(e)}
-                del programs[plat], rounds[plat]
+                del programs[plat], rounds[plat], activity[plat]
                 continue
+            rounds[plat].append(step_s)
+            activity[plat].append(did)
             if before is not None:
                 copies += plugin_copy_count() - before
         progress.update(1)
@@ -272,6 +283,12 @@ def _measure_suite(name, args, progress):
             "compile_s": statistics.median(program.compile_times), "compile_times_s": program.compile_times,
             "step_s": statistics.median(times), "round_step_s": times, "rounds": n_rounds, "steps_per_round": steps,
             "peak_bytes": peak_memory(program.device)}
+        # Per round and step: the process's CPU seconds (every thread), context switches, minor page
+        # faults. A round slower than the others with as much CPU time waited (for a thread, the
+        # scheduler, the machine); voluntary switches per step count thread handoffs; page faults,
+        # fresh memory touched.
+        for key in ("cpu_s", "voluntary_switches", "involuntary_switches", "page_faults"):
+            result["platforms"][plat]["round_" + key] = [a[key] for a in activity[plat]]
     if "metal" in programs:
         result["platforms"]["metal"]["copies"] = copies
         # After the timed rounds, so everything is warm: what one step costs in device work.
@@ -346,6 +363,39 @@ def measure_fresh_rss(name, quick):
     return result
 
 
+# ---- the C allocator's state
+
+
+# glibc's malloc adapts as a process runs: a freed mmapped block raises the threshold above which
+# allocations are mmapped (up to 32 MB on 64-bit), and the trim threshold with it (twice the mmap
+# threshold), so whether a step's buffers come from the heap or from fresh pages (a page fault per
+# 4 KB) depends on what the process allocated and freed before, and on which thread's arena did. XLA:CPU
+# allocates its buffers with malloc: the same cpu step (host-segment) measured from 0 to 47,000 page
+# faults per round of 300 steps, changing between processes and within one, and its rounds took 0.7 to
+# 1.5 ms per step; with the thresholds fixed, no faults after warm-up and 0.75 to 1.05 ms, on the same
+# busy machine. Fixed at the values
+# glibc's own adjustment moves towards, every suite process measures the state a long-running process
+# settles in. The plugin's buffers come from its own pool, so this changes the cpu side only, and
+# towards its faster state.
+MALLOC_THRESHOLDS = {"mmap_threshold": 32 << 20, "trim_threshold": 64 << 20}
+
+
+def fix_malloc_thresholds():
+    """Fixes glibc's mmap and trim thresholds (mallopt, which also stops their adjustment); returns the
+    values, or None where the C library is not glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    ok = mallopt(M_MMAP_THRESHOLD, MALLOC_THRESHOLDS["mmap_threshold"]) == 1
+    ok = ok and mallopt(M_TRIM_THRESHOLD, MALLOC_THRESHOLDS["trim_threshold"]) == 1
+    return dict(MALLOC_THRESHOLDS) if ok else None
+
+
 # ---- each suite in a fresh process
 
 
@@ -370,6 +420,7 @@ def measure_in_fresh_process(name, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--suite-child", name, "--repeat", str(args.repeat),
            "--seconds", str(args.seconds), "--bernoulli-size", str(suites.BERNOULLI_SIZE["quick" if args.quick else "full"])]
     cmd += ["--quick"] if args.quick else []
+    cmd += ["--default-malloc"] if args.default_malloc else []
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     except subprocess.TimeoutExpired:
@@ -478,6 +529,8 @@ def main():
     p.add_argument("--keep-blas-coretype", action="store_true",
                    help="keep an OPENBLAS_CORETYPE set in the environment (default: OpenBLAS picks the kernel "
                         "for this CPU, as XLA:CPU does; the lifted value is recorded in results.json)")
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave glibc's malloc thresholds adaptive (default: fixed while timing, see docs/benchmarks.md)")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
     p.add_argument("--suite-child", metavar="SUITE", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -487,6 +540,8 @@ def main():
         return rss_child(*args.rss_child, args.quick)
     args.repeat = args.repeat or (5 if args.quick else 15)
     args.seconds = args.seconds or (1.5 if args.quick else 12.0)
+    # Timing only: the peak-RSS processes keep glibc's defaults, the memory a user's process would hold.
+    malloc = None if args.default_malloc else fix_malloc_thresholds()
     if args.suite_child:
         return suite_child(args.suite_child, args)
     if args.repeat < 1 or args.seconds <= 0:
@@ -503,6 +558,7 @@ def main():
                             "platform_order": "alternating per round (metal, cpu / cpu, metal)"},
                "suites": {}}
     results["settings"]["process_per_suite"] = not args.same_process
+    results["settings"]["malloc_thresholds"] = malloc
     t_start = time.perf_counter()
     with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
         for name in names:

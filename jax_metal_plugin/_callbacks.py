@@ -28,6 +28,7 @@ import functools
 import inspect
 import itertools
 import logging
+import math
 import threading
 import traceback
 from typing import Callable
@@ -40,15 +41,13 @@ logger = logging.getLogger(__name__)
 
 CALL_TARGET = "jax_metal_python_callback"
 
+# Pointers travel as c_void_p (a Python int, or None): a POINTER argument costs ctypes an object per call.
 _TRAMPOLINE_TYPE = ctypes.CFUNCTYPE(
     ctypes.c_int32,  # 0, or nonzero with the error text written
     ctypes.c_uint64,  # callback id
+    ctypes.c_char_p,  # the operands' dtypes and dims: b"f32[];complex<f32>[2,3]" (cpp/exec/host_callback.h)
     ctypes.c_int32,  # operands
-    ctypes.POINTER(ctypes.c_void_p),  # their data
-    ctypes.POINTER(ctypes.c_char_p),  # their dtype names ("f32", "complex<f32>", "i1")
-    ctypes.POINTER(ctypes.c_int32),  # their ranks
-    ctypes.POINTER(ctypes.c_int64),  # all dims
-    ctypes.POINTER(ctypes.c_int64),  # where each operand's dims start
+    ctypes.c_void_p,  # their data pointers
     ctypes.c_int32,  # results
     ctypes.c_void_p,  # the call's result sink
     ctypes.c_void_p,  # error buffer
@@ -125,17 +124,34 @@ def _plugin_name(dtype: np.dtype) -> str:
 # ---- the trampoline
 
 
-def _operands(n, data, dtypes, ranks, dims, offsets):
+@functools.lru_cache(maxsize=1024)
+def _layout(operands: bytes) -> tuple:
+    """(dtype, shape, bytes) per operand, from the runtime's description of them (the same text for every
+    call of an op, so decoded once)."""
+    layout = []
+    for text in operands.decode().split(";") if operands else ():
+        name, dims = text[:-1].split("[")
+        dtype = _numpy_dtype(name.encode())
+        shape = tuple(int(d) for d in dims.split(",")) if dims else ()
+        layout.append((dtype, shape, dtype.itemsize * math.prod(shape)))
+    return tuple(layout)
+
+
+def _operands(layout, n, data):
+    if len(layout) != n:
+        raise RuntimeError(f"Python callback: {n} operands, described as {len(layout)}")
+    if not n:
+        return []
+    addresses = (ctypes.c_void_p * n).from_address(data)
     arrays = []
-    for i in range(n):
-        dtype = _numpy_dtype(dtypes[i])
-        start = offsets[i]
-        shape = tuple(dims[start:start + ranks[i]])
-        # One copy out of the executor's memory, which later ops reuse: a callback may keep its
-        # arguments (appending them to a list is common).
-        array = np.zeros(shape, dtype) if not data[i] else np.empty(shape, dtype)
-        if array.nbytes and data[i]:
-            ctypes.memmove(array.ctypes.data, data[i], array.nbytes)
+    for (dtype, shape, size), address in zip(layout, addresses):
+        if size and address:
+            # One copy out of the executor's memory, which later ops reuse: a callback may keep its
+            # arguments (appending them to a list is common). Viewing the memory through a ctypes array
+            # and copying that costs a third of an empty array's `.ctypes.data` plus a memmove.
+            array = np.frombuffer((ctypes.c_char * size).from_address(address), dtype).copy().reshape(shape)
+        else:
+            array = np.zeros(shape, dtype)
         arrays.append(array)
     return arrays
 
@@ -183,12 +199,12 @@ def _error_text(exc: BaseException) -> str:
     return head + "\n" + tb
 
 
-def _call(callback_id, n, data, dtypes, ranks, dims, offsets, n_results, sink, error, capacity):
+def _call(callback_id, operands, n, data, n_results, sink, error, capacity):
     try:
         fn = _registry.get(callback_id)
         if fn is None:
             raise RuntimeError(f"callback {callback_id} no longer exists (its jitted function was discarded)")
-        outs = fn(*_operands(n, data, dtypes, ranks, dims, offsets))
+        outs = fn(*_operands(_layout(operands), n, data))
         _deliver(outs, n_results, sink)
         return 0
     except BaseException as exc:  # noqa: BLE001 - nothing may escape into C

@@ -22,6 +22,7 @@ os.environ.setdefault("JAX_ENABLE_X64", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from jaxcompare import jax_config  # noqa: E402
 
 
 def pytest_configure(config):
@@ -41,10 +42,14 @@ def cpu_device():
 
 @pytest.fixture
 def x64():
-    """jax_enable_x64 on for one test, restored after it (a module may define its own, wider one)."""
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
+    """jax_enable_x64 on for one test, restored after it."""
+    with jax_config("jax_enable_x64", True):
         yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture(scope="module")
+def x64_module():
+    """jax_enable_x64 on for a whole module (`pytestmark = pytest.mark.usefixtures("x64_module")`), for
+    modules whose every test runs 64-bit programs: set once, restored after the module's last test."""
+    with jax_config("jax_enable_x64", True):
+        yield

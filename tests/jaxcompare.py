@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -17,6 +19,18 @@ TOLERANCES = {
     np.dtype(np.float64): (4e-14, 2e-15),
     np.dtype(np.complex128): (4e-14, 2e-15),
 }
+
+
+@contextlib.contextmanager
+def jax_config(name: str, value):
+    """A jax.config flag set for a block and restored after it (jax.config works alike on jax 0.10.2 and
+    the newest jax)."""
+    previous = getattr(jax.config, name)
+    jax.config.update(name, value)
+    try:
+        yield
+    finally:
+        jax.config.update(name, previous)
 
 
 def device(platform: str):

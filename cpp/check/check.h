@@ -47,9 +47,9 @@ struct Case {
   std::vector<Program> programs;
 };
 
-// The dtypes placement can send to Metal for an op kind (what the lowering emits it with, by the row's
-// comment, among the types MetalHasDType accepts); empty for host-only rows. The one place that says
-// it, so that it can follow a dtype domain in op_kinds.def.
+// The dtypes placement can send to Metal for an op kind: its row's dtype domain (op_kinds.def) among
+// the types MetalHasDType accepts, narrower only where check_domain.cc says why; empty for host-only
+// rows.
 std::vector<DType> MetalDTypes(mps::OpKind kind);
 
 // The programs of the sweep case (kind, dtype); `quick` leaves out the large shapes.

@@ -12,15 +12,17 @@
 
 extern "C" {
 
-// One call of the callback registered under `callback_id`. Operands: data pointers (host memory,
-// read-only, null allowed for zero-size arrays), dtype names in MLIR spelling ("f32", "bf16", "i1",
-// "complex<f32>"), ranks and dims (operand i's dims start at dims[dims_offset[i]]).
+// One call of the callback registered under `callback_id`. `operands` describes its operands, each
+// as its dtype in MLIR spelling ("f32", "bf16", "i1", "complex<f32>") and its dims, ';' between them:
+// "f32[]", "f32[2,3];i1[4]", "" for none. It is the same text for every call with the same operand
+// types, so a trampoline can keep what it makes of it, and per call read only `data`: the operands'
+// data pointers (host memory, read-only, null allowed for zero-size arrays). Decoding a description per
+// call cost more than copying a small operand.
 // The trampoline hands each result to jmp_python_callback_result(results, i, ...) while it holds the
 // array alive; the runtime checks it against the declared type and copies it. Returns 0 on success;
 // otherwise nonzero with a NUL-terminated message in `error` (at most error_capacity bytes).
-typedef int32_t (*jmp_python_callback_fn)(uint64_t callback_id, int32_t num_operands, const void* const* data,
-                                          const char* const* dtypes, const int32_t* ranks, const int64_t* dims,
-                                          const int64_t* dims_offset, int32_t num_results, void* results, char* error,
+typedef int32_t (*jmp_python_callback_fn)(uint64_t callback_id, const char* operands, int32_t num_operands,
+                                          const void* const* data, int32_t num_results, void* results, char* error,
                                           int64_t error_capacity);
 
 }  // extern "C"

@@ -61,10 +61,7 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
   LowerContext cx(module);
   cx.SwapScope(&scope);
   JMP_ASSIGN_OR_RETURN(const shlo::Op* ret, cx.LowerBlock(block));
-  for (int operand : ret->operands) {
-    JMP_ASSIGN_OR_RETURN(int v, cx.Value(operand));
-    graph.outputs.push_back(v);
-  }
+  JMP_ASSIGN_OR_RETURN(graph.outputs, cx.Values(ret->operands));
   return graph;
 }
 

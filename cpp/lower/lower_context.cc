@@ -175,6 +175,16 @@ StatusOr<int> LowerContext::LookupUnbroadcast(Scope* s, int shlo_id) {
 
 StatusOr<int> LowerContext::Value(int shlo_id) { return LookupIn(scope_, shlo_id); }
 
+StatusOr<std::vector<int>> LowerContext::Values(const std::vector<int>& shlo_ids) {
+  std::vector<int> values;
+  values.reserve(shlo_ids.size());
+  for (int id : shlo_ids) {
+    JMP_ASSIGN_OR_RETURN(int v, Value(id));
+    values.push_back(v);
+  }
+  return values;
+}
+
 const shlo::Type& LowerContext::ShloType(int shlo_id) const {
   return scope_->func->value_types.at(static_cast<size_t>(shlo_id));
 }
@@ -255,12 +265,7 @@ StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region, 
       [&](const std::vector<int>& values) -> StatusOr<std::vector<int>> {
         for (size_t i = 0; i < values.size(); ++i) BindShlo(block.args[i], values[i]);
         JMP_ASSIGN_OR_RETURN(const shlo::Op* terminator, LowerBlock(block));
-        std::vector<int> outputs;
-        for (int operand : terminator->operands) {
-          JMP_ASSIGN_OR_RETURN(int v, Value(operand));
-          outputs.push_back(v);
-        }
-        return outputs;
+        return Values(terminator->operands);
       },
       captures);
 }
@@ -284,21 +289,10 @@ StatusOr<std::vector<int>> LowerContext::LowerBlockInline(const shlo::Block& blo
   const shlo::Op* saved_op = op_;
   Scope* outer = SwapScope(&s);
   StatusOr<const shlo::Op*> terminator = LowerBlock(block);
-  std::vector<int> results;
-  Status status = terminator.status();
-  if (status.ok()) {
-    for (int operand : (*terminator)->operands) {
-      StatusOr<int> v = Value(operand);
-      if (!v.ok()) {
-        status = v.status();
-        break;
-      }
-      results.push_back(*v);
-    }
-  }
+  StatusOr<std::vector<int>> results = terminator.status();
+  if (terminator.ok()) results = Values((*terminator)->operands);
   SwapScope(outer);
   op_ = saved_op;
-  JMP_RETURN_IF_ERROR(status);
   return results;
 }
 
@@ -317,23 +311,14 @@ StatusOr<std::vector<int>> LowerContext::InlineCall(const shlo::Func& callee, co
   Scope* outer = SwapScope(&s);
   ++inline_depth_;
   StatusOr<const shlo::Op*> terminator = LowerBlock(block);
-  std::vector<int> results;
-  Status status = terminator.status();
-  if (status.ok()) {
+  StatusOr<std::vector<int>> results = terminator.status();
+  if (terminator.ok()) {
     op_ = *terminator;
-    for (int operand : (*terminator)->operands) {
-      StatusOr<int> v = Value(operand);
-      if (!v.ok()) {
-        status = v.status();
-        break;
-      }
-      results.push_back(*v);
-    }
+    results = Values((*terminator)->operands);
   }
   --inline_depth_;
   SwapScope(outer);
   op_ = saved_op;
-  JMP_RETURN_IF_ERROR(status);
   return results;
 }
 

@@ -64,7 +64,8 @@ class LowerContext {
 
   // ---- values of the op being lowered
   const shlo::Op& op() const { return *op_; }
-  StatusOr<int> Value(int shlo_id);  // captures from enclosing scopes as needed
+  StatusOr<int> Value(int shlo_id);                                     // captures from enclosing scopes as needed
+  StatusOr<std::vector<int>> Values(const std::vector<int>& shlo_ids);  // a terminator's operands, say
   StatusOr<int> In(size_t i) { return Value(op_->operands.at(i)); }
   const shlo::Type& ShloType(int shlo_id) const;
   const shlo::Type& InType(size_t i) const { return ShloType(op_->operands.at(i)); }

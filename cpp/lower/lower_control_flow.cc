@@ -119,12 +119,7 @@ Builder RegionBuilder(LowerContext& cx, const shlo::Region& region) {
     if (region.blocks.size() != 1 || !region.blocks[0].args.empty())
       return cx.Unsupported("branch regions must have one block without arguments");
     JMP_ASSIGN_OR_RETURN(const shlo::Op* terminator, cx.LowerBlock(region.blocks[0]));
-    std::vector<int> values;
-    for (int operand : terminator->operands) {
-      JMP_ASSIGN_OR_RETURN(int v, cx.Value(operand));
-      values.push_back(v);
-    }
-    return values;
+    return cx.Values(terminator->operands);
   };
 }
 

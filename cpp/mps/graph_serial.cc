@@ -3,6 +3,7 @@
 #include <array>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -24,224 +25,161 @@ void WriteType(const TensorType& t, ByteWriter& out) {
   out.I64s(t.shape);
 }
 
-void WriteBool(bool b, ByteWriter& out) { out.U64(b ? 1 : 0); }
-void WriteInts3(const std::array<int64_t, 3>& v, ByteWriter& out) { out.I64s({v.begin(), v.end()}); }
+// Each alternative's fields in declaration order after the alternative's index: the format, one list
+// that writing and reading both walk. `A` is the alternative (const when writing); `f` takes fields.
+template <typename A, typename T>
+constexpr bool kIs = std::is_same_v<std::remove_const_t<A>, T>;
 
-// Each alternative's fields in declaration order, after the alternative's index.
-struct AttrsWriter {
+template <typename A, typename F>
+void Fields(A& a, F&& f) {
+  if constexpr (kIs<A, NoAttrs>) {
+  } else if constexpr (kIs<A, ConstantAttrs>) {
+    f(a.data);
+  } else if constexpr (kIs<A, AxisAttrs>) {
+    f(a.axis);
+  } else if constexpr (kIs<A, AxesAttrs>) {
+    f(a.axes);
+  } else if constexpr (kIs<A, PermutationAttrs>) {
+    f(a.permutation);
+  } else if constexpr (kIs<A, SliceAttrs>) {
+    f(a.starts, a.ends, a.strides);
+  } else if constexpr (kIs<A, PadAttrs>) {
+    f(a.low, a.high, a.value);
+  } else if constexpr (kIs<A, SortAttrs>) {
+    f(a.axis, a.descending);
+  } else if constexpr (kIs<A, TopKAttrs>) {
+    f(a.k);
+  } else if constexpr (kIs<A, CumulativeAttrs>) {
+    f(a.axis, a.exclusive, a.reverse);
+  } else if constexpr (kIs<A, FFTAttrs>) {
+    f(a.axes, a.inverse);
+  } else if constexpr (kIs<A, GatherNDAttrs>) {
+    f(a.batch_dims);
+  } else if constexpr (kIs<A, ScatterAttrs>) {
+    f(a.mode, a.axis);
+  } else if constexpr (kIs<A, Conv2DAttrs>) {
+    f(a.strides, a.dilations, a.pad_low, a.pad_high, a.groups);
+  } else if constexpr (kIs<A, Pool4DAttrs>) {
+    f(a.window, a.strides, a.pad_low, a.pad_high);
+  } else if constexpr (kIs<A, LapackAttrs>) {
+    for (const auto& flag : kLapackFlags) f(a.*flag.first);
+  } else if constexpr (kIs<A, RngAttrs>) {
+    f(a.algorithm);
+  } else if constexpr (kIs<A, PythonCallbackAttrs>) {
+    f(a.callback_id, a.token_inputs);
+  } else {
+    static_assert(kIs<A, MetalKernelAttrs>, "an OpAttrs alternative without its fields here");
+    f(a.source, a.entry, a.grid, a.threadgroup);
+  }
+}
+
+// The enums' last enumerators, which reading checks against.
+constexpr ScatterMode Last(ScatterMode) { return ScatterMode::kSet; }
+constexpr RngAlgorithm Last(RngAlgorithm) { return RngAlgorithm::kPhilox; }
+
+// How each type of field is written: flags and enums as a u64, sizes and strings with their length first.
+struct FieldWriter {
   ByteWriter& out;
-  void operator()(const NoAttrs&) {}
-  void operator()(const ConstantAttrs& a) {
-    out.Bytes(std::string_view(reinterpret_cast<const char*>(a.data.data()), a.data.size()));
+  template <typename... T>
+  void operator()(const T&... fields) {
+    (Put(fields), ...);
   }
-  void operator()(const AxisAttrs& a) { out.I64(a.axis); }
-  void operator()(const AxesAttrs& a) { out.I64s(a.axes); }
-  void operator()(const PermutationAttrs& a) { out.I64s(a.permutation); }
-  void operator()(const SliceAttrs& a) {
-    out.I64s(a.starts);
-    out.I64s(a.ends);
-    out.I64s(a.strides);
+  void Put(int64_t v) { out.I64(v); }
+  void Put(bool b) { out.U64(b ? 1 : 0); }
+  void Put(double v) { out.F64(v); }
+  void Put(const std::vector<int64_t>& v) { out.I64s(v); }
+  void Put(const std::vector<uint8_t>& v) {
+    out.Bytes(std::string_view(reinterpret_cast<const char*>(v.data()), v.size()));
   }
-  void operator()(const PadAttrs& a) {
-    out.I64s(a.low);
-    out.I64s(a.high);
-    out.F64(a.value);
-  }
-  void operator()(const SortAttrs& a) {
-    out.I64(a.axis);
-    WriteBool(a.descending, out);
-  }
-  void operator()(const TopKAttrs& a) { out.I64(a.k); }
-  void operator()(const CumulativeAttrs& a) {
-    out.I64(a.axis);
-    WriteBool(a.exclusive, out);
-    WriteBool(a.reverse, out);
-  }
-  void operator()(const FFTAttrs& a) {
-    out.I64s(a.axes);
-    WriteBool(a.inverse, out);
-  }
-  void operator()(const GatherNDAttrs& a) { out.I64(a.batch_dims); }
-  void operator()(const ScatterAttrs& a) {
-    out.U64(static_cast<uint64_t>(a.mode));
-    out.I64(a.axis);
-  }
-  void operator()(const Conv2DAttrs& a) {
-    out.I64s(a.strides);
-    out.I64s(a.dilations);
-    out.I64s(a.pad_low);
-    out.I64s(a.pad_high);
-    out.I64(a.groups);
-  }
-  void operator()(const Pool4DAttrs& a) {
-    out.I64s(a.window);
-    out.I64s(a.strides);
-    out.I64s(a.pad_low);
-    out.I64s(a.pad_high);
-  }
-  void operator()(const LapackAttrs& a) {
-    for (const auto& flag : kLapackFlags) WriteBool(a.*flag.first, out);
-  }
-  void operator()(const RngAttrs& a) { out.U64(static_cast<uint64_t>(a.algorithm)); }
-  void operator()(const PythonCallbackAttrs& a) {
-    out.I64(a.callback_id);
-    out.I64(a.token_inputs);
-  }
-  void operator()(const MetalKernelAttrs& a) {
-    out.Bytes(a.source);
-    out.Bytes(a.entry);
-    WriteInts3(a.grid, out);
-    WriteInts3(a.threadgroup, out);
+  void Put(const std::string& v) { out.Bytes(v); }
+  void Put(const std::array<int64_t, 3>& v) { out.I64s({v.begin(), v.end()}); }
+  template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+  void Put(E e) {
+    out.U64(static_cast<uint64_t>(e));
   }
 };
 
-StatusOr<bool> ReadBool(ByteReader& in) {
-  JMP_ASSIGN_OR_RETURN(uint64_t b, in.U64());
-  if (b > 1) return in.Malformed("a flag other than 0 or 1");
-  return b == 1;
+// The reverse, checking what a file could get wrong; the first error stops the rest.
+struct FieldReader {
+  ByteReader& in;
+  Status status = Status::Ok();
+  template <typename... T>
+  void operator()(T&... fields) {
+    (Next(fields), ...);
+  }
+  template <typename T>
+  void Next(T& field) {
+    if (status.ok()) status = Get(field);
+  }
+  Status Get(int64_t& v) {
+    JMP_ASSIGN_OR_RETURN(v, in.I64());
+    return Status::Ok();
+  }
+  Status Get(bool& b) {
+    JMP_ASSIGN_OR_RETURN(uint64_t v, in.U64());
+    if (v > 1) return in.Malformed("a flag other than 0 or 1");
+    b = v == 1;
+    return Status::Ok();
+  }
+  Status Get(double& v) {
+    JMP_ASSIGN_OR_RETURN(v, in.F64());
+    return Status::Ok();
+  }
+  Status Get(std::vector<int64_t>& v) {
+    JMP_ASSIGN_OR_RETURN(v, in.I64s());
+    return Status::Ok();
+  }
+  Status Get(std::vector<uint8_t>& v) {
+    JMP_ASSIGN_OR_RETURN(std::string_view bytes, in.Bytes());
+    v.assign(bytes.begin(), bytes.end());
+    return Status::Ok();
+  }
+  Status Get(std::string& v) {
+    JMP_ASSIGN_OR_RETURN(std::string_view bytes, in.Bytes());
+    v = std::string(bytes);
+    return Status::Ok();
+  }
+  Status Get(std::array<int64_t, 3>& v) {
+    JMP_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, in.I64s());
+    if (sizes.size() != 3) return in.Malformed("three sizes expected");
+    v = {sizes[0], sizes[1], sizes[2]};
+    return Status::Ok();
+  }
+  template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+  Status Get(E& e) {
+    JMP_ASSIGN_OR_RETURN(uint64_t v, in.U64());
+    if (v > static_cast<uint64_t>(Last(E{}))) return in.Malformed("unknown mode " + std::to_string(v));
+    e = static_cast<E>(v);
+    return Status::Ok();
+  }
+};
+
+template <size_t I>
+StatusOr<OpAttrs> ReadAlternative(ByteReader& in) {
+  std::variant_alternative_t<I, OpAttrs> a{};
+  FieldReader reader{in};
+  Fields(a, reader);
+  if (!reader.status.ok()) return reader.status;
+  return OpAttrs{std::in_place_index<I>, std::move(a)};
 }
-StatusOr<std::array<int64_t, 3>> ReadInts3(ByteReader& in) {
-  JMP_ASSIGN_OR_RETURN(std::vector<int64_t> v, in.I64s());
-  if (v.size() != 3) return in.Malformed("three sizes expected");
-  return std::array<int64_t, 3>{v[0], v[1], v[2]};
+template <size_t... I>
+constexpr std::array<StatusOr<OpAttrs> (*)(ByteReader&), sizeof...(I)> Readers(std::index_sequence<I...>) {
+  return {&ReadAlternative<I>...};
 }
-// An enum's value, checked against its last enumerator.
-template <typename E>
-StatusOr<E> ReadEnum(ByteReader& in, E last) {
-  JMP_ASSIGN_OR_RETURN(uint64_t v, in.U64());
-  if (v > static_cast<uint64_t>(last)) return in.Malformed("unknown mode " + std::to_string(v));
-  return static_cast<E>(v);
-}
+constexpr auto kReadAlternative = Readers(std::make_index_sequence<std::variant_size_v<OpAttrs>>());
 
 // The alternative is the writer's; whether it is the op kind's is VerifyGraph's check.
-StatusOr<OpAttrs> ReadAttrs(ByteReader& in) {
+StatusOr<OpAttrs> ReadAttrsAt(ByteReader& in) {
   JMP_ASSIGN_OR_RETURN(uint64_t index, in.U64());
-  if (index >= std::variant_size_v<OpAttrs>) return in.Malformed("unknown attributes " + std::to_string(index));
-  switch (static_cast<AttrsKind>(index)) {
-    case AttrsKind::kNoAttrs: return OpAttrs{NoAttrs{}};
-    case AttrsKind::kConstantAttrs: {
-      JMP_ASSIGN_OR_RETURN(std::string_view data, in.Bytes());
-      return OpAttrs{ConstantAttrs{{data.begin(), data.end()}}};
-    }
-    case AttrsKind::kAxisAttrs: {
-      AxisAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.axis, in.I64());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kAxesAttrs: {
-      AxesAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.axes, in.I64s());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kPermutationAttrs: {
-      PermutationAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.permutation, in.I64s());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kSliceAttrs: {
-      SliceAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.starts, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.ends, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.strides, in.I64s());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kPadAttrs: {
-      PadAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.low, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.high, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.value, in.F64());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kSortAttrs: {
-      SortAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.axis, in.I64());
-      JMP_ASSIGN_OR_RETURN(a.descending, ReadBool(in));
-      return OpAttrs{a};
-    }
-    case AttrsKind::kTopKAttrs: {
-      TopKAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.k, in.I64());
-      return OpAttrs{a};
-    }
-    case AttrsKind::kCumulativeAttrs: {
-      CumulativeAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.axis, in.I64());
-      JMP_ASSIGN_OR_RETURN(a.exclusive, ReadBool(in));
-      JMP_ASSIGN_OR_RETURN(a.reverse, ReadBool(in));
-      return OpAttrs{a};
-    }
-    case AttrsKind::kFFTAttrs: {
-      FFTAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.axes, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.inverse, ReadBool(in));
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kGatherNDAttrs: {
-      GatherNDAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.batch_dims, in.I64());
-      return OpAttrs{a};
-    }
-    case AttrsKind::kScatterAttrs: {
-      ScatterAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.mode, ReadEnum(in, ScatterMode::kSet));
-      JMP_ASSIGN_OR_RETURN(a.axis, in.I64());
-      return OpAttrs{a};
-    }
-    case AttrsKind::kConv2DAttrs: {
-      Conv2DAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.strides, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.dilations, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.pad_low, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.pad_high, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.groups, in.I64());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kPool4DAttrs: {
-      Pool4DAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.window, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.strides, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.pad_low, in.I64s());
-      JMP_ASSIGN_OR_RETURN(a.pad_high, in.I64s());
-      return OpAttrs{std::move(a)};
-    }
-    case AttrsKind::kLapackAttrs: {
-      LapackAttrs a;
-      for (const auto& flag : kLapackFlags) {
-        JMP_ASSIGN_OR_RETURN(a.*flag.first, ReadBool(in));
-      }
-      return OpAttrs{a};
-    }
-    case AttrsKind::kRngAttrs: {
-      RngAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.algorithm, ReadEnum(in, RngAlgorithm::kPhilox));
-      return OpAttrs{a};
-    }
-    case AttrsKind::kPythonCallbackAttrs: {
-      PythonCallbackAttrs a;
-      JMP_ASSIGN_OR_RETURN(a.callback_id, in.I64());
-      JMP_ASSIGN_OR_RETURN(a.token_inputs, in.I64());
-      return OpAttrs{a};
-    }
-    case AttrsKind::kMetalKernelAttrs: {
-      MetalKernelAttrs a;
-      JMP_ASSIGN_OR_RETURN(std::string_view source, in.Bytes());
-      JMP_ASSIGN_OR_RETURN(std::string_view entry, in.Bytes());
-      a.source = std::string(source);
-      a.entry = std::string(entry);
-      JMP_ASSIGN_OR_RETURN(a.grid, ReadInts3(in));
-      JMP_ASSIGN_OR_RETURN(a.threadgroup, ReadInts3(in));
-      return OpAttrs{std::move(a)};
-    }
-  }
-  return in.Malformed("unknown attributes");
+  if (index >= kReadAlternative.size()) return in.Malformed("unknown attributes " + std::to_string(index));
+  return kReadAlternative[index](in);
 }
 
 void WriteOp(const Op& op, ByteWriter& out) {
   out.U64(static_cast<uint64_t>(op.kind));
   out.Ints(op.inputs);
   out.Ints(op.outputs);
-  out.U64(op.attrs.index());
-  std::visit(AttrsWriter{out}, op.attrs);
+  WriteAttrs(op.attrs, out);
   out.U64(op.subgraphs.size());
   for (const Graph& g : op.subgraphs) WriteGraph(g, out);
   out.Bytes(op.location);
@@ -256,7 +194,7 @@ StatusOr<Op> ReadOp(ByteReader& in, int depth) {
   op.kind = kAllOpKinds[kind];
   JMP_ASSIGN_OR_RETURN(op.inputs, in.Ints());
   JMP_ASSIGN_OR_RETURN(op.outputs, in.Ints());
-  JMP_ASSIGN_OR_RETURN(op.attrs, ReadAttrs(in));
+  JMP_ASSIGN_OR_RETURN(op.attrs, ReadAttrsAt(in));
   JMP_ASSIGN_OR_RETURN(size_t subgraphs, in.Count(32));
   for (size_t i = 0; i < subgraphs; ++i) {
     JMP_ASSIGN_OR_RETURN(Graph g, Read(in, depth + 1));
@@ -294,6 +232,13 @@ StatusOr<Graph> Read(ByteReader& in, int depth) {
 }
 
 }  // namespace
+
+void WriteAttrs(const OpAttrs& attrs, ByteWriter& out) {
+  out.U64(attrs.index());
+  std::visit([&](const auto& a) { Fields(a, FieldWriter{out}); }, attrs);
+}
+
+StatusOr<OpAttrs> ReadAttrs(ByteReader& in) { return ReadAttrsAt(in); }
 
 void WriteGraph(const Graph& graph, ByteWriter& out) {
   out.U64(graph.values.size());

@@ -15,6 +15,11 @@ namespace jmp::mps {
 void WriteGraph(const Graph& graph, ByteWriter& out);
 StatusOr<Graph> ReadGraph(ByteReader& in);
 
+// One op's attributes, the part of an op's bytes each attribute struct defines; reading checks the
+// fields' ranges but not whether an op kind takes the alternative (ReadGraph's verification does).
+void WriteAttrs(const OpAttrs& attrs, ByteWriter& out);
+StatusOr<OpAttrs> ReadAttrs(ByteReader& in);
+
 // Whether the graph (or a subgraph) calls back into Python: such a program names callbacks of this
 // process and cannot be loaded by another.
 bool HasPythonCallbacks(const Graph& graph);

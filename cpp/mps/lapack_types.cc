@@ -9,23 +9,15 @@ namespace {
 
 bool Floating(DType t) { return IsComplex(t) || t == DType::kF32 || t == DType::kF64; }
 
-// The rows and their operand counts (a table rather than a switch: every other op kind is not a row).
+// The rows and their operand counts, from the table (a table rather than a switch: every other op
+// kind is not a row).
 struct Row {
   OpKind kind;
   size_t inputs;
 };
 constexpr Row kRows[] = {
-    {OpKind::kLapackCholesky, 1},
-    {OpKind::kLapackTriangularSolve, 2},
-    {OpKind::kLapackLu, 1},
-    {OpKind::kLapackQr, 1},
-    {OpKind::kLapackHouseholderProduct, 2},
-    {OpKind::kLapackEigh, 1},
-    {OpKind::kLapackSvd, 1},
-    {OpKind::kLapackEig, 1},
-    {OpKind::kLapackTridiagonal, 1},
-    {OpKind::kLapackPivotedQr, 2},
-    {OpKind::kLapackTridiagonalSolve, 4},
+#define JMP_LAPACK_OP(name, inputs, domain) {OpKind::k##name, inputs},
+#include "mps/op_kinds.def"
 };
 
 size_t InputsOf(OpKind kind) {

@@ -111,17 +111,9 @@ AttrsKind AttrsKindOf(OpKind kind) {
     case OpKind::kMaxPool4D:
     case OpKind::kAvgPool4D:
     case OpKind::kMaxPool4DGradient: return A::kPool4DAttrs;
-    case OpKind::kLapackCholesky:
-    case OpKind::kLapackTriangularSolve:
-    case OpKind::kLapackLu:
-    case OpKind::kLapackQr:
-    case OpKind::kLapackHouseholderProduct:
-    case OpKind::kLapackEigh:
-    case OpKind::kLapackSvd:
-    case OpKind::kLapackEig:
-    case OpKind::kLapackTridiagonal:
-    case OpKind::kLapackPivotedQr:
-    case OpKind::kLapackTridiagonalSolve: return A::kLapackAttrs;
+#define JMP_LAPACK_OP(name, inputs, domain) case OpKind::k##name:
+#include "mps/op_kinds.def"
+      return A::kLapackAttrs;
     case OpKind::kRngBitGenerator: return A::kRngAttrs;
     case OpKind::kPythonCallback: return A::kPythonCallbackAttrs;
     case OpKind::kMetalKernel: return A::kMetalKernelAttrs;

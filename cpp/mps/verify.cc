@@ -199,17 +199,9 @@ Status CheckOp(const Graph& g, const Op& op) {
         if (in(static_cast<size_t>(i)).ByteSize() != 0) return Internal("token input is not empty");
       return Status::Ok();
     }
-    case OpKind::kLapackCholesky:
-    case OpKind::kLapackTriangularSolve:
-    case OpKind::kLapackLu:
-    case OpKind::kLapackQr:
-    case OpKind::kLapackHouseholderProduct:
-    case OpKind::kLapackEigh:
-    case OpKind::kLapackSvd:
-    case OpKind::kLapackEig:
-    case OpKind::kLapackTridiagonal:
-    case OpKind::kLapackPivotedQr:
-    case OpKind::kLapackTridiagonalSolve: return CheckLapack(g, op);
+#define JMP_LAPACK_OP(name, inputs, domain) case OpKind::k##name:
+#include "mps/op_kinds.def"
+      return CheckLapack(g, op);
     case OpKind::kMetalKernel: {
       if (op.subgraphs.size() != 1) return Internal("a Metal kernel without its reference");
       const Graph& ref = op.subgraphs[0];

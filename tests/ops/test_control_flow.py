@@ -27,6 +27,21 @@ def test_while_loop_with_captured_values():
     check(f, x, scale)
 
 
+
+def test_while_loop_carries_passed_through_read_or_not_after_the_loop():
+    """A carry the body returns unchanged is read straight from the loop's input; after the loop it is
+    copied to the loop's result only when something reads that result."""
+    w = random_array(RNG, (64, 64), np.float32)
+    x = random_array(RNG, (64,), np.float32)
+
+    def loop(w, x):
+        return lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1], jnp.tanh(c[1][0] * c[2])), (0, w, x))
+
+    check(lambda w, x: loop(w, x)[2], w, x)                           # w's result unread
+    check(lambda w, x: loop(w, x), w, x)                              # read: returned
+    check(lambda w, x: (lambda r: r[1].sum(0) + r[2])(loop(w, x)), w, x)  # read by an op
+    check(lambda w, x: lax.scan(lambda h, wi: (jnp.tanh(wi[0] * h), None), x, jnp.stack([w, w.T]))[0], w, x)
+
 def test_fori_loop_and_scan():
     x = random_array(RNG, (5, 3), np.float32)
     check(lambda x: lax.fori_loop(0, 7, lambda i, v: v * 0.9 + i, x), x)

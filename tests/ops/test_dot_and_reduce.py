@@ -29,6 +29,21 @@ def test_matmul_shapes(dtype):
     check_reduction(lambda a, b: a.T @ a @ b, a, b, k=2 if low else 5 + 7)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_matmul_split_across_threads(dtype):
+    """Products big enough to be split between the host threads: C cut by rows when it is taller than
+    wide, by columns when wider, with odd sizes (an uneven cut), operands read through BLAS's transpose
+    flags, and a transposed product."""
+    a = random_array(RNG, (67, 101), dtype)
+    b = random_array(RNG, (101, 171), dtype)
+    check_reduction(jnp.matmul, a, b, k=101)               # wider: columns
+    check_reduction(lambda a, b: b.T @ a.T, a, b, k=101)   # taller: rows
+    check_reduction(lambda a, b: (a @ b).T, a, b, k=101)   # the product written transposed
+    check_reduction(lambda a, b: a.T.T @ (b.T * 2).T, a, b, k=101)
+    check_reduction(lambda a, c: a @ c.T, a, random_array(RNG, (171, 101), dtype), k=101)
+    check_reduction(lambda at, b: at.T @ b, random_array(RNG, (101, 67), dtype), b, k=101)
+
 def test_dot_general_dimension_numbers():
     a = random_array(RNG, (2, 3, 4, 5), np.float32)
     b = random_array(RNG, (2, 5, 4, 6), np.float32)

@@ -265,16 +265,6 @@ def test_vmap():
 # ---- float64 and complex128 (LAPACK on the host)
 
 
-@pytest.fixture
-def x64():
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_float64_and_complex128_factorisations(x64, dtype):
     a = cplx((2, 4, 4), dtype) if dtype == np.complex128 else RNG.standard_normal((2, 4, 4))

@@ -120,15 +120,10 @@ def test_half_precision_rounds_the_product(dtype):
     assert "MultiplyAdd(" not in jax_metal_plugin.mps_graph(lambda a, b, c: a * b + c, a, b, c)
 
 
-def test_float64_rounds_once_too():
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        a, b, c = (x.astype(np.float64) for x in operands(np.float32, seed=5))
-        a[0] = b[0] = 1 + 2.0**-27  # (1 + 2^-27)^2 = 1 + 2^-26 + 2^-54: a float64 tie
-        c[0] = -(1 + 2.0**-26)
-        out = check(lambda a, b, c: a * b + c, a, b, c, exact=True)
-        assert out[0] == 2.0**-54
-        assert "MultiplyAdd(" in jax_metal_plugin.mps_graph(lambda a, b, c: a * b + c, a, b, c)
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+def test_float64_rounds_once_too(x64):
+    a, b, c = (x.astype(np.float64) for x in operands(np.float32, seed=5))
+    a[0] = b[0] = 1 + 2.0**-27  # (1 + 2^-27)^2 = 1 + 2^-26 + 2^-54: a float64 tie
+    c[0] = -(1 + 2.0**-26)
+    out = check(lambda a, b, c: a * b + c, a, b, c, exact=True)
+    assert out[0] == 2.0**-54
+    assert "MultiplyAdd(" in jax_metal_plugin.mps_graph(lambda a, b, c: a * b + c, a, b, c)

@@ -1,15 +1,13 @@
 """lax.rng_bit_generator and JAX's rbg / unsafe_rbg PRNGs bit-identical to XLA:CPU: every algorithm
 JAX emits (DEFAULT is Philox on CPU), every bits dtype and odd, empty and 0-d shapes, chained states."""
 
-import contextlib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, device
+from jaxcompare import check, device, jax_config
 
 ALGORITHMS = [lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX]
 # Odd sizes (no even dimension: ThreeFry splits the largest), an even dimension in every position,
@@ -17,11 +15,6 @@ ALGORITHMS = [lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_THREE_FRY
 SHAPES = [(), (1,), (7,), (8,), (0,), (3, 5), (5, 3), (4, 3), (3, 4), (2, 3, 4), (5, 7, 9), (3, 0, 5), (1, 1, 5),
           (9, 1), (3, 2, 1, 5)]
 KEY = np.array([0x12345678, 0x9ABCDEF0, 0xFFFFFFFF, 0x00000001], np.uint32)
-
-
-def x64():
-    enable = jax.enable_x64 if hasattr(jax, "enable_x64") else jax.experimental.enable_x64
-    return enable(True)
 
 
 def chained(shape, dtype, algorithm, steps=3):
@@ -45,11 +38,10 @@ def test_bits_and_states_equal_cpu(algorithm, dtype, shape):
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (6,), (3, 5), (2, 3, 4)], ids=str)
-def test_u64_state_and_bits_equal_cpu(algorithm, dtype, shape):
+def test_u64_state_and_bits_equal_cpu(algorithm, dtype, shape, x64):
     # A u64[2] state as JAX passes it with x64 on; the counter's low word wraps within three steps.
-    with x64():
-        key = np.array([0xFEDCBA9876543210, 2**64 - 20], np.uint64)
-        check(chained(shape, dtype, algorithm), key, exact=True)
+    key = np.array([0xFEDCBA9876543210, 2**64 - 20], np.uint64)
+    check(chained(shape, dtype, algorithm), key, exact=True)
 
 
 def _compile_text(platform, text):
@@ -61,7 +53,7 @@ def _compile_text(platform, text):
 
 
 @pytest.mark.parametrize("bits", ["5x3xui32", "7xui64", "3xui8", "ui16"])
-def test_philox_three_word_state_equals_cpu(bits):
+def test_philox_three_word_state_equals_cpu(bits, x64):
     # JAX only sends two-word states; XLA also takes Philox's full 128-bit counter (key, low, high).
     # The low word overflows into the high one after the first block.
     text = f"""
@@ -71,26 +63,15 @@ module @m {{
     return %s, %b : tensor<3xui64>, tensor<{bits}>
   }}
 }}"""
-    with x64():
-        state = np.array([0x0123456789ABCDEF, 2**64 - 1, 41], np.uint64)
-        results = {}
-        for platform in ("cpu", "metal"):
-            exe, dev = _compile_text(platform, text)
-            results[platform] = [np.asarray(o) for o in exe.execute([jax.device_put(state, dev)])]
+    state = np.array([0x0123456789ABCDEF, 2**64 - 1, 41], np.uint64)
+    results = {}
+    for platform in ("cpu", "metal"):
+        exe, dev = _compile_text(platform, text)
+        results[platform] = [np.asarray(o) for o in exe.execute([jax.device_put(state, dev)])]
     for a, e in zip(results["metal"], results["cpu"]):
         assert a.dtype == e.dtype and a.shape == e.shape
         np.testing.assert_array_equal(a, e)
     assert results["cpu"][0][2] == 42  # the carry happened
-
-
-@contextlib.contextmanager
-def prng_impl(impl):
-    old = jax.config.jax_default_prng_impl
-    jax.config.update("jax_default_prng_impl", impl)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_default_prng_impl", old)
 
 
 def samples(seed):
@@ -105,7 +86,7 @@ def samples(seed):
 
 @pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
 def test_jax_random_equal_cpu(impl):
-    with prng_impl(impl):
+    with jax_config("jax_default_prng_impl", impl):
         check(samples, np.uint32(42), exact=True)
         check(lambda s: jax.random.normal(jax.random.key(s), (7,)), np.uint32(42))
 

@@ -14,16 +14,7 @@ from jaxcompare import (assert_close, check, check_fft, check_reduction, device,
 RNG = np.random.default_rng(64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def x64():
-    """x64 is one global flag: on for this module only, and restored to what it was (jax.config works
-    alike on jax 0.10.2 and the newest jax)."""
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+pytestmark = pytest.mark.usefixtures("x64_module")
 
 
 def f64(*shape, low=-3.0, high=3.0):

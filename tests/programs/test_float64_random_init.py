@@ -18,10 +18,7 @@ from jaxcompare import run_on
 EPS64 = float(np.finfo(np.float64).eps)
 
 
-@pytest.fixture(autouse=True)
-def x64():
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 def test_normal_float64_matches_cpu():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.experimental.ode import odeint
 
-from jaxcompare import eps, run_on
+from jaxcompare import eps, jax_config, run_on
 
 TIMES = np.arange(0.0, 10.0, 0.1)
 RATES = np.arange(0.0, 1.0, 0.04)
@@ -41,15 +41,11 @@ def evaluations_per_lane(rates):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_value_and_grad_of_an_ode_closure_under_vmap(dtype):
-    previous = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", dtype == np.float64)
-    try:
+    with jax_config("jax_enable_x64", dtype == np.float64):
         rates = RATES.astype(dtype)
         n = evaluations_per_lane(rates)
         expected = run_on("cpu", batched_value_and_grad, rates)
         actual = run_on("metal", batched_value_and_grad, rates)
-    finally:
-        jax.config.update("jax_enable_x64", previous)
     # Bounds normwise, by each result's largest magnitude over the solve: |y| <= 1, and the gradient
     # -t exp(-k t) sums the adjoint's products over the interval, |.| <= t_end. With n evaluations of the
     # right-hand side, forward and adjoint together (six per step):

@@ -18,7 +18,7 @@ import pytest
 from jax import lax
 from jax.experimental import checkify
 
-from jaxcompare import device
+from jaxcompare import device, jax_config
 
 PLATFORMS = ("cpu", "metal")
 
@@ -230,7 +230,7 @@ def test_check_with_runtime_errors_raises_from_the_call_as_on_cpu():
         checkify.check(x > 0, "x must be positive {}", x)
         return x * 2
 
-    with _runtime_errors():
+    with jax_config("jax_experimental_unsafe_xla_runtime_errors", True):
         for platform in PLATFORMS:
             np.testing.assert_array_equal(np.asarray(on(platform, f, np.float32(3))), 6)
             with pytest.raises(Exception, match="x must be positive -1"):
@@ -247,13 +247,3 @@ def test_checkify_transform_still_reports_on_metal():
     for platform in PLATFORMS:
         err, out = checked(jax.device_put(np.float32(-2), device(platform)))
         assert "x must be positive -2" in str(err.get())
-
-
-@contextlib.contextmanager
-def _runtime_errors():
-    old = jax.config.jax_experimental_unsafe_xla_runtime_errors
-    jax.config.update("jax_experimental_unsafe_xla_runtime_errors", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_experimental_unsafe_xla_runtime_errors", old)

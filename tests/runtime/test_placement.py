@@ -19,12 +19,6 @@ from jaxcompare import assert_reduction_close
 pytestmark = pytest.mark.usefixtures("x64")
 
 
-@pytest.fixture
-def x64():
-    with jax.enable_x64(True):
-        yield
-
-
 def placement(fn, *args):
     """[(executor, op line)] of the placed graph's top-level ops, and the segments' executors."""
     text = tools.mps_graph(fn, *args)

@@ -8,7 +8,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from jaxcompare import assert_close
 
 PLANE = "/device:CUSTOM:0"
@@ -40,12 +39,6 @@ def train_step(w, x):
     loss = (y.astype(jnp.float64) ** 2).sum()
     jax.debug.callback(slow_callback, loss)
     return w - 0.01 * (x.T @ y), loss
-
-
-@pytest.fixture
-def x64():
-    with jax.enable_x64(True):
-        yield
 
 
 def test_a_training_step_trace_shows_segments_executors_and_callback(tmp_path, x64):

@@ -24,10 +24,17 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
     # A pinned BLAS kernel is lifted (OpenBLAS picks the CPU's own, as XLA:CPU does) and recorded.
     assert results["machine"]["env_lifted"] == {"OPENBLAS_CORETYPE": "Haswell"}
     assert "OPENBLAS_CORETYPE" not in results["machine"]["env"]
+    if sys.platform.startswith("linux"):  # glibc's malloc thresholds are fixed while timing, and recorded
+        assert results["settings"]["malloc_thresholds"] == {"mmap_threshold": 32 << 20, "trim_threshold": 64 << 20}
     tiny = results["suites"]["tiny-dispatch"]
     assert len(tiny["step_ratio"]["rounds"]) == 2
     assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])
     assert tiny["platforms"]["metal"]["copies"] == 0
+    for plat in ("metal", "cpu"):  # what the process did in each round, per step
+        p = tiny["platforms"][plat]
+        assert len(p["round_cpu_s"]) == len(p["round_voluntary_switches"]) == len(p["round_involuntary_switches"]) == 2
+        assert all(x > 0 for x in p["round_cpu_s"]) and all(x >= 0 for x in p["round_voluntary_switches"])
+        assert len(p["round_page_faults"]) == 2 and all(x >= 0 for x in p["round_page_faults"])
     callback = results["suites"]["host-callback"]["platforms"]
     assert callback["metal"]["step_s"] > 0 and callback["metal"]["callbacks_per_step"] == 1
     assert callback["cpu"]["step_s"] > 0

@@ -13,12 +13,15 @@ TABLE = ROOT / "cpp" / "mps" / "op_kinds.def"
 TABLE_TEXT = TABLE.read_text()
 # (name, version, selector, category, domain) for every row, in table order; unary and binary rows
 # spell their selector as its parts, which the preprocessor joins the same way; host-only rows have
-# neither.
+# neither (a LAPACK row is a host-only row with its operand count).
 ROWS = []
-for m in re.finditer(r"^JMP_(MPS_OP|MPS_UNARY|MPS_BINARY|HOST_OP)\((.*)\)$", TABLE_TEXT, re.M):
+for m in re.finditer(r"^JMP_(MPS_OP|MPS_UNARY|MPS_BINARY|HOST_OP|LAPACK_OP)\((.*)\)$", TABLE_TEXT, re.M):
     category = m.group(1).replace("MPS_", "").replace("HOST_OP", "HOST")
     args = [a.strip() for a in re.findall(r'"[^"]*"|[^,]+', m.group(2))]
     name, domain = args[0], args[-1]
+    if category == "LAPACK_OP":
+        assert len(args) == 3 and args[1].isdigit(), m.group(0)
+        category, args = "HOST", [name, domain]
     if category == "HOST":
         assert len(args) == 2, m.group(0)
         ROWS.append((name, "0", "", "HOST", domain))
@@ -48,7 +51,7 @@ def test_table_is_the_one_the_build_uses():
 
 
 def test_every_row_is_parsed():
-    rows = re.findall(r"^JMP_(?:MPS|HOST)_\w+\(", TABLE_TEXT, re.M)
+    rows = re.findall(r"^JMP_(?:MPS|HOST|LAPACK)_\w+\(", TABLE_TEXT, re.M)
     assert len(rows) == len(ROWS)
     assert {"OP", "UNARY", "BINARY"} <= {r[3] for r in ROWS} <= {"OP", "UNARY", "BINARY", "HOST"}
 

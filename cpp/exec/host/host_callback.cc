@@ -3,6 +3,7 @@
 // Python; the trampoline (jax_metal_plugin/_callbacks.py) takes the GIL for the call and nothing else.
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,32 +86,35 @@ Status RunPythonCallback(const OpArgs& a) {
         "it in the plugin JAX loads)");
   const size_t first = static_cast<size_t>(attrs.token_inputs);
   std::vector<const void*> data;
-  std::vector<std::string> names;
-  std::vector<int32_t> ranks;
-  std::vector<int64_t> dims, offsets;
+  std::string operands;  // what the trampoline reads once per layout (host_callback.h)
   for (size_t i = first; i < a.op.inputs.size(); ++i) {
     const mps::TensorType& t = a.InType(i);
     data.push_back(a.in[i]);
-    names.emplace_back(DTypeName(t.dtype));
-    ranks.push_back(static_cast<int32_t>(t.shape.size()));
-    offsets.push_back(static_cast<int64_t>(dims.size()));
-    dims.insert(dims.end(), t.shape.begin(), t.shape.end());
+    if (i > first) operands += ';';
+    operands += DTypeName(t.dtype);
+    operands += '[';
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) operands += ',';
+      operands += std::to_string(t.shape[d]);
+    }
+    operands += ']';
   }
-  std::vector<const char*> dtypes;
-  for (const std::string& s : names) dtypes.push_back(s.c_str());
   ResultSink sink{&a, std::vector<bool>(a.op.outputs.size() - 1, false), Status::Ok()};
-  std::string error(16384, '\0');
+  // Room for a traceback, written only on failure: left uninitialised (zeroing 16 KiB per call was a
+  // measurable part of a small callback's round trip) but for the terminator an error-less return keeps.
+  constexpr size_t kErrorCapacity = 16384;
+  std::unique_ptr<char[]> error(new char[kErrorCapacity]);
+  error[0] = '\0';
   int32_t rc;
   {
     DepthGuard inside;
-    rc = fn(static_cast<uint64_t>(attrs.callback_id), static_cast<int32_t>(data.size()), data.data(), dtypes.data(),
-            ranks.data(), dims.data(), offsets.data(), static_cast<int32_t>(sink.delivered.size()), &sink, error.data(),
-            static_cast<int64_t>(error.size()));
+    rc = fn(static_cast<uint64_t>(attrs.callback_id), operands.c_str(), static_cast<int32_t>(data.size()), data.data(),
+            static_cast<int32_t>(sink.delivered.size()), &sink, error.get(), static_cast<int64_t>(kErrorCapacity));
   }
   if (!sink.status.ok()) return sink.status;
   if (rc != 0) {
-    error.resize(strnlen(error.data(), error.size()));
-    return Internal(error.empty() ? "Python callback failed" : error);
+    std::string text(error.get(), strnlen(error.get(), kErrorCapacity));
+    return Internal(text.empty() ? "Python callback failed" : text);
   }
   for (size_t i = 0; i < sink.delivered.size(); ++i)
     if (!sink.delivered[i]) return Internal("Python callback: result " + std::to_string(i) + " was not returned");

@@ -17,7 +17,7 @@ Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
 
 }  // namespace
 
-Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const std::vector<uint8_t>& unread) {
   const mps::Graph& g = a.graph;
   size_t n = a.op.inputs.size();
   const mps::Graph& bg = *body.graph;
@@ -74,9 +74,10 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body) {
   BoundPlan cond_run(cond, /*writable_carries=*/false), body_run(body, /*writable_carries=*/true);
   int p = 0;
   JMP_RETURN_IF_ERROR(BoundPlan::RunLoop(cond_run, body_run, ins, outs, pred_out, pred, &p));
+  // A result nothing reads (a scan's weights after the loop) is not copied out: megabytes per step.
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
-    if (!bytes) continue;
+    if (!bytes || unread[static_cast<size_t>(a.op.outputs[i])]) continue;
     if (kind[i] == Carry::kPassthrough)
       std::memcpy(a.out[i], a.in[i], bytes);
     else if (kind[i] == Carry::kSwapped && p == 1)

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "exec/host/host_domain.h"
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_parallel.h"
@@ -22,8 +23,7 @@ using U = std::make_unsigned_t<T>;
 // The cases below that a row's domain (op_kinds.def) leaves out are generated from it: a kernel for
 // such a case would be a duplicate case label, a row of the domain without one an unhandled
 // enumerator, so the kernels and the domains cannot drift apart. The verifier refuses such an op
-// before any executor sees it; this answers a graph that skipped it.
-Status OutsideDomain(const OpArgs& a) { return a.Unsupported("is outside its row's dtype domain"); }
+// before any executor sees it; OutsideDomain answers a graph that skipped it.
 
 // `work`: roughly how many simple operations one element costs (sets the parallel grain).
 template <typename T, typename F>
@@ -282,66 +282,9 @@ Status ComplexFromParts(const OpArgs& a) {
   }
 }
 
-// float32 add, subtract, multiply, divide, maximum and minimum: the loops every elementwise chain is
-// made of, built for AVX2 too (JMP_VECTOR_CLONES; the generic loops are SSE2 only). Maximum and minimum
-// keep the generic ones' NaN and signed-zero rules, written so that they become blends.
-JMP_FASTMATH float MaxF(float x, float y) { return fastmath::Maximum(x, y); }
-JMP_FASTMATH float MinF(float x, float y) { return fastmath::Minimum(x, y); }
-JMP_FASTMATH float AddF(float x, float y) { return x + y; }
-JMP_FASTMATH float SubF(float x, float y) { return x - y; }
-JMP_FASTMATH float MulF(float x, float y) { return x * y; }
-JMP_FASTMATH float DivF(float x, float y) { return x / y; }
-
-// `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
-#define JMP_F32_BINARY_LOOP(Name, Op)                                                                    \
-  JMP_VECTOR_CLONES void Name##F32(const float* x, const float* y, float* z, int64_t begin, int64_t end, \
-                                   int uniform) {                                                        \
-    if (uniform == 2) {                                                                                  \
-      const float b = y[0];                                                                              \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                                          \
-    } else if (uniform == 1) {                                                                           \
-      const float b = x[0];                                                                              \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(b, y[i]);                                          \
-    } else {                                                                                             \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                       \
-    }                                                                                                    \
-  }
-JMP_F32_BINARY_LOOP(Add, AddF)
-JMP_F32_BINARY_LOOP(Sub, SubF)
-JMP_F32_BINARY_LOOP(Mul, MulF)
-JMP_F32_BINARY_LOOP(Div, DivF)
-JMP_F32_BINARY_LOOP(Max, MaxF)
-JMP_F32_BINARY_LOOP(Min, MinF)
-#undef JMP_F32_BINARY_LOOP
-
-using F32BinaryLoop = void (*)(const float*, const float*, float*, int64_t, int64_t, int);
-
-bool FastBinaryF32(const OpArgs& a, BinOp op) {
-  F32BinaryLoop loop = op == BinOp::kAdd        ? AddF32
-                       : op == BinOp::kSubtract ? SubF32
-                       : op == BinOp::kMultiply ? MulF32
-                       : op == BinOp::kDivide   ? DivF32
-                       : op == BinOp::kMaximum  ? MaxF32
-                       : op == BinOp::kMinimum  ? MinF32
-                                                : nullptr;
-  if (!loop) return false;
-  const float* x = reinterpret_cast<const float*>(a.in[0]);
-  const float* y = reinterpret_cast<const float*>(a.in[1]);
-  float* z = reinterpret_cast<float*>(a.out[0]);
-  const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
-  if (uniform) {  // only in a fused tile: never worth splitting
-    loop(x, y, z, 0, a.Count(), uniform);
-    return true;
-  }
-  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(x, y, z, begin, end, 0); });
-  return true;
-}
-
 template <typename T>
 Status FloatBinary(const OpArgs& a, BinOp op) {
   using C = typename Num<T>::C;
-  if constexpr (std::is_same_v<T, float>)
-    if (FastBinaryF32(a, op)) return Status::Ok();
   switch (op) {
     case JMP_COMPARISONS: Compare<T>(a, op); return Status::Ok();
     case BinOp::kComplexFromParts: return ComplexFromParts<T>(a);

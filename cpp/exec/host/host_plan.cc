@@ -465,6 +465,9 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
     for (int v : g.ops[i].outputs) producer[static_cast<size_t>(v)] = static_cast<int>(i);
     for (int v : g.ops[i].inputs) ++uses[static_cast<size_t>(v)];
   }
+  plan->unread.assign(g.values.size(), 0);
+  for (size_t v = 0; v < g.values.size(); ++v) plan->unread[v] = uses[v] == 0;
+  for (int v : g.outputs) plan->unread[static_cast<size_t>(v)] = 0;
   plan->alias_of.assign(g.values.size(), -1);
   plan->view_op.assign(g.ops.size(), 0);
   plan->skipped_op.assign(g.ops.size(), 0);

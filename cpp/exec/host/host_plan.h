@@ -70,6 +70,9 @@ struct Plan {
   // Per value: the graph output it is made straight into when no output is an input's memory (no copy
   // out at the end of the run), or -1.
   std::vector<int> direct_output;
+  // Per value: 1 when no op reads it and it is no graph output (a loop's carry nothing reads after the
+  // loop: a scan's weights, which RunWhile then need not copy out).
+  std::vector<uint8_t> unread;
   // Per input p: the ScatterND/ScatterAlongAxis that is p's only reader and makes output p, or -1. In a
   // while body that scatter may write straight into p's buffer (RunWhile). Per op: the inverse.
   std::vector<int> in_place_carry_op;
@@ -184,7 +187,8 @@ class BoundPlan {
 // Runs op `op_index` of the plan's graph (the planner also runs it to fold constants).
 Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index);
 
-Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body);
+// `unread`: the enclosing plan's Plan::unread.
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const std::vector<uint8_t>& unread);
 Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan);
 // A user's Metal kernel, wherever the host runs it: its reference implementation.
 Status RunMetalKernelReference(const OpArgs& a, const Plan& reference);

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "exec/host/host_domain.h"
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_parallel.h"
@@ -297,8 +298,8 @@ Status RunArgReduction(const OpArgs& a) {
     return a.Unsupported("reduces an empty axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsComplex<T> || kIsBool<T>)
-      return a.Unsupported("is not defined for this type");
+    if constexpr (!kInDomain<T, K::kReductionArgMaximum, K::kReductionArgMinimum>)
+      return OutsideDomain(a);
     else
       return ArgReduce<T>(a);
   });

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "exec/host/host_domain.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
@@ -54,8 +55,9 @@ Status RunCumulative(const OpArgs& a, Reduction how) {
   if (how == Reduction::kAnd || how == Reduction::kOr) return a.Unsupported("has no cumulative and/or");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsComplex<T> || kIsBool<T>) {
-      return a.Unsupported("is not defined for this type");
+    if constexpr (!kInDomain<T, K::kCumulativeSum, K::kCumulativeProduct, K::kCumulativeMaximum,
+                             K::kCumulativeMinimum>) {
+      return OutsideDomain(a);
     } else {
       using N = Num<T>;
       using R = Reduction;
@@ -116,8 +118,8 @@ Status RunSort(const OpArgs& a) {
   bool arg = a.op.kind == K::kArgSort;
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsComplex<T>) {
-      return a.Unsupported("is not defined for complex values");
+    if constexpr (!kInDomain<T, K::kSort, K::kArgSort>) {
+      return OutsideDomain(a);
     } else {
       using N = Num<T>;
       const T* x = reinterpret_cast<const T*>(a.in[0]);
@@ -146,8 +148,8 @@ Status RunTopK(const OpArgs& a) {
   if (k > n || k < 0) return a.Unsupported("has k larger than the axis");
   return Dispatch(a.InType(0).dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (kIsComplex<T>) {
-      return a.Unsupported("is not defined for complex values");
+    if constexpr (!kInDomain<T, K::kTopK>) {
+      return OutsideDomain(a);
     } else {
       using N = Num<T>;
       const T* x = reinterpret_cast<const T*>(a.in[0]);

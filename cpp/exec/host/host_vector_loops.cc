@@ -1,8 +1,11 @@
-// float64 and 32/64-bit integer elementwise loops built for AVX2 too (JMP_VECTOR_CLONES), as the float32
-// ones in host_elementwise.cc are: a float64 random normal is threefry's uint32 arithmetic, a uint64 to
-// float64 conversion and erf_inv's float64 polynomials chosen by selects, and the generic loops (SSE2,
-// one function per op and type behind the type dispatch) ran those at half the vector width XLA:CPU
-// uses. Each loop computes what the generic kernel computes, with the same expression.
+// Elementwise loops built for AVX2 too (JMP_VECTOR_CLONES; the generic loops, one function per op and
+// type behind the type dispatch, are SSE2 only): float32 add, subtract, multiply, divide, maximum and
+// minimum, the loops every elementwise chain is made of; the same in float64, and the 32/64-bit
+// integer ones: a float64 random normal is threefry's uint32 arithmetic, a uint64 to float64
+// conversion and erf_inv's float64 polynomials chosen by selects, and the generic loops ran those at
+// half the vector width XLA:CPU uses. Each loop computes what the generic kernel computes, with the
+// same expression; maximum and minimum keep its NaN and signed-zero rules, written so that they
+// become blends.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -17,12 +20,30 @@ namespace {
 
 using BinOp = mps::BinaryOp;
 
-JMP_FASTMATH double MaxD(double x, double y) { return fastmath::Maximum(x, y); }
-JMP_FASTMATH double MinD(double x, double y) { return fastmath::Minimum(x, y); }
-JMP_FASTMATH double AddD(double x, double y) { return x + y; }
-JMP_FASTMATH double SubD(double x, double y) { return x - y; }
-JMP_FASTMATH double MulD(double x, double y) { return x * y; }
-JMP_FASTMATH double DivD(double x, double y) { return x / y; }
+template <typename T>
+JMP_FASTMATH T MaxF(T x, T y) {
+  return fastmath::Maximum(x, y);
+}
+template <typename T>
+JMP_FASTMATH T MinF(T x, T y) {
+  return fastmath::Minimum(x, y);
+}
+template <typename T>
+JMP_FASTMATH T AddF(T x, T y) {
+  return x + y;
+}
+template <typename T>
+JMP_FASTMATH T SubF(T x, T y) {
+  return x - y;
+}
+template <typename T>
+JMP_FASTMATH T MulF(T x, T y) {
+  return x * y;
+}
+template <typename T>
+JMP_FASTMATH T DivF(T x, T y) {
+  return x / y;
+}
 
 // Integers wrap (computed unsigned); shifts by amounts outside [0, bits) give 0, or the sign fill for a
 // signed right shift.
@@ -74,12 +95,16 @@ JMP_FASTMATH T ShrI(T x, T y) {
       for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                     \
     }                                                                                                  \
   }
-JMP_BINARY_LOOP(AddF64, double, AddD)
-JMP_BINARY_LOOP(SubF64, double, SubD)
-JMP_BINARY_LOOP(MulF64, double, MulD)
-JMP_BINARY_LOOP(DivF64, double, DivD)
-JMP_BINARY_LOOP(MaxF64, double, MaxD)
-JMP_BINARY_LOOP(MinF64, double, MinD)
+#define JMP_FLOAT_LOOPS(Suffix, T)         \
+  JMP_BINARY_LOOP(Add##Suffix, T, AddF<T>) \
+  JMP_BINARY_LOOP(Sub##Suffix, T, SubF<T>) \
+  JMP_BINARY_LOOP(Mul##Suffix, T, MulF<T>) \
+  JMP_BINARY_LOOP(Div##Suffix, T, DivF<T>) \
+  JMP_BINARY_LOOP(Max##Suffix, T, MaxF<T>) \
+  JMP_BINARY_LOOP(Min##Suffix, T, MinF<T>)
+JMP_FLOAT_LOOPS(F32, float)
+JMP_FLOAT_LOOPS(F64, double)
+#undef JMP_FLOAT_LOOPS
 #define JMP_INT_LOOPS(Suffix, T)           \
   JMP_BINARY_LOOP(Add##Suffix, T, AddI<T>) \
   JMP_BINARY_LOOP(Sub##Suffix, T, SubI<T>) \
@@ -173,6 +198,14 @@ bool RunLoop(const OpArgs& a, Loop<T> loop) {
   return true;
 }
 
+#define JMP_FLOAT_PICK(Suffix)           \
+  op == BinOp::kAdd        ? Add##Suffix \
+  : op == BinOp::kSubtract ? Sub##Suffix \
+  : op == BinOp::kMultiply ? Mul##Suffix \
+  : op == BinOp::kDivide   ? Div##Suffix \
+  : op == BinOp::kMaximum  ? Max##Suffix \
+  : op == BinOp::kMinimum  ? Min##Suffix \
+                           : nullptr
 #define JMP_INT_PICK(Suffix)                      \
   op == BinOp::kAdd                 ? Add##Suffix \
   : op == BinOp::kSubtract          ? Sub##Suffix \
@@ -235,15 +268,10 @@ void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const
 
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
   switch (a.InType(0).dtype) {
+    case DType::kF32: return RunLoop<float>(a, JMP_FLOAT_PICK(F32));
     case DType::kF64:
       if (RunCompareF64(a, op)) return true;
-      return RunLoop<double>(a, op == BinOp::kAdd        ? AddF64
-                                : op == BinOp::kSubtract ? SubF64
-                                : op == BinOp::kMultiply ? MulF64
-                                : op == BinOp::kDivide   ? DivF64
-                                : op == BinOp::kMaximum  ? MaxF64
-                                : op == BinOp::kMinimum  ? MinF64
-                                                         : nullptr);
+      return RunLoop<double>(a, JMP_FLOAT_PICK(F64));
     case DType::kU32: return RunLoop<uint32_t>(a, JMP_INT_PICK(U32));
     case DType::kI32: return RunLoop<int32_t>(a, JMP_INT_PICK(I32));
     case DType::kU64: return RunLoop<uint64_t>(a, JMP_INT_PICK(U64));
@@ -276,6 +304,7 @@ bool VectorSelect(const OpArgs& a) {
   }
 }
 
+#undef JMP_FLOAT_PICK
 #undef JMP_INT_PICK
 
 }  // namespace jmp::exec::host
