@@ -83,8 +83,8 @@ JMP_FASTMATH T ShrI(T x, T y) {
 }
 
 // `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
-#define JMP_BINARY_LOOP(Name, T, Op)                                                                   \
-  JMP_VECTOR_CLONES void Name(const T* x, const T* y, T* z, int64_t begin, int64_t end, int uniform) { \
+#define JMP_BINARY_LOOP_TO(Name, T, R, Op)                                                             \
+  JMP_VECTOR_CLONES void Name(const T* x, const T* y, R* z, int64_t begin, int64_t end, int uniform) { \
     if (uniform == 2) {                                                                                \
       const T b = y[0];                                                                                \
       for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                                        \
@@ -95,6 +95,7 @@ JMP_FASTMATH T ShrI(T x, T y) {
       for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                     \
     }                                                                                                  \
   }
+#define JMP_BINARY_LOOP(Name, T, Op) JMP_BINARY_LOOP_TO(Name, T, T, Op)
 #define JMP_FLOAT_LOOPS(Suffix, T)         \
   JMP_BINARY_LOOP(Add##Suffix, T, AddF<T>) \
   JMP_BINARY_LOOP(Sub##Suffix, T, SubF<T>) \
@@ -123,18 +124,12 @@ JMP_INT_LOOPS(I64, int64_t)
 
 // float64 comparisons: erf_inv picks its polynomial by two of them, with a splat bound (`uniform` as
 // above). The generic loops compare one element at a time (their byte stores may alias the inputs).
-#define JMP_COMPARE_LOOP(Name, T, Cmp)                                                                       \
-  JMP_VECTOR_CLONES void Name(const T* x, const T* y, uint8_t* z, int64_t begin, int64_t end, int uniform) { \
-    if (uniform == 2) {                                                                                      \
-      const T b = y[0];                                                                                      \
-      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(x[i] Cmp b);                         \
-    } else if (uniform == 1) {                                                                               \
-      const T b = x[0];                                                                                      \
-      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(b Cmp y[i]);                         \
-    } else {                                                                                                 \
-      for (int64_t i = begin; i < end; ++i) z[i] = static_cast<uint8_t>(x[i] Cmp y[i]);                      \
-    }                                                                                                        \
-  }
+#define JMP_COMPARE_LOOP(Name, T, Cmp)      \
+  template <typename V>                     \
+  JMP_FASTMATH uint8_t Name##Op(V x, V y) { \
+    return static_cast<uint8_t>(x Cmp y);   \
+  }                                         \
+  JMP_BINARY_LOOP_TO(Name, T, uint8_t, Name##Op<T>)
 JMP_COMPARE_LOOP(EqF64, double, ==)
 JMP_COMPARE_LOOP(NeF64, double, !=)
 JMP_COMPARE_LOOP(LtF64, double, <)
@@ -142,6 +137,7 @@ JMP_COMPARE_LOOP(LeF64, double, <=)
 JMP_COMPARE_LOOP(GtF64, double, >)
 JMP_COMPARE_LOOP(GeF64, double, >=)
 #undef JMP_COMPARE_LOOP
+#undef JMP_BINARY_LOOP_TO
 
 bool RunCompareF64(const OpArgs& a, BinOp op) {
   void (*loop)(const double*, const double*, uint8_t*, int64_t, int64_t, int) =
