@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 namespace jmp::mps {
 
@@ -124,19 +125,27 @@ std::vector<size_t> Schedule(const Graph& g, const std::vector<Where>& where, co
       previous_host_only = i;
     }
   }
-  std::set<size_t> ready[2];
+  // Among ready ops, those the other executor reads go first: the other side then finds them done on
+  // its next turn instead of handing back early for them. (A float64 constant's bits read by integer
+  // ops on Metal and turned back into the float64 bound a host clip reads would otherwise cut the host's
+  // elementwise chain in two.)
+  std::vector<uint8_t> feeds_other(n, 0);
   for (size_t i = 0; i < n; ++i)
-    if (!recomputed[i] && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(i);
+    for (size_t c : consumers[i]) feeds_other[i] |= where[c] != where[i];
+  auto key = [&](size_t i) { return std::pair<int, size_t>{feeds_other[i] ? 0 : 1, i}; };
+  std::set<std::pair<int, size_t>> ready[2];
+  for (size_t i = 0; i < n; ++i)
+    if (!recomputed[i] && waiting[i] == 0) ready[static_cast<size_t>(where[i])].insert(key(i));
   std::vector<size_t> order;
   size_t current = 0;
   if (ready[1].size() && (ready[0].empty() || *ready[1].begin() < *ready[0].begin())) current = 1;
   while (!ready[0].empty() || !ready[1].empty()) {
     if (ready[current].empty()) current ^= 1;
-    size_t i = *ready[current].begin();
+    size_t i = ready[current].begin()->second;
     ready[current].erase(ready[current].begin());
     order.push_back(i);
     for (size_t c : consumers[i])
-      if (--waiting[c] == 0) ready[static_cast<size_t>(where[c])].insert(c);
+      if (--waiting[c] == 0) ready[static_cast<size_t>(where[c])].insert(key(c));
   }
   return order;
 }

@@ -166,3 +166,23 @@ def test_x64_training_loop_matches_cpu(metal_device, cpu_device):
     got, want = train(metal_device), train(cpu_device)
     # Float64 throughout: 20 steps of sums over 32x16 terms stay within a few thousand ulps.
     assert abs(got - want) <= 1e-12 * max(1.0, abs(want))
+
+
+def test_float64_truncated_normal_host_chain_is_one_segment(metal_device, cpu_device):
+    # The clip bounds are nextafter(+-2): a float64 constant's bits through integer ops Metal can run and
+    # back. Scheduled when Metal needs them, they keep erf_inv and the clip in one host segment (one fused
+    # chain) instead of cutting it where the clip waits for the bounds.
+    def f(key):
+        return 0.5 * jax.random.truncated_normal(key, -2.0, 2.0, (64, 48), jnp.float64)
+
+    key = jax.random.key(3)
+    _, segments, text = placement(f, key)
+    full = [body for body in re.split(r"^  -- segment ", text, flags=re.M)[1:] if "f64[64,48]" in body]
+    assert len(full) == 1, segments  # erf_inv, the clip and the scaling: one segment, one chain
+    assert re.search(r"= ErfInv\(|= Maximum\(.*f64\[64,48\]", full[0]) and "= Minimum(" in full[0]
+    got = np.asarray(on(metal_device, f, key))
+    want = np.asarray(on(cpu_device, f, key))
+    # The same bits through erf_inv and a clip: a few ulps of erf_inv's polynomial, amplified near the
+    # tails by its slope (|d erfinv/du| <= sqrt(pi)/2 * exp(erfinv(u)^2) ~ 48 at |x| = 2).
+    np.testing.assert_allclose(got, want, rtol=0, atol=64 * 48 * np.finfo(np.float64).eps)
+    assert np.all(np.abs(got) <= 1.0)
