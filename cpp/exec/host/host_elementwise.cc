@@ -88,6 +88,8 @@ template <typename T>
 Status FloatUnary(const OpArgs& a, UnOp op) {
   using C = typename Num<T>::C;
   if (FastUnary<T>(a, op)) return Status::Ok();
+  if constexpr (std::is_same_v<T, double>)
+    if (VectorUnary(a, op)) return Status::Ok();
   switch (op) {
     case UnOp::kIdentity: return RunCopyLike(a);
     case UnOp::kExponent: Map1<T>(a, [](C x) { return C(std::exp(x)); }); return Status::Ok();

@@ -66,10 +66,11 @@ void ConfigureBlasThreads();  // once, when the host executor is created
 Status RunUnary(const OpArgs& a, mps::UnaryOp op);
 Status RunBinary(const OpArgs& a, mps::BinaryOp op);
 Status RunSelect(const OpArgs& a);
-// host_vector_loops.cc: float32, float64 and 32/64-bit integer arithmetic and 4/8-byte selects
-// (elementwise predicate) built for AVX2 too; false when op and type have no such loop (the generic
-// kernel runs).
+// host_vector_loops.cc: float32, float64 and 32/64-bit integer arithmetic, float64 comparisons and log,
+// sqrt, negate and abs, 4/8-byte selects (elementwise predicate), built for AVX2 and AVX-512 too; false
+// when op and type have no such loop (the generic kernel runs).
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op);
+bool VectorUnary(const OpArgs& a, mps::UnaryOp op);
 bool VectorSelect(const OpArgs& a);
 Status RunClamp(const OpArgs& a);
 Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc

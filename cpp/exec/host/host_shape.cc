@@ -329,8 +329,25 @@ Status RunCoordinate(const OpArgs& a) {
     if constexpr (!kIsInt<T>) {
       return a.Unsupported("produces integers only");
     } else {
+      // Runs of equal or consecutive coordinates, not two divisions per element: a threefry counter is
+      // an iota over every element of a random array, and the divisions cost more than the hash.
       T* y = reinterpret_cast<T*>(a.out[0]);
-      for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(((base + i) / inner) % dim);
+      if (n == 0) return Status::Ok();  // `inner` may be 0 then
+      int64_t c = (base / inner) % dim, r = base % inner;
+      for (int64_t i = 0; i < n;) {
+        if (inner == 1) {  // c, c + 1, ..., dim - 1, then again from 0
+          const int64_t len = std::min(n - i, dim - c);
+          for (int64_t k = 0; k < len; ++k) y[i + k] = static_cast<T>(c + k);
+          i += len;
+          c = 0;
+        } else {  // c repeated until the next step along the axis
+          const int64_t len = std::min(n - i, inner - r);
+          for (int64_t k = 0; k < len; ++k) y[i + k] = static_cast<T>(c);
+          i += len;
+          r = 0;
+          c = c + 1 == dim ? 0 : c + 1;
+        }
+      }
       return Status::Ok();
     }
   });

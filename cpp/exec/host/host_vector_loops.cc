@@ -83,8 +83,8 @@ JMP_FASTMATH T ShrI(T x, T y) {
 }
 
 // `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
-#define JMP_BINARY_LOOP(Name, T, Op)                                                                   \
-  JMP_VECTOR_CLONES void Name(const T* x, const T* y, T* z, int64_t begin, int64_t end, int uniform) { \
+#define JMP_BINARY_LOOP_TO(Name, T, R, Op)                                                             \
+  JMP_VECTOR_CLONES void Name(const T* x, const T* y, R* z, int64_t begin, int64_t end, int uniform) { \
     if (uniform == 2) {                                                                                \
       const T b = y[0];                                                                                \
       for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                                        \
@@ -95,6 +95,7 @@ JMP_FASTMATH T ShrI(T x, T y) {
       for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                     \
     }                                                                                                  \
   }
+#define JMP_BINARY_LOOP(Name, T, Op) JMP_BINARY_LOOP_TO(Name, T, T, Op)
 #define JMP_FLOAT_LOOPS(Suffix, T)         \
   JMP_BINARY_LOOP(Add##Suffix, T, AddF<T>) \
   JMP_BINARY_LOOP(Sub##Suffix, T, SubF<T>) \
@@ -120,6 +121,60 @@ JMP_INT_LOOPS(U64, uint64_t)
 JMP_INT_LOOPS(I64, int64_t)
 #undef JMP_INT_LOOPS
 #undef JMP_BINARY_LOOP
+
+// float64 comparisons: erf_inv picks its polynomial by two of them, with a splat bound (`uniform` as
+// above). The generic loops compare one element at a time (their byte stores may alias the inputs).
+#define JMP_COMPARE_LOOP(Name, T, Cmp)      \
+  template <typename V>                     \
+  JMP_FASTMATH uint8_t Name##Op(V x, V y) { \
+    return static_cast<uint8_t>(x Cmp y);   \
+  }                                         \
+  JMP_BINARY_LOOP_TO(Name, T, uint8_t, Name##Op<T>)
+JMP_COMPARE_LOOP(EqF64, double, ==)
+JMP_COMPARE_LOOP(NeF64, double, !=)
+JMP_COMPARE_LOOP(LtF64, double, <)
+JMP_COMPARE_LOOP(LeF64, double, <=)
+JMP_COMPARE_LOOP(GtF64, double, >)
+JMP_COMPARE_LOOP(GeF64, double, >=)
+#undef JMP_COMPARE_LOOP
+#undef JMP_BINARY_LOOP_TO
+
+bool RunCompareF64(const OpArgs& a, BinOp op) {
+  void (*loop)(const double*, const double*, uint8_t*, int64_t, int64_t, int) =
+      op == BinOp::kEqual                  ? EqF64
+      : op == BinOp::kNotEqual             ? NeF64
+      : op == BinOp::kLessThan             ? LtF64
+      : op == BinOp::kLessThanOrEqualTo    ? LeF64
+      : op == BinOp::kGreaterThan          ? GtF64
+      : op == BinOp::kGreaterThanOrEqualTo ? GeF64
+                                           : nullptr;
+  if (!loop) return false;
+  const double* x = reinterpret_cast<const double*>(a.in[0]);
+  const double* y = reinterpret_cast<const double*>(a.in[1]);
+  uint8_t* z = a.out[0];
+  const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
+  if (uniform) {  // only in a fused tile: never worth splitting
+    loop(x, y, z, 0, a.Count(), uniform);
+    return true;
+  }
+  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(x, y, z, begin, end, 0); });
+  return true;
+}
+
+// float64 unary loops: log is erf_inv's (fastmath::Log, vectorised), sqrt, negative and absolute value
+// the other unary ops of its polynomial selection; the generic loops call libm one element at a time.
+JMP_FASTMATH double NegD(double x) { return -x; }
+JMP_FASTMATH double AbsD(double x) { return std::fabs(x); }
+JMP_FASTMATH double SqrtD(double x) { return std::sqrt(x); }
+#define JMP_UNARY_LOOP(Name, T, Op)                                           \
+  JMP_VECTOR_CLONES void Name(const T* x, T* y, int64_t begin, int64_t end) { \
+    for (int64_t i = begin; i < end; ++i) y[i] = Op(x[i]);                    \
+  }
+JMP_UNARY_LOOP(LogF64, double, fastmath::Log)
+JMP_UNARY_LOOP(SqrtF64, double, SqrtD)
+JMP_UNARY_LOOP(NegF64, double, NegD)
+JMP_UNARY_LOOP(AbsF64, double, AbsD)
+#undef JMP_UNARY_LOOP
 
 template <typename T>
 using Loop = void (*)(const T*, const T*, T*, int64_t, int64_t, int);
@@ -170,18 +225,20 @@ JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
 }
 // `uniform`: bit 0 x is one element, bit 1 y is (a fused group's splats: erf_inv picks each polynomial
 // coefficient from two of them, and reading whole tiles of them would stream them through the cache).
+// With a splat the plain conditional compiles to a byte compare and blends, about twice as fast as the
+// mask arithmetic (which widens each byte through a chain of shuffles); with two arrays the mask is faster.
 #define JMP_SELECT_LOOP(Name, W)                                                                          \
   JMP_VECTOR_CLONES void Name(const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, \
                               int uniform) {                                                              \
     if (uniform == 3) {                                                                                   \
       const W a = x[0], b = y[0];                                                                         \
-      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, b);                                   \
+      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : b;                                          \
     } else if (uniform == 1) {                                                                            \
       const W a = x[0];                                                                                   \
-      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], a, y[i]);                                \
+      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : y[i];                                       \
     } else if (uniform == 2) {                                                                            \
       const W b = y[0];                                                                                   \
-      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], b);                                \
+      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? x[i] : b;                                       \
     } else {                                                                                              \
       for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                             \
     }                                                                                                     \
@@ -208,13 +265,31 @@ void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
   switch (a.InType(0).dtype) {
     case DType::kF32: return RunLoop<float>(a, JMP_FLOAT_PICK(F32));
-    case DType::kF64: return RunLoop<double>(a, JMP_FLOAT_PICK(F64));
+    case DType::kF64:
+      if (RunCompareF64(a, op)) return true;
+      return RunLoop<double>(a, JMP_FLOAT_PICK(F64));
     case DType::kU32: return RunLoop<uint32_t>(a, JMP_INT_PICK(U32));
     case DType::kI32: return RunLoop<int32_t>(a, JMP_INT_PICK(I32));
     case DType::kU64: return RunLoop<uint64_t>(a, JMP_INT_PICK(U64));
     case DType::kI64: return RunLoop<int64_t>(a, JMP_INT_PICK(I64));
     default: return false;
   }
+}
+
+bool VectorUnary(const OpArgs& a, mps::UnaryOp op) {
+  using UnOp = mps::UnaryOp;
+  if (a.InType(0).dtype != DType::kF64) return false;
+  void (*loop)(const double*, double*, int64_t, int64_t) = op == UnOp::kLogarithm    ? LogF64
+                                                           : op == UnOp::kSquareRoot ? SqrtF64
+                                                           : op == UnOp::kNegative   ? NegF64
+                                                           : op == UnOp::kAbsolute   ? AbsF64
+                                                                                     : nullptr;
+  if (!loop) return false;
+  const double* x = reinterpret_cast<const double*>(a.in[0]);
+  double* y = reinterpret_cast<double*>(a.out[0]);
+  ParallelFor(a.Count(), GrainFor(op == UnOp::kLogarithm ? 16 : 1),
+              [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
+  return true;
 }
 
 bool VectorSelect(const OpArgs& a) {
