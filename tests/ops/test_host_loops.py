@@ -180,3 +180,44 @@ def test_a_loop_after_queued_work_sees_its_results():
     for _ in range(3):
         got = loop(heavy(jax.device_put(a, metal)))
         np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+@pytest.mark.parametrize("dtype, fill", [(np.float32, 0.0), (np.float32, -1.5), (np.int16, -3), (np.uint8, 7),
+                                         (np.float16, 0.5), (np.bool_, True)])
+def test_carries_that_start_as_splats(dtype, fill):
+    """Carries initialised from constant splats (a scan's stacked outputs, zeros or not) that the loop
+    writes only in part: the blocks it never writes keep the splat's value, for every element size."""
+    x = np.arange(12).reshape(3, 4).astype(dtype)
+
+    def f(x):
+        def body(i, c):
+            buf, acc = c
+            buf = buf.at[2 * i].set(x[i])  # rows 0, 2, 4 of 7; the rest keep the fill
+            return buf, acc
+        init = (jnp.full((7, 4), fill, dtype), jnp.full((5,), fill, dtype))
+        return lax.fori_loop(0, 3, body, init)
+
+    run = jax.jit(f)
+    for _ in range(2):  # a second run finds the carries' buffers filled again, not left from the first
+        check(run, x, exact=True)
+
+
+def test_grad_and_vmap_of_a_scan_over_stacked_weights():
+    """A scan over stacked per-layer weights (stacked outputs zero-initialised and written in place, the
+    weights passed through), its gradient (the stacked weight gradient made in place, block by block)
+    and its vmap, against the CPU."""
+    from jaxcompare import check_reduction
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(6, 8)).astype(np.float32) * 0.5
+    x = rng.normal(size=(8,)).astype(np.float32)
+
+    def loss(w, x):
+        def layer(h, wl):
+            h = jnp.tanh(h * wl + 0.25)
+            return h, h * 2.0
+        h, ys = lax.scan(layer, x, w)
+        return h.sum() + ys.sum()
+
+    # Each gradient element is a chain of 6 layers' products and sums: a few dozen roundings each.
+    check_reduction(jax.grad(loss, argnums=(0, 1)), w, x, k=64, magnitude="normwise")
+    check_reduction(jax.vmap(loss, in_axes=(None, 0)), w, np.stack([x, -x, 0.5 * x]), k=64, magnitude="normwise")

@@ -1,5 +1,6 @@
 // Control flow: While and If run their subgraphs' plans. A while loop keeps its carries in buffers of
 // its own, swapped or updated in place each iteration, so the body's plan never copies them back.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -15,9 +16,27 @@ Status RunSubgraph(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   return ExecutePlan(plan, inputs, outputs);
 }
 
+// Fills `bytes` at dst with the element at src (`elem` bytes): a carry that starts as a splat is written
+// once, without reading a whole folded copy of it.
+void FillSplat(uint8_t* dst, const uint8_t* src, size_t elem, size_t bytes) {
+  bool zero = true;
+  for (size_t k = 0; k < elem; ++k) zero &= src[k] == 0;
+  if (zero) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  std::memcpy(dst, src, elem);
+  for (size_t done = elem; done < bytes;) {  // doubling copies of what is already filled
+    size_t n = std::min(done, bytes - done);
+    std::memcpy(dst + done, dst, n);
+    done += n;
+  }
+}
+
 }  // namespace
 
-Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const std::vector<uint8_t>& unread) {
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const Plan& outer) {
+  const std::vector<uint8_t>& unread = outer.unread;
   const mps::Graph& g = a.graph;
   size_t n = a.op.inputs.size();
   const mps::Graph& bg = *body.graph;
@@ -47,7 +66,11 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const std::
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
     if (kind[i] == Carry::kPassthrough) continue;
     buffers[0][i] = a.out[i];
-    if (bytes && a.out[i] != a.in[i]) std::memmove(a.out[i], a.in[i], bytes);
+    const int init = Root(outer, a.op.inputs[i]);
+    if (bytes && a.out[i] != a.in[i] && outer.splat[static_cast<size_t>(init)])
+      FillSplat(a.out[i], a.in[i], ByteSize(g.type(a.op.inputs[i]).dtype), bytes);
+    else if (bytes && a.out[i] != a.in[i])
+      std::memmove(a.out[i], a.in[i], bytes);
     if (kind[i] == Carry::kSwapped && bytes) {
       temps[i].cls = BlockCache::SizeClass(bytes);
       temps[i].p = buffers[1][i] = SharedBlocks()->Take(temps[i].cls);

@@ -105,7 +105,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kLapackTridiagonalSolve: return RunLapackTridiagonalSolve(a);
     case K::kWhile: {
       size_t first = plan.subplan_first[op_index];
-      return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1], plan.unread);
+      return RunWhile(a, *plan.subplans[first], *plan.subplans[first + 1], plan);
     }
     case K::kIf: {
       size_t first = plan.subplan_first[op_index];

@@ -73,6 +73,13 @@ void FoldConstants(Plan& plan) {
       bytes += AlignUp(g.type(v).ByteSize());
     }
   }
+  plan.splat.assign(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (plan.folded_op[i] && op.kind == mps::OpKind::kBroadcast && op.inputs.size() == 1 && op.outputs.size() == 1 &&
+        g.type(op.inputs[0]).NumElements() == 1 && g.type(op.inputs[0]).dtype == g.type(op.outputs[0]).dtype)
+      plan.splat[static_cast<size_t>(op.outputs[0])] = 1;
+  }
   plan.folded.assign(bytes + kAlign, 0);
   // Offsets are relative to an aligned start inside the vector.
   size_t shift = (kAlign - reinterpret_cast<uintptr_t>(plan.folded.data()) % kAlign) % kAlign;

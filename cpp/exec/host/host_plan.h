@@ -78,6 +78,9 @@ struct Plan {
   std::vector<int> in_place_carry_op;
   std::vector<int> in_place_op_input;
   std::vector<uint8_t> folded;
+  // Per value: 1 when it is a folded Broadcast of one element (a loop's zero-initialised carry): a
+  // while loop fills its carry with that element instead of copying the whole folded value in.
+  std::vector<uint8_t> splat;
   size_t arena_bytes = 0;
   std::vector<size_t> output_bytes;             // per graph output
   std::vector<std::unique_ptr<Plan>> subplans;  // per op with subgraphs: the op's plans, flattened
@@ -187,8 +190,8 @@ class BoundPlan {
 // Runs op `op_index` of the plan's graph (the planner also runs it to fold constants).
 Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index);
 
-// `unread`: the enclosing plan's Plan::unread.
-Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const std::vector<uint8_t>& unread);
+// `outer`: the enclosing plan (its Plan::unread and Plan::splat).
+Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const Plan& outer);
 Status RunIf(const OpArgs& a, const Plan& then_plan, const Plan& else_plan);
 // A user's Metal kernel, wherever the host runs it: its reference implementation.
 Status RunMetalKernelReference(const OpArgs& a, const Plan& reference);
