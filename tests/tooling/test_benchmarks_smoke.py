@@ -28,6 +28,9 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
         assert results["settings"]["malloc_thresholds"] == {"mmap_threshold": 32 << 20, "trim_threshold": 64 << 20}
     tiny = results["suites"]["tiny-dispatch"]
     assert len(tiny["step_ratio"]["rounds"]) == 2
+    # Two rounds over the default three processes: one round in each of two fresh processes, pooled.
+    assert tiny["processes"] == 2 and len(tiny["step_ratio"]["process_medians"]) == 2
+    assert results["settings"]["processes_per_suite"] == 2
     assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])
     assert tiny["platforms"]["metal"]["copies"] == 0
     for plat in ("metal", "cpu"):  # what the process did in each round, per step
