@@ -66,11 +66,12 @@ Status RunWhile(const OpArgs& a, const Plan& cond, const Plan& body, const Plan&
     size_t bytes = g.type(a.op.inputs[i]).ByteSize();
     if (kind[i] == Carry::kPassthrough) continue;
     buffers[0][i] = a.out[i];
-    const int init = Root(outer, a.op.inputs[i]);
-    if (bytes && a.out[i] != a.in[i] && outer.splat[static_cast<size_t>(init)])
-      FillSplat(a.out[i], a.in[i], ByteSize(g.type(a.op.inputs[i]).dtype), bytes);
-    else if (bytes && a.out[i] != a.in[i])
-      std::memmove(a.out[i], a.in[i], bytes);
+    if (bytes && a.out[i] != a.in[i]) {
+      if (outer.splat[static_cast<size_t>(Root(outer, a.op.inputs[i]))])
+        FillSplat(a.out[i], a.in[i], ByteSize(g.type(a.op.inputs[i]).dtype), bytes);
+      else
+        std::memmove(a.out[i], a.in[i], bytes);
+    }
     if (kind[i] == Carry::kSwapped && bytes) {
       temps[i].cls = BlockCache::SizeClass(bytes);
       temps[i].p = buffers[1][i] = SharedBlocks()->Take(temps[i].cls);
