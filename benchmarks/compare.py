@@ -19,9 +19,10 @@ def ratios(results):
     """{(suite, kind): ratio} for every ratio a run measured."""
     out = {}
     for name, r in results["suites"].items():
-        for kind in ("step_ratio", "compile_ratio"):
-            if kind in r:
-                out[(name, kind.split("_")[0])] = r[kind]["median"]
+        if "step_ratio" in r:  # runs from before the 10th-percentile figure have only the median
+            out[(name, "step")] = r["step_ratio"].get("tenth_percentiles", r["step_ratio"]["median"])
+        if "compile_ratio" in r:
+            out[(name, "compile")] = r["compile_ratio"]["median"]
         if "ratio" in r.get("fresh_rss", {}):
             out[(name, "peak RSS")] = r["fresh_rss"]["ratio"]
     return out

@@ -33,6 +33,17 @@ def fmt_ratio(r):
     return f"{fmt_x(r['median'])}× [{fmt_x(r['q1'])}–{fmt_x(r['q3'])}]"
 
 
+def step_figure(r):
+    """A suite's step ratio (the platforms' 10th-percentile step times; runs from before it have only the
+    median of the round ratios)."""
+    return r.get("tenth_percentiles", r["median"])
+
+
+def fmt_step(r):
+    """'1.02× [0.97–1.08]': the step ratio and the interquartile range of the rounds' own ratios."""
+    return f"{fmt_x(step_figure(r))}× [{fmt_x(r['q1'])}–{fmt_x(r['q3'])}]"
+
+
 def notes(r):
     out = []
     m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
@@ -55,19 +66,20 @@ def notes(r):
 
 
 def print_table(results):
-    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [IQR]':<22}{'compile ratio':<25}"
+    print(f"{'suite':<15}{'metal step':>11}{'cpu step':>11}  {'time ratio [rounds]':<22}{'compile ratio':<25}"
           f"{'copies':>6}  notes")
     for name, r in results["suites"].items():
         m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
-        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        step = fmt_step(r["step_ratio"]) if "step_ratio" in r else "-"
         comp = fmt_ratio(r["compile_ratio"]) if "compile_ratio" in r else "-"
         print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<25}"
               f"{str(m.get('copies', '-')):>6}  {notes(r)}")
-    print("time ratio: metal/cpu step time, the median over rounds [interquartile range]; below 1 is faster")
+    print("time ratio: metal/cpu step time, each the 10th percentile of the platform's rounds [interquartile range "
+          "of the rounds' own ratios]; below 1 is faster")
 
 
 def plot(results, path):
-    """Bars for the median ratios, thick whiskers for the interquartile range, thin ones for min-max."""
+    """Bars for the step and compile ratios; lines for the rounds' own ratios (thick: IQR, thin: min-max)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -78,13 +90,11 @@ def plot(results, path):
     for key, label, dx in series:
         idx = [i for i, n in enumerate(names) if key in results["suites"][n]]
         rs = [results["suites"][names[i]][key] for i in idx]
-        med = np.array([r["median"] for r in rs])
+        bars = np.array([step_figure(r) if key == "step_ratio" else r["median"] for r in rs])
         xs = x[idx] + dx
-        ax.bar(xs, med, 0.4, label=label)
-        for lo, hi, width, cap in (("q1", "q3", 2.5, 0), ("min", "max", 0.8, 3)):
-            low, high = np.array([r[lo] for r in rs]), np.array([r[hi] for r in rs])
-            ax.errorbar(xs, med, yerr=[med - low, high - med], fmt="none", ecolor="black", elinewidth=width,
-                        capsize=cap)
+        ax.bar(xs, bars, 0.4, label=label)
+        for lo, hi, width in (("q1", "q3", 2.5), ("min", "max", 0.8)):  # the rounds' own ratios
+            ax.vlines(xs, [r[lo] for r in rs], [r[hi] for r in rs], color="black", linewidth=width)
     rss = [(i, results["suites"][n]["fresh_rss"]["ratio"]) for i, n in enumerate(names)
            if "ratio" in results["suites"][n].get("fresh_rss", {})]
     if rss:
@@ -99,7 +109,8 @@ def plot(results, path):
     ax.set_yscale("log")
     ax.set_ylabel("ratio (lower is better)")
     s = results["settings"]
-    ax.set_title(f"metal/cpu: median of {s['repeat']} interleaved rounds, IQR (thick) and min–max (thin); "
+    ax.set_title(f"metal/cpu: step (10th percentiles) and compile (median) ratios over {s['repeat']} interleaved rounds; "
+                 f"rounds' own ratios: IQR (thick), min–max (thin); "
                  f"{results['machine']['cores']} cores, load {results['machine']['load_avg_start'][0]:.1f}",
                  fontsize=9)
     ax.legend(fontsize=8)
@@ -109,14 +120,14 @@ def plot(results, path):
 
 
 def markdown(results):
-    """docs/benchmarks.md's table: step and compile ratios with their IQR, and each suite's notes."""
+    """docs/benchmarks.md's table: step ratios with the rounds' IQR, compile ratios, each suite's notes."""
     m, s = results["machine"], results["settings"]
     lines = [f"<!-- {results['started'][:16]} UTC, {m.get('cpu')}, {m['cores']} cores, load average "
              f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}, {s['repeat']} rounds, "
              f"{s['seconds']:g} s per suite{', --quick' if s['quick'] else ''} -->",
-             "| suite | step time metal/cpu [IQR] | compile time metal/cpu | notes |", "|---|---|---|---|"]
+             "| suite | step time metal/cpu [rounds' IQR] | compile time metal/cpu | notes |", "|---|---|---|---|"]
     for name, r in results["suites"].items():
-        step = fmt_ratio(r["step_ratio"]) if "step_ratio" in r else "-"
+        step = fmt_step(r["step_ratio"]) if "step_ratio" in r else "-"
         comp = f"{fmt_x(r['compile_ratio']['median'])}×" if "compile_ratio" in r else "-"
         lines.append(f"| {name} | {step} | {comp} | {notes(r)} |")
     return "\n".join(lines)

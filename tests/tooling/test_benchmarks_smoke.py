@@ -32,6 +32,13 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
     assert tiny["processes"] == 2 and len(tiny["step_ratio"]["process_medians"]) == 2
     assert results["settings"]["processes_per_suite"] == 2
     assert all(math.isfinite(x) and x > 0 for x in tiny["step_ratio"]["rounds"])
+    # A platform's step time is the 10th percentile of its pooled rounds; the suite's ratio is theirs.
+    for plat in ("metal", "cpu"):
+        p = tiny["platforms"][plat]
+        low, high = sorted(p["round_step_s"])
+        assert math.isclose(p["step_s"], low + (high - low) / 10)
+    assert math.isclose(tiny["step_ratio"]["tenth_percentiles"],
+                        tiny["platforms"]["metal"]["step_s"] / tiny["platforms"]["cpu"]["step_s"])
     assert tiny["platforms"]["metal"]["copies"] == 0
     for plat in ("metal", "cpu"):  # what the process did in each round, per step
         p = tiny["platforms"][plat]
