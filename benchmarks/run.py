@@ -461,16 +461,35 @@ ROUND_KEYS = ("round_step_s", "round_cpu_s", "round_voluntary_switches", "round_
               "round_page_faults", "compile_times_s")
 
 
-def measure_in_processes(name, args):
-    """The suite's rounds spread over `--processes` fresh processes and pooled. A process has state that
+def process_shares(args):
+    """Rounds per fresh process: `--repeat` rounds over `--processes` processes. A process has state that
     stays with it for its whole life and that no round-to-round interleaving cancels: where its buffers
     landed relative to each other (cache-set and 4K aliasing), which pages the allocator's thresholds
     gave it, where the scheduler put its threads. Measured in one process, a suite's ratio moved by up
     to 12% between two full runs whose rounds each agreed within a few percent (cnn's cpu step at 4.3
     and at 5.3 ms); pooled over processes, such a state is one sample of several, not the whole figure."""
     n = max(1, min(args.processes, args.repeat))
-    shares = [args.repeat // n + (1 if i < args.repeat % n else 0) for i in range(n)]
-    parts = [measure_in_fresh_process(name, args, repeat=k, seconds=args.seconds * k / args.repeat) for k in shares]
+    return [args.repeat // n + (1 if i < args.repeat % n else 0) for i in range(n)]
+
+
+def measure_in_passes(names, args, progress):
+    """{suite: [one result per process]}: pass k runs every suite's k-th process, so a suite's processes
+    lie minutes apart. The host of a shared VM slows it for seconds at a time, on both platforms but not
+    by the same factor (cnn's steps 40-55% slower for one run's 12 seconds of cnn); back to back, a
+    suite's processes all fall inside such a stretch, spread over the run at most one does, and the
+    10th percentile of the pooled rounds leaves it out."""
+    parts = {name: [] for name in names}
+    for k in process_shares(args):
+        for name in names:
+            progress.set_postfix_str(name)
+            parts[name].append(measure_in_fresh_process(name, args, repeat=k, seconds=args.seconds * k / args.repeat))
+            parts[name][-1]["load_avg"] = os.getloadavg()
+            progress.update(k)
+    return parts
+
+
+def pool_processes(name, parts):
+    """One suite's results from its processes' (measure_in_passes): every round pooled."""
     good = [p for p in parts if "step_ratio" in p or p.get("platforms")]
     pooled = dict(good[0]) if good else dict(parts[0])
     pooled["processes"] = len(parts)
@@ -643,6 +662,7 @@ def main():
     results["settings"]["malloc_thresholds"] = malloc
     t_start = time.perf_counter()
     with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
+        parts = {} if args.same_process else measure_in_passes(names, args, progress)
         for name in names:
             progress.set_postfix_str(name)
             r = {}
@@ -650,10 +670,10 @@ def main():
                 r["fresh_rss"] = measure_fresh_rss(name, args.quick, 1 if args.same_process else args.processes)
             if args.same_process:
                 r.update(measure_suite(name, args, progress))
+                r["load_avg"] = os.getloadavg()
             else:
-                r.update(measure_in_processes(name, args))
-                progress.update(args.repeat)
-            r["load_avg"] = os.getloadavg()
+                r.update(pool_processes(name, parts[name]))
+                r["load_avg"] = [p.get("load_avg") for p in parts[name]]
             results["suites"][name] = r
     tiny = results["suites"].get("tiny-dispatch", {}).get("platforms", {})
     results["tiny_call_us"] = {plat: tiny[plat]["step_s"] * 1e6 for plat in PLATFORMS if "step_s" in tiny.get(plat, {})}
