@@ -130,6 +130,17 @@ def tenth_percentile(values):
     return statistics.quantiles(values, n=10, method="inclusive")[0]
 
 
+def step_times(round_step_s):
+    """A platform's step-time figures from its rounds, in one process or pooled over several."""
+    return {"step_s": tenth_percentile(round_step_s), "step_s_median": statistics.median(round_step_s)}
+
+
+def step_ratio(round_ratios, platforms, **more):
+    """The suite's step ratio (metal's step time over cpu's) and the spread of the rounds' own ratios."""
+    return dict(spread(round_ratios), rounds=round_ratios, **more,
+                tenth_percentiles=platforms["metal"]["step_s"] / platforms["cpu"]["step_s"])
+
+
 class Program:
     """One suite compiled for one platform, with the state every timed segment starts from."""
 
@@ -294,8 +305,7 @@ def _measure_suite(name, args, progress):
         times = rounds[plat]
         result["platforms"][plat] = {
             "compile_s": statistics.median(program.compile_times), "compile_times_s": program.compile_times,
-            "step_s": tenth_percentile(times), "step_s_median": statistics.median(times), "round_step_s": times,
-            "rounds": n_rounds, "steps_per_round": steps,
+            **step_times(times), "round_step_s": times, "rounds": n_rounds, "steps_per_round": steps,
             "peak_bytes": peak_memory(program.device)}
         # Per round and step: the process's CPU seconds (every thread), context switches, minor page
         # faults. A round slower than the others with as much CPU time waited (for a thread, the
@@ -315,9 +325,7 @@ def _measure_suite(name, args, progress):
     if len(programs) == len(PLATFORMS):
         m, c = programs["metal"], programs["cpu"]
         round_ratios = [a / b for a, b in zip(rounds["metal"], rounds["cpu"])]
-        result["step_ratio"] = dict(spread(round_ratios), rounds=round_ratios,
-                                    tenth_percentiles=result["platforms"]["metal"]["step_s"]
-                                    / result["platforms"]["cpu"]["step_s"])
+        result["step_ratio"] = step_ratio(round_ratios, result["platforms"])
         result["compile_ratio"] = spread([a / b for a, b in zip(m.compile_times, c.compile_times)])
     if SUITES[name].callbacks:
         for plat in programs:
@@ -508,8 +516,7 @@ def pool_processes(name, parts):
         merged = dict(first)
         for key in ROUND_KEYS:
             merged[key] = [x for r in runs for x in r[key]]
-        merged["step_s"] = tenth_percentile(merged["round_step_s"])
-        merged["step_s_median"] = statistics.median(merged["round_step_s"])
+        merged.update(step_times(merged["round_step_s"]))
         merged["compile_s"] = statistics.median(merged["compile_times_s"])
         merged["rounds"] = len(merged["round_step_s"])
         merged["steps_per_round_per_process"] = [r["steps_per_round"] for r in runs]
@@ -522,9 +529,8 @@ def pool_processes(name, parts):
     pooled["platforms"] = platforms
     if all("step_ratio" in p for p in good):
         ratios = [x for p in good for x in p["step_ratio"]["rounds"]]
-        pooled["step_ratio"] = dict(spread(ratios), rounds=ratios,
-                                    process_medians=[p["step_ratio"]["median"] for p in good],
-                                    tenth_percentiles=platforms["metal"]["step_s"] / platforms["cpu"]["step_s"])
+        pooled["step_ratio"] = step_ratio(ratios, platforms,
+                                          process_medians=[p["step_ratio"]["median"] for p in good])
         m, c = platforms["metal"]["compile_times_s"], platforms["cpu"]["compile_times_s"]
         pooled["compile_ratio"] = spread([a / b for a, b in zip(m, c)])
     return pooled
