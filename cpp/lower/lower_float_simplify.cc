@@ -1,13 +1,15 @@
 // XLA:CPU does not compile the program JAX sends as written. Its algebraic simplifier and constant
 // folding rewrite float arithmetic first, and some of those rewrites round differently (a sum or a
-// product of two constants is one constant rounded once; (x + c1) + c2 becomes x + (c1 + c2)) or
-// take a product away from an add (x * 1 is x). Then LLVM's instruction combiner moves negations,
-// exactly, so that an add reads the product under them: x * -1 is -x, a + -b is a - b, -a - b is
-// -(a + b). The multiply-add rule must look at the program those passes leave, or it contracts
-// another product than XLA:CPU's (the product by -1 instead of the one under it) and mirror images
-// round differently. This pass makes the same rewrites on the MPS op graph, for float32 and float64:
-// XLA's first (each as its simplifier matches it, constants on either side), then LLVM's. A folded
-// constant is computed in its own type, one op at a time, as XLA's evaluator does.
+// product of two constants is one constant, rounded once) or take a product away from an add (x * 1
+// is x, a * 2 + b * 2 is (a + b) * 2). The XLA of jax 0.12 no longer reassociates constants
+// ((x + c1) + c2 stays, where jax 0.10.2's made it x + (c1 + c2)); this pass follows the newest.
+// Then LLVM's instruction combiner moves negations, exactly, so that an add reads the product under
+// them: x * -1 is -x, a + -b is a - b, -a - b is -(a + b), and a negation beside a constant factor
+// goes into it (-(x * c) and (-x) * c are x * -c). The multiply-add rule must look at the program
+// those passes leave, or it contracts another product than XLA:CPU's (the product by -1 instead of
+// the one under it) and mirror images round differently. This pass makes the same rewrites on the
+// MPS op graph, for float32 and float64: XLA's first, then LLVM's. A folded constant is computed in
+// its own type, one op at a time, as XLA's evaluator does.
 #include "lower/lower_float_simplify.h"
 
 #include <cmath>
@@ -84,30 +86,12 @@ class Rewriter {
   bool Known(int v) const { return known_[static_cast<size_t>(v)] != 0; }
   double Splat(int v) const { return splat_[static_cast<size_t>(v)]; }
   bool KnownAs(int v, double x) const { return Known(v) && Splat(v) == x; }
-  // A constant as XLA's multiply rules match it: the constant itself, not a broadcast of one.
-  bool Direct(int v) const {
-    const int m = maker_[static_cast<size_t>(v)];
-    return Known(v) && m >= 0 && g_.ops[static_cast<size_t>(m)].kind == OpKind::kConstant;
-  }
-
-  // The op making v if it is float arithmetic of kind k (a copy: ops_ grows under a pointer).
+  // The op making v if it is float arithmetic of kind k (a copy: the op list grows under a pointer).
   bool Made(int v, OpKind k, Op* out) const {
     const int m = maker_[static_cast<size_t>(v)];
     if (m < 0 || g_.ops[static_cast<size_t>(m)].kind != k) return false;
     *out = g_.ops[static_cast<size_t>(m)];
     return true;
-  }
-  // v = x * c or c * x, c a constant and x not: (x, c).
-  bool ScaledByConstant(int v, int* x, int* c) const {
-    Op m;
-    if (!Made(v, OpKind::kMultiply, &m)) return false;
-    for (int j = 0; j < 2; ++j)
-      if (Direct(m.inputs[static_cast<size_t>(1 - j)]) && !Known(m.inputs[static_cast<size_t>(j)])) {
-        *x = m.inputs[static_cast<size_t>(j)];
-        *c = m.inputs[static_cast<size_t>(1 - j)];
-        return true;
-      }
-    return false;
   }
 
   int NewValue(DType dtype, std::vector<int64_t> shape) {
@@ -223,9 +207,9 @@ class Rewriter {
     return Step::kReplaced;
   }
 
-  // XLA's algebraic simplifier on float arithmetic: the rewrites that change a rounding or take a
-  // product away (those that only move an exponent, such as A*2 + B*2 => (A+B)*2, are kept too where
-  // they change which product an add reads).
+  // XLA's algebraic simplifier on float arithmetic: the rewrites that change a rounding or which
+  // product an add reads (A*2 + B*2 => (A+B)*2 only moves an exponent, but the sum is then read by a
+  // multiply).
   Step XlaStep(Op& op) {
     std::vector<int>& in = op.inputs;
     const std::string& loc = op.location;
@@ -238,30 +222,6 @@ class Rewriter {
       case OpKind::kAdd: {
         if (KnownAs(in[1], 0.0)) return Replace(op, in[0]);  // A + 0 => A (either zero)
         if (KnownAs(in[0], 0.0)) return Replace(op, in[1]);
-        if (Direct(in[0]) && !Known(in[1])) {  // constants on the right
-          std::swap(in[0], in[1]);
-          return Step::kChanged;
-        }
-        // XLA matches these with the constants on the right (where a constant itself, not a
-        // broadcast, is moved first); here on either side, so that a mirror image folds alike.
-        for (int j = 0; j < 2; ++j) {
-          const int c2 = in[static_cast<size_t>(1 - j)];
-          Op m;
-          if (!Known(c2) || Known(in[static_cast<size_t>(j)])) continue;
-          if (Made(in[static_cast<size_t>(j)], OpKind::kAdd, &m))
-            for (int k = 0; k < 2; ++k) {
-              const int c1 = m.inputs[static_cast<size_t>(1 - k)], a = m.inputs[static_cast<size_t>(k)];
-              if (!Known(c1) || Known(a)) continue;
-              in = {a, Emit(OpKind::kAdd, {c1, c2}, c2, loc)};  // (A + C1) + C2 => A + (C1 + C2)
-              return Step::kChanged;
-            }
-          if (Made(in[static_cast<size_t>(j)], OpKind::kSubtract, &m) && Known(m.inputs[0]) && !Known(m.inputs[1])) {
-            const int c = Emit(OpKind::kAdd, {m.inputs[0], c2}, c2, loc);  // (C1 - A) + C2 => (C1 + C2) - A
-            op.kind = OpKind::kSubtract;
-            in = {c, m.inputs[1]};
-            return Step::kChanged;
-          }
-        }
         // A*C + B*C => (A+B)*C for C a power of two, when the products have no other user.
         Op l, r;
         if (Made(in[0], OpKind::kMultiply, &l) && Made(in[1], OpKind::kMultiply, &r) &&
@@ -299,21 +259,6 @@ class Rewriter {
           in = {na.inputs[0], nb.inputs[0]};  // (-A) * (-B) => A * B
           return Step::kChanged;
         }
-        int x = -1, c1 = -1, y = -1, c2 = -1;
-        const bool left = ScaledByConstant(in[0], &x, &c1), right = ScaledByConstant(in[1], &y, &c2);
-        if (left && right) {  // (X * C1) * (Y * C2) => (X * Y) * (C1 * C2)
-          const int xy = Emit(OpKind::kMultiply, {x, y}, op.outputs[0], loc);
-          const int c = Emit(OpKind::kMultiply, {c1, c2}, c1, loc);
-          in = {xy, c};
-          return Step::kChanged;
-        }
-        for (int j = 0; j < 2; ++j) {  // (A * C1) * C2 => A * (C1 * C2), in any order
-          const int other = in[static_cast<size_t>(1 - j)];
-          if (!Direct(other) || !ScaledByConstant(in[static_cast<size_t>(j)], &x, &c1)) continue;
-          const int c = Emit(OpKind::kMultiply, {c1, other}, c1, loc);
-          in = {x, c};
-          return Step::kChanged;
-        }
         return Step::kKeep;
       }
       default:
@@ -328,10 +273,24 @@ class Rewriter {
     switch (op.kind) {
       case OpKind::kNegative:
         if (Made(in[0], OpKind::kNegative, &n)) return Replace(op, n.inputs[0]);  // -(-X) => X
+        if (Made(in[0], OpKind::kMultiply, &n))
+          for (int j = 0; j < 2; ++j)
+            if (Known(n.inputs[static_cast<size_t>(1 - j)])) {  // -(X * C) => X * -C
+              const int c = Emit(OpKind::kNegative, {n.inputs[static_cast<size_t>(1 - j)]}, in[0], op.location);
+              op.kind = OpKind::kMultiply;
+              in = {n.inputs[static_cast<size_t>(j)], c};
+              return Step::kChanged;
+            }
         return Step::kKeep;
       case OpKind::kMultiply:
         if (KnownAs(in[1], 1.0)) return Replace(op, in[0]);
         if (KnownAs(in[0], 1.0)) return Replace(op, in[1]);
+        for (int j = 0; j < 2; ++j)  // (-X) * C => X * -C
+          if (Known(in[static_cast<size_t>(1 - j)]) && Made(in[static_cast<size_t>(j)], OpKind::kNegative, &n)) {
+            const int c = Emit(OpKind::kNegative, {in[static_cast<size_t>(1 - j)]}, op.outputs[0], op.location);
+            in = {n.inputs[0], c};
+            return Step::kChanged;
+          }
         for (int j = 0; j < 2; ++j)
           if (KnownAs(in[static_cast<size_t>(1 - j)], -1.0)) {  // X * -1 => -X
             op.kind = OpKind::kNegative;
