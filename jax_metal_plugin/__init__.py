@@ -80,7 +80,8 @@ def stats() -> dict:
     graph_runs (device graph executions: Metal segments run, in placed mode those a Mac would run),
     syncs (an execution's host segment waiting for the device's results), fresh_allocs (new backing
     memory, not memory a cache reused), copies (of buffer contents), programs_lowered (StableHLO read
-    and lowered) and programs_deserialized (rebuilt from a serialized executable: persistent-cache hits).
+    and lowered), programs_deserialized (rebuilt from a serialized executable: persistent-cache hits)
+    and inline_runs (runs the calling thread did inside the call: cheap programs, with the device idle).
     Empty when the plugin library lacks the entry points."""
     import ctypes
 
@@ -93,6 +94,20 @@ def stats() -> dict:
     stat.restype = ctypes.c_int64
     stat.argtypes = [ctypes.c_char_p]
     return {n: int(stat(n.encode())) for n in names().decode().split(",")}
+
+
+def host_isa() -> str:
+    """The instruction-set level the host executor's vector loops run at in this process: "sse2",
+    "sse4.2", "avx2" or "avx512" on x86-64 (the CPU's best, or a lower one JMP_HOST_ISA asks for),
+    "neon" on Apple's CPUs; empty when the plugin library lacks the entry point."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(library_path()).jmp_host_isa
+    except (OSError, AttributeError):
+        return ""
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
 
 
 class PlatformClashWarning(UserWarning):
