@@ -42,7 +42,6 @@ mps::TensorType MpsType(const ShapedType& t) {
   return mps::TensorType{d.ok() ? *d : DType::kF32, t.shape};
 }
 
-bool IsFloatType(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16; }
 bool IsComplexType(DataType t) { return t == DataType::kComplexFloat32 || t == DataType::kComplexFloat16; }
 
 // Wraps a possibly negative axis into [0, rank); -1 when outside.
@@ -284,6 +283,7 @@ class StandinGraph : public metal::Graph {
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
     auto wrapped = WrapAxes(call, t, axes);
     if (!wrapped) return Poison(t->type);
+    if (wrapped->size() != axes.size()) return Reject(call, {t}, "axes " + Join(axes) + " are not unique", t->type);
     return EmitOne(call, OpKind::kReverse, {t}, mps::AxesAttrs{*wrapped}, t->type);
   }
 
