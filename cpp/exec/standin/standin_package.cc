@@ -79,12 +79,12 @@ StatusOr<Program> ReadPackage(const std::string& dir) {
   std::stringstream buffer;
   buffer << f.rdbuf();
   const std::string bytes = buffer.str();
-  ByteReader in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                std::string(kPrefix) + "package " + dir);
+  ByteReader in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), std::string(kPrefix) + "package " + dir);
   JMP_ASSIGN_OR_RETURN(std::string_view magic, in.Bytes());
   if (magic != kMagic) return in.Malformed("not a stand-in package");
   JMP_ASSIGN_OR_RETURN(uint64_t version, in.U64());
-  if (version != kVersion) return in.Malformed("version " + std::to_string(version) + ", expected " + std::to_string(kVersion));
+  if (version != kVersion)
+    return in.Malformed("version " + std::to_string(version) + ", expected " + std::to_string(kVersion));
   Program p;
   JMP_ASSIGN_OR_RETURN(p.feeds, ReadTypes(in));
   JMP_ASSIGN_OR_RETURN(p.targets, ReadTypes(in));
