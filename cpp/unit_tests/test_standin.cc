@@ -120,8 +120,7 @@ JMP_TEST(Standin, AddBroadcastsNumPyStyle) {
   // Inputs go in the executable's feedTensors order.
   const Tensors order = (*exe)->feedTensors();
   std::vector<Data> in;
-  for (Tensor* t : order)
-    in.push_back(t == a ? Of<float>({2, 1}, kF32, {10, 20}) : Of<float>({3}, kF32, {1, 2, 3}));
+  for (Tensor* t : order) in.push_back(t == a ? Of<float>({2, 1}, kF32, {10, 20}) : Of<float>({3}, kF32, {1, 2, 3}));
   std::vector<Data> out{Result({2, 3}, kF32, 4)};
   ASSERT_OK(Execute(*s.device, *s.queue, **exe, in, out));
   EXPECT_SAME(Values<float>(out[0]), (std::vector<float>{11, 12, 13, 21, 22, 23}));
@@ -172,8 +171,9 @@ JMP_TEST(Standin, MatMulComputesAndRefusesIntegersAndMacOS14Limits) {
   {
     Standin s;
     Tensor* a = s.Placeholder({2, 2}, kI32);
-    EXPECT_ERROR(StatusOf(s.Compile({s.graph->matrixMultiplicationWithPrimaryTensor(a, a)})),
-                 "MPSGraph stand-in: matrixMultiplicationWithPrimaryTensor:secondaryTensor: on (int32[2,2], int32[2,2])");
+    EXPECT_ERROR(
+        StatusOf(s.Compile({s.graph->matrixMultiplicationWithPrimaryTensor(a, a)})),
+        "MPSGraph stand-in: matrixMultiplicationWithPrimaryTensor:secondaryTensor: on (int32[2,2], int32[2,2])");
   }
   {
     Standin s;
@@ -273,8 +273,9 @@ JMP_TEST(Standin, ScatterNDUpdatesRankFollowsTheHeader) {
   ASSERT_OK(exe);
   std::vector<Data> in;
   for (Tensor* t : (*exe)->feedTensors())
-    in.push_back(t == d ? Of<float>({4}, kF32, {1, 1, 1, 1})
-                        : t == u ? Of<float>({1}, kF32, {5}) : Of<int32_t>({1, 1}, kI32, {2}));
+    in.push_back(t == d   ? Of<float>({4}, kF32, {1, 1, 1, 1})
+                 : t == u ? Of<float>({1}, kF32, {5})
+                          : Of<int32_t>({1, 1}, kI32, {2}));
   std::vector<Data> out{Result({4}, kF32, 4)};
   ASSERT_OK(Execute(*s.device, *s.queue, **exe, in, out));
   EXPECT_SAME(Values<float>(out[0]), (std::vector<float>{1, 1, 6, 1}));

@@ -10,7 +10,7 @@ namespace {
 
 using T = metal::DataType;
 
-const std::vector<T> kIntegers = {T::kInt8, T::kInt16, T::kInt32, T::kInt64,
+const std::vector<T> kIntegers = {T::kInt8,  T::kInt16,  T::kInt32,  T::kInt64,
                                   T::kUInt8, T::kUInt16, T::kUInt32, T::kUInt64};
 
 struct Row {

@@ -42,7 +42,6 @@ mps::TensorType MpsType(const ShapedType& t) {
   return mps::TensorType{d.ok() ? *d : DType::kF32, t.shape};
 }
 
-bool IsFloatType(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16; }
 bool IsComplexType(DataType t) { return t == DataType::kComplexFloat32 || t == DataType::kComplexFloat16; }
 
 // Wraps a possibly negative axis into [0, rank); -1 when outside.
@@ -125,7 +124,8 @@ class StandinGraph : public metal::Graph {
     const Shape ones(shape.size(), 1);
     const int c = EmitLocal(OpKind::kConstant, {}, std::move(attrs), {DType::kF64, ones});
     const int cast = EmitLocal(OpKind::kCast, {c}, mps::NoAttrs{}, MpsType({ones, dt}));
-    const int value = shape == ones ? cast : EmitLocal(OpKind::kBroadcast, {cast}, mps::NoAttrs{}, MpsType({shape, dt}));
+    const int value =
+        shape == ones ? cast : EmitLocal(OpKind::kBroadcast, {cast}, mps::NoAttrs{}, MpsType({shape, dt}));
     return NewTensor(s, value, {shape, dt});
   }
 
@@ -185,8 +185,7 @@ class StandinGraph : public metal::Graph {
     }
     if (inferred >= 0 && n % known == 0) out[static_cast<size_t>(inferred)] = n / known;
     if (ElementCount(out) != n)
-      return Reject(call, {t}, "shape " + Join(shape) + " holds another number of elements",
-                    {shape, t->type.dataType});
+      return Reject(call, {t}, "shape " + Join(shape) + " holds another number of elements", {shape, t->type.dataType});
     return EmitOne(call, OpKind::kReshape, {t}, mps::NoAttrs{}, {out, t->type.dataType});
   }
 
@@ -268,7 +267,8 @@ class StandinGraph : public metal::Graph {
     const std::string call = "padTensor:withPaddingMode:leftPadding:rightPadding:constantValue:";
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
     const size_t rank = t->type.shape.size();
-    if (mode != metal::PaddingMode::kConstant) return Unsupport(call, {t}, "a padding mode other than constant", t->type);
+    if (mode != metal::PaddingMode::kConstant)
+      return Unsupport(call, {t}, "a padding mode other than constant", t->type);
     if (left.size() != rank || right.size() != rank)
       return Reject(call, {t}, "leftPadding and rightPadding need one entry per dimension", t->type);
     Shape out;
@@ -284,6 +284,7 @@ class StandinGraph : public metal::Graph {
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
     auto wrapped = WrapAxes(call, t, axes);
     if (!wrapped) return Poison(t->type);
+    if (wrapped->size() != axes.size()) return Reject(call, {t}, "axes " + Join(axes) + " are not unique", t->type);
     return EmitOne(call, OpKind::kReverse, {t}, mps::AxesAttrs{*wrapped}, t->type);
   }
 
@@ -392,7 +393,8 @@ class StandinGraph : public metal::Graph {
     // but not computed here.
     const bool forward = !d.inverse && d.scalingMode == metal::FFTScalingMode::kNone;
     const bool inverse = d.inverse && d.scalingMode == metal::FFTScalingMode::kSize;
-    if (!forward && !inverse) return Unsupport(call, {t}, "an FFT descriptor other than forward unscaled or inverse scaled by size", t->type);
+    if (!forward && !inverse)
+      return Unsupport(call, {t}, "an FFT descriptor other than forward unscaled or inverse scaled by size", t->type);
     return EmitOne(call, OpKind::kFFT, {t}, mps::FFTAttrs{*wrapped, inverse}, t->type);
   }
 
@@ -489,8 +491,7 @@ class StandinGraph : public metal::Graph {
     const int64_t B = static_cast<int64_t>(batch);
     const int64_t U = static_cast<int64_t>(us.size()) - B, Q = static_cast<int64_t>(is.size()) - B;
     if (U <= 0 || Q <= 0)
-      return Reject(call, {updates, indices}, "U > 0 and Q > 0 (U = updates.rank - B, Q = indices.rank - B)",
-                    fallback);
+      return Reject(call, {updates, indices}, "U > 0 and Q > 0 (U = updates.rank - B, Q = indices.rank - B)", fallback);
     const int64_t K = is.back();
     if (K > U) return Reject(call, {updates, indices}, "K <= U (K = indices.shape[-1])", fallback);
     for (int64_t i = 0; i < B; ++i)
@@ -547,10 +548,10 @@ class StandinGraph : public metal::Graph {
     const int64_t a = WrapAxis(axis, data->type.shape.size());
     if (updates->type.shape != indices->type.shape || a < 0 ||
         !SameExceptAxis(data->type.shape, updates->type.shape, a))
-      return Reject(call, ops,
-                    "axis " + std::to_string(axis) +
-                        ": updates and indices must have one shape, data the same except at axis",
-                    data->type);
+      return Reject(
+          call, ops,
+          "axis " + std::to_string(axis) + ": updates and indices must have one shape, data the same except at axis",
+          data->type);
     auto in = Locals(call, ops);
     if (!in) return Poison(data->type);
     return Emit(call, OpKind::kScatterAlongAxis, {(*in)[0], (*in)[1], Int32Indices((*in)[2], indices->type)},
@@ -561,7 +562,8 @@ class StandinGraph : public metal::Graph {
     const std::string call = "convolution2DWithSourceTensor:weightsTensor:descriptor:";
     if (!Usable(call, {x, w})) return Poison({ShapeOf(x), TypeOf(x)});
     if (!CheckAccepted("convolution2DWithSourceTensor", call, {x, w})) return Poison(x->type);
-    if (x->type.dataType != w->type.dataType) return Reject(call, {x, w}, "source and weights differ in data type", x->type);
+    if (x->type.dataType != w->type.dataType)
+      return Reject(call, {x, w}, "source and weights differ in data type", x->type);
     if (d.dataLayout != metal::TensorNamedDataLayout::kNHWC || d.weightsLayout != metal::TensorNamedDataLayout::kHWIO)
       return Unsupport(call, {x, w}, "layouts other than NHWC source and HWIO weights", x->type);
     if (d.paddingStyle != metal::PaddingStyle::kExplicit) return Unsupport(call, {x, w}, "implicit padding", x->type);
@@ -571,10 +573,10 @@ class StandinGraph : public metal::Graph {
       return Reject(call, {x, w}, "a zero stride, dilation rate or group count", x->type);
     const auto g = static_cast<int64_t>(d.groups);
     if (xs[3] != ws[2] * g || ws[3] % g != 0)
-      return Reject(call, {x, w},
-                    "source channels must be weights' I times groups (" + std::to_string(g) +
-                        ") and O a multiple of groups",
-                    x->type);
+      return Reject(
+          call, {x, w},
+          "source channels must be weights' I times groups (" + std::to_string(g) + ") and O a multiple of groups",
+          x->type);
     auto extent = [](int64_t in, uint64_t lo, uint64_t hi, int64_t k, uint64_t dil, uint64_t stride) {
       const int64_t span = static_cast<int64_t>(dil) * (k - 1) + 1;
       const int64_t padded = in + static_cast<int64_t>(lo + hi);
@@ -893,22 +895,24 @@ class StandinGraph : public metal::Graph {
     return EmitOne(call, kind, {t}, mps::CumulativeAttrs{a, exclusive, reverse}, t->type);
   }
 
-  Tensor* Pool(const std::string& selector, OpKind kind, const Tensors& operands, const metal::Pooling4DOpDescriptor& d) {
+  Tensor* Pool(const std::string& selector, OpKind kind, const Tensors& operands,
+               const metal::Pooling4DOpDescriptor& d) {
     const std::string call = selector + (operands.size() == 2 ? ":sourceTensor:descriptor:" : ":descriptor:");
     if (!Usable(call, operands)) return Poison({ShapeOf(operands.back()), TypeOf(operands.back())});
     if (!CheckAccepted(selector, call, operands)) return Poison(operands.back()->type);
     Tensor* source = operands.back();
     const Shape& s = source->type.shape;
     if (s.size() != 4) return Reject(call, operands, "a source of rank other than 4", source->type);
-    if (d.kernelSizes.size() != 4 || d.strides.size() != 4 || d.dilationRates.size() != 4 || d.paddingValues.size() != 8)
+    if (d.kernelSizes.size() != 4 || d.strides.size() != 4 || d.dilationRates.size() != 4 ||
+        d.paddingValues.size() != 8)
       return Reject(call, operands, "kernelSizes, strides and dilationRates need 4 entries, paddingValues 8",
                     source->type);
-    if (d.paddingStyle != metal::PaddingStyle::kExplicit) return Unsupport(call, operands, "implicit padding", source->type);
+    if (d.paddingStyle != metal::PaddingStyle::kExplicit)
+      return Unsupport(call, operands, "implicit padding", source->type);
     for (int64_t r : d.dilationRates)
       if (r != 1) return Unsupport(call, operands, "dilation rates other than 1", source->type);
     if (kind == OpKind::kAvgPool4D && !d.includeZeroPadToAverage)
-      return Unsupport(call, operands, "an average that leaves padding out (includeZeroPadToAverage NO)",
-                       source->type);
+      return Unsupport(call, operands, "an average that leaves padding out (includeZeroPadToAverage NO)", source->type);
     mps::Pool4DAttrs a;
     Shape out;
     for (size_t i = 0; i < 4; ++i) {
@@ -987,7 +991,8 @@ Tensors StandinGraph::whileWithInitialInputs(const Tensors& initial, const While
     ok = false;
   }
   for (size_t i = 0; ok && i < forwarded.size(); ++i) {
-    if (forwarded[i]->type.shape != initial[i]->type.shape || forwarded[i]->type.dataType != initial[i]->type.dataType) {
+    if (forwarded[i]->type.shape != initial[i]->type.shape ||
+        forwarded[i]->type.dataType != initial[i]->type.dataType) {
       Record(Violation(Describe(call, {forwarded[i], initial[i]}) + ": before block result " + std::to_string(i) +
                        " differs in type from the initial input"));
       ok = false;
@@ -1003,9 +1008,8 @@ Tensors StandinGraph::whileWithInitialInputs(const Tensors& initial, const While
       ok = false;
     } else {
       // The host's While wants a bool scalar.
-      const int scalar = predicate->type.shape.empty()
-                             ? *p
-                             : EmitLocal(OpKind::kReshape, {*p}, mps::NoAttrs{}, {DType::kBool, {}});
+      const int scalar =
+          predicate->type.shape.empty() ? *p : EmitLocal(OpKind::kReshape, {*p}, mps::NoAttrs{}, {DType::kBool, {}});
       cond->graph.outputs = {scalar};
     }
   }

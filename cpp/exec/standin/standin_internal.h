@@ -65,6 +65,6 @@ StatusOr<Program> ReadPackage(const std::string& dir);
 // The executable (standin_runtime.cc): from a compile (with its feed and target tensors) or a package
 // (without: the properties are nil).
 StatusOr<std::unique_ptr<metal::GraphExecutable>> MakeExecutable(Program program, metal::Tensors feedTensors,
-                                                                   metal::Tensors targetTensors);
+                                                                 metal::Tensors targetTensors);
 
 }  // namespace jmp::exec::standin

@@ -46,6 +46,8 @@ Status Matches(const mps::Graph& g, const std::vector<int>& ids, const std::vect
                const std::string& what) {
   if (ids.size() != types.size()) return Violation("package: the graph's " + what + " count differs from its header's");
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= g.values.size())
+      return Violation("package: " + what + " " + std::to_string(i) + " names no value of the graph");
     auto d = HostDType(types[i].dataType);
     if (!d.ok() || g.type(ids[i]).dtype != *d || g.type(ids[i]).shape != types[i].shape)
       return Violation("package: " + what + " " + std::to_string(i) + " differs from its header's type");
@@ -77,16 +79,18 @@ StatusOr<Program> ReadPackage(const std::string& dir) {
   std::stringstream buffer;
   buffer << f.rdbuf();
   const std::string bytes = buffer.str();
-  ByteReader in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                std::string(kPrefix) + "package " + dir);
+  ByteReader in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), std::string(kPrefix) + "package " + dir);
   JMP_ASSIGN_OR_RETURN(std::string_view magic, in.Bytes());
   if (magic != kMagic) return in.Malformed("not a stand-in package");
   JMP_ASSIGN_OR_RETURN(uint64_t version, in.U64());
-  if (version != kVersion) return in.Malformed("version " + std::to_string(version) + ", expected " + std::to_string(kVersion));
+  if (version != kVersion)
+    return in.Malformed("version " + std::to_string(version) + ", expected " + std::to_string(kVersion));
   Program p;
   JMP_ASSIGN_OR_RETURN(p.feeds, ReadTypes(in));
   JMP_ASSIGN_OR_RETURN(p.targets, ReadTypes(in));
-  JMP_ASSIGN_OR_RETURN(p.graph, mps::ReadGraph(in));
+  StatusOr<mps::Graph> graph = mps::ReadGraph(in);
+  if (!graph.ok()) return InvalidArgument(std::string(kPrefix) + "package " + dir + ": " + graph.status().message());
+  p.graph = std::move(*graph);
   if (in.left() != 0) return in.Malformed("bytes after the graph");
   JMP_RETURN_IF_ERROR(Matches(p.graph, p.graph.inputs, p.feeds, "feed"));
   JMP_RETURN_IF_ERROR(Matches(p.graph, p.graph.outputs, p.targets, "target"));

@@ -86,8 +86,8 @@ class Blit : public metal::BlitCommandEncoder {
                       size_t size) override {
     const std::string call = "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size: (source " +
                              std::to_string(from.length()) + " bytes at " + std::to_string(from_offset) +
-                             ", destination " + std::to_string(to.length()) + " bytes at " +
-                             std::to_string(to_offset) + ", size " + std::to_string(size) + ")";
+                             ", destination " + std::to_string(to.length()) + " bytes at " + std::to_string(to_offset) +
+                             ", size " + std::to_string(size) + ")";
     Status problem;
     if (size % 4 || from_offset % 4 || to_offset % 4)
       problem = Violation(call + ": offsets and size must be multiples of 4 on macOS");
@@ -240,7 +240,8 @@ class StandinExecutable : public metal::GraphExecutable {
     };
     // Buffer contents are read and written only when the work runs on the queue's thread.
     std::vector<std::pair<void*, size_t>> sources;
-    for (size_t i = 0; i < in.size(); ++i) sources.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
+    for (size_t i = 0; i < in.size(); ++i)
+      sources.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
     std::vector<void*> sinks;
     for (StandinTensorData* d : out) sinks.push_back(d->buffer->contents());
     std::shared_ptr<Executable> host = host_;
@@ -271,7 +272,8 @@ class StandinExecutable : public metal::GraphExecutable {
  private:
   // inputsArray[i] binds feedTensors[i] (resultsArray[j] targetTensors[j]): shaped types equal, count too.
   static Status Check(const std::string& what, const std::vector<metal::TensorData*>& data,
-                      const std::vector<ShapedType>& want, const std::string& order, std::vector<StandinTensorData*>* out) {
+                      const std::vector<ShapedType>& want, const std::string& order,
+                      std::vector<StandinTensorData*>* out) {
     const std::string call = "encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: ";
     if (data.size() != want.size())
       return Violation(call + what + " holds " + std::to_string(data.size()) + " tensor data for " +
@@ -281,8 +283,8 @@ class StandinExecutable : public metal::GraphExecutable {
       if (!d) return Violation(call + what + "[" + std::to_string(i) + "] is not tensor data of this device");
       if (!d->problem.ok()) return d->problem;
       if (d->type.shape != want[i].shape || d->type.dataType != want[i].dataType)
-        return Violation(call + what + "[" + std::to_string(i) + "] is " + TypeString(d->type) + " but " + order +
-                         "[" + std::to_string(i) + "] is " + TypeString(want[i]));
+        return Violation(call + what + "[" + std::to_string(i) + "] is " + TypeString(d->type) + " but " + order + "[" +
+                         std::to_string(i) + "] is " + TypeString(want[i]));
       out->push_back(d);
     }
     return Status::Ok();
@@ -333,7 +335,7 @@ class Device : public metal::Device {
     return MakeExecutable(std::move(program), {}, {});  // feedTensors and targetTensors are nil
   }
   StatusOr<std::unique_ptr<metal::ComputePipelineState>> newComputePipelineState(const std::string&,
-                                                                                   const std::string&) override {
+                                                                                 const std::string&) override {
     return Unimplemented(std::string(kPrefix) + "no Metal Shading Language compiler");
   }
 };
@@ -341,10 +343,11 @@ class Device : public metal::Device {
 }  // namespace
 
 StatusOr<std::unique_ptr<metal::GraphExecutable>> MakeExecutable(Program program, metal::Tensors feedTensors,
-                                                                   metal::Tensors targetTensors) {
+                                                                 metal::Tensors targetTensors) {
   JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> host, CompileProgram(program.graph));
-  return std::unique_ptr<metal::GraphExecutable>(new StandinExecutable(
-      std::move(program), std::shared_ptr<Executable>(std::move(host)), std::move(feedTensors), std::move(targetTensors)));
+  return std::unique_ptr<metal::GraphExecutable>(
+      new StandinExecutable(std::move(program), std::shared_ptr<Executable>(std::move(host)), std::move(feedTensors),
+                            std::move(targetTensors)));
 }
 
 std::unique_ptr<metal::Device> CreateStandinDevice() { return std::make_unique<Device>(); }
