@@ -24,6 +24,17 @@ def library_path() -> str:
 _registered = False
 
 
+def _record_executor() -> None:
+    from . import _native, _status
+
+    try:
+        side = _native.metal_side()
+    except (OSError, ValueError, RuntimeError) as e:  # a bad JAX_METAL_EXECUTOR: the backend says so too
+        _status.record("executor", "platform", False, str(e))
+        return
+    _status.record("executor", "platform", True, f"{side}: {_native.METAL_SIDES.get(side, side)}")
+
+
 def initialize() -> None:
     """Registers the plugin with JAX (called by JAX's plugin discovery; a second call does nothing)."""
     global _registered
@@ -50,6 +61,7 @@ def initialize() -> None:
     register_plugin("metal", priority=500, library_path=path)
     _registered = True
     _status.record("metal", "platform", True, f"PJRT plugin {path}")
+    _record_executor()
     _donation.enable()
     _jax_internals.enable_persistent_cache()
     _callbacks.install(path)

@@ -48,7 +48,8 @@ def _version(dist: str) -> str:
 def _metal_support() -> str:
     """What macOS says of the GPU's Metal support (system_profiler), or why there is none."""
     if sys.platform != "darwin":
-        return f"none: {platform.system()} has no Metal (placed mode runs Metal's segments on the host executor)"
+        return (f"none: {platform.system()} has no Metal (the Metal executor runs over its stand-in, or placed "
+                f"mode runs Metal's segments on the host executor)")
     try:
         out = subprocess.run(["system_profiler", "SPDisplaysDataType", "-json"], capture_output=True,
                              text=True, timeout=20)
@@ -65,8 +66,7 @@ def environment(lib: ctypes.CDLL, report: dict) -> dict:
     from . import _platform_clash
 
     metal = bool(report.get("metal"))
-    chosen = os.environ.get("JAX_METAL_EXECUTOR", "")
-    executor = "metal" if metal else ("host" if chosen == "host" else "placed")
+    executor = report.get("executor") or ("metal" if metal else "unknown")
     ok = [c for c in report.get("cases", []) if c.get("status") == "ok"]
     return {
         "os": platform.platform(),

@@ -48,7 +48,7 @@ common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std
 commit_flag="-DJMP_BUILD_COMMIT=\"$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\""
 
 sources=()
-for dir in support stablehlo stablehlo/passes mps lower exec exec/host check pjrt; do
+for dir in support stablehlo stablehlo/passes mps lower exec exec/metal exec/host exec/standin check pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
 sources+=("$root"/cpp/plugin/*.cc)

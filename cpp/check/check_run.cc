@@ -144,8 +144,9 @@ Status BuildSweepCase(mps::OpKind kind, DType dtype, bool quick, Case& c) {
 
 std::string RunCheck(bool quick, const std::string& only) {
   const auto start = std::chrono::steady_clock::now();
-  bool is_metal = false;
-  auto metal = exec::CreateMetalSideExecutor(&is_metal);
+  std::string side;
+  auto metal = exec::CreateMetalSideExecutor(&side);
+  const bool is_metal = side == "metal";
   if (!metal.ok()) return "{\"error\": " + Quote(metal.status().message()) + "}";
   std::unique_ptr<exec::Executor> host = exec::CreateHostExecutor();
   std::set<exec::OpDTypePair> selected;
@@ -156,7 +157,7 @@ std::string RunCheck(bool quick, const std::string& only) {
   }
   auto wanted = [&](mps::OpKind k, DType d) { return selected.empty() || selected.count({k, d}) > 0; };
   std::ostringstream j;
-  j << "{\"metal\": " << (is_metal ? "true" : "false") << ", \"cases\": [";
+  j << "{\"metal\": " << (is_metal ? "true" : "false") << ", \"executor\": " << Quote(side) << ", \"cases\": [";
   bool first = true;
   auto emit = [&](const std::string& s) {
     j << (first ? "\n" : ",\n") << s;

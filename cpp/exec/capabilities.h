@@ -49,8 +49,11 @@ mps::Graph WithFaults(const mps::Graph& graph, const std::set<OpDTypePair>& faul
 std::unique_ptr<Executor> WithInjectedFaults(std::unique_ptr<Executor> device);
 
 // The executor Metal segments run on, as JAX_METAL_EXECUTOR chooses (exec/executor.h): the Metal
-// executor, or in placed mode a host executor standing in for it, either with the injected faults;
-// in host mode (no Metal side) a plain host executor. `metal` says whether it is the Metal executor.
-StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(bool* metal = nullptr);
+// executor over MPSGraph (a Mac's default), the Metal executor over the stand-in (elsewhere's default),
+// or in placed mode a host executor standing in for it, each with the injected faults; in host mode (no
+// Metal side) a plain host executor. `side` gets which: "metal", "standin", "placed" or "host".
+StatusOr<std::unique_ptr<Executor>> CreateMetalSideExecutor(std::string* side = nullptr);
+// Which of those JAX_METAL_EXECUTOR and this machine choose, without making it.
+StatusOr<std::string> MetalSideName();
 
 }  // namespace jmp::exec
