@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import jax_metal_plugin
 import numpy as np
+import pytest
 from jax import lax
 
 from jaxcompare import assert_close, check, device
@@ -17,9 +18,9 @@ from jaxcompare import assert_close, check, device
 N = 64
 
 
-def matrix(seed, scale=0.05):
+def matrix(seed, scale=0.05, dtype=np.float32):
     # Small entries: tanh(c @ c) stays finite and well away from saturation for any trip count.
-    return np.random.default_rng(seed).uniform(-scale, scale, (N, N)).astype(np.float32)
+    return np.random.default_rng(seed).uniform(-scale, scale, (N, N)).astype(dtype)
 
 
 def tanh_loop(iterations):
@@ -30,13 +31,16 @@ def inline_runs():
     return jax_metal_plugin.stats()["inline_runs"]
 
 
-def test_a_long_loop_returns_before_its_run_is_done():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_long_loop_returns_before_its_run_is_done(dtype, request):
     # 20000 products of 64x64 matrices: a fraction of a second to seconds here, of which the call must
     # take under a fifth. Run inline, the call would take the whole run every time; queued, it takes
     # a dispatch. Up to three tries, so that a moment of the caller's thread descheduled on a loaded
-    # machine cannot fail it.
+    # machine cannot fail it. In float64 the loop is a host segment on a Mac too.
+    if dtype == np.float64:
+        request.getfixturevalue("x64")
     f = jax.jit(tanh_loop(20000))
-    x = jax.device_put(matrix(0), device("metal"))
+    x = jax.device_put(matrix(0, dtype=dtype), device("metal"))
     f(x).block_until_ready()  # compiled, and the queue idle
     before = inline_runs()
     tries = []
