@@ -86,6 +86,10 @@ for src in "${sources[@]}" "${metal_sources[@]}"; do objs+=("$out/obj/$(echo "${
   -framework Accelerate -lobjc
 echo "$out/libjax_metal_pjrt.dylib"
 
+# The host executor's hot loops must come out as NEON vector code (a Mac runs float64 and LAPACK-side
+# work there); a loop left scalar fails the build, naming it.
+"${PYTHON:-python3}" "$root/scripts/check_neon.py" "$out/obj" >&2
+
 # The wheel a Mac user installs without a compiler, checked as it will be installed and loaded.
 python="${PYTHON:-python3}"
 wheel="$("$python" "$root/scripts/build_wheel.py" --library "$out/libjax_metal_pjrt.dylib" --out "$out")"
