@@ -33,8 +33,8 @@ struct Loop {
 };
 
 mps::Graph Program(const Loop& l) {
-  const std::vector<int64_t> x_shape = l.work == OpKind::kMatMul ? std::vector<int64_t>{l.n, l.n}
-                                                                 : std::vector<int64_t>{l.n};
+  const std::vector<int64_t> x_shape =
+      l.work == OpKind::kMatMul ? std::vector<int64_t>{l.n, l.n} : std::vector<int64_t>{l.n};
   GraphBuilder cond;
   int ci = cond.Input(DType::kI32, {});
   cond.Input(DType::kF32, x_shape);

@@ -8,8 +8,8 @@ namespace jmp::exec::host {
 IsaLevel CpuIsa() {
 #ifdef JMP_HOST_ISA_LEVELS
   __builtin_cpu_init();
-  const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") &&
-                  __builtin_cpu_supports("ssse3");
+  const bool v2 =
+      __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("ssse3");
   const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                   __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

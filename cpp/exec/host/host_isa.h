@@ -38,28 +38,31 @@ F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define JMP_HOST_ISA_LEVELS 1
 #define JMP_TARGET_SSE42 __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf")))
-#define JMP_TARGET_AVX2                                                                           \
-  __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
-                        "lzcnt,movbe,xsave")))
-#define JMP_TARGET_AVX512                                                                         \
-  __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
-                        "lzcnt,movbe,xsave,avx512f,avx512bw,avx512cd,avx512dq,avx512vl")))
+#define JMP_TARGET_AVX2                                                              \
+  __attribute__((                                                                    \
+      target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
+             "lzcnt,movbe,xsave")))
+#define JMP_TARGET_AVX512                                                            \
+  __attribute__((                                                                    \
+      target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
+             "lzcnt,movbe,xsave,avx512f,avx512bw,avx512cd,avx512dq,avx512vl")))
 #endif
 
 // Defines `void Name Params`, running the body (the arguments after Args) built for the level HostIsa
 // picks. Params is the parenthesised parameter list, Args the parenthesised names passed on. Helpers the
 // body calls must be inline (JMP_FASTMATH) to be built for each level with it.
 #ifdef JMP_HOST_ISA_LEVELS
-#define JMP_VECTOR_LOOP(Name, Params, Args, ...)                                                      \
-  inline __attribute__((always_inline)) void Name##AnyLevel Params __VA_ARGS__                        \
-  JMP_TARGET_AVX512 void Name##Avx512 Params { Name##AnyLevel Args; }                                 \
-  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                     \
-  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                   \
-  void Name##Sse2 Params { Name##AnyLevel Args; }                                                     \
-  void Name Params {                                                                                  \
-    static const auto level = ::jmp::exec::host::PickByIsa(&Name##Avx512, &Name##Avx2, &Name##Sse42, \
-                                                           &Name##Sse2);                             \
-    level Args;                                                                                       \
+#define JMP_VECTOR_LOOP(Name, Params, Args, ...)                                                                   \
+  inline __attribute__((                                                                                           \
+      always_inline)) void Name##AnyLevel Params __VA_ARGS__ JMP_TARGET_AVX512 void Name##Avx512 Params {          \
+    Name##AnyLevel Args;                                                                                           \
+  }                                                                                                                \
+  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                                  \
+  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                                \
+  void Name##Sse2 Params { Name##AnyLevel Args; }                                                                  \
+  void Name Params {                                                                                               \
+    static const auto level = ::jmp::exec::host::PickByIsa(&Name##Avx512, &Name##Avx2, &Name##Sse42, &Name##Sse2); \
+    level Args;                                                                                                    \
   }
 #else
 #define JMP_VECTOR_LOOP(Name, Params, Args, ...) void Name Params __VA_ARGS__

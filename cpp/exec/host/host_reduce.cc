@@ -87,18 +87,18 @@ JMP_VECTOR_LOOP(RowSumsF32, (const float* x, float* y, int64_t r0, int64_t r1, i
 // Sums of columns c0..c1 of a [rows, cols] float matrix, in double, row by row.
 JMP_VECTOR_LOOP(ColumnSumsF32, (const float* x, float* y, int64_t c0, int64_t c1, int64_t rows, int64_t cols),
                 (x, y, c0, c1, rows, cols), {
-  constexpr int64_t kBlock = 256;  // the accumulators stay in L1
-  double acc[kBlock];
-  for (int64_t b0 = c0; b0 < c1; b0 += kBlock) {
-    const int64_t b1 = std::min(c1, b0 + kBlock);
-    for (int64_t j = b0; j < b1; ++j) acc[j - b0] = 0.0;
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* row = x + i * cols;
-      for (int64_t j = b0; j < b1; ++j) acc[j - b0] += row[j];
-    }
-    for (int64_t j = b0; j < b1; ++j) y[j] = static_cast<float>(acc[j - b0]);
-  }
-})
+                  constexpr int64_t kBlock = 256;  // the accumulators stay in L1
+                  double acc[kBlock];
+                  for (int64_t b0 = c0; b0 < c1; b0 += kBlock) {
+                    const int64_t b1 = std::min(c1, b0 + kBlock);
+                    for (int64_t j = b0; j < b1; ++j) acc[j - b0] = 0.0;
+                    for (int64_t i = 0; i < rows; ++i) {
+                      const float* row = x + i * cols;
+                      for (int64_t j = b0; j < b1; ++j) acc[j - b0] += row[j];
+                    }
+                    for (int64_t j = b0; j < b1; ++j) y[j] = static_cast<float>(acc[j - b0]);
+                  }
+                })
 
 // float32 sums, maxima and minima whose reduced dims are all after, or all before, the kept ones (size-1
 // dims aside): no relayout, split across threads. Sums accumulate in double, eight lanes at a time.
