@@ -64,6 +64,10 @@ F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
     static const auto level = ::jmp::exec::host::PickByIsa(&Name##Avx512, &Name##Avx2, &Name##Sse42, &Name##Sse2); \
     level Args;                                                                                                    \
   }
+#elif defined(__GNUC__)
+// Kept out of line, as the levels' dispatch keeps them on x86-64: one call per chunk of elements, and
+// scripts/check_neon.py finds each loop by name in an arm64 build's object code.
+#define JMP_VECTOR_LOOP(Name, Params, Args, ...) __attribute__((noinline)) void Name Params __VA_ARGS__
 #else
 #define JMP_VECTOR_LOOP(Name, Params, Args, ...) void Name Params __VA_ARGS__
 #endif
