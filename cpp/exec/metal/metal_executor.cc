@@ -146,7 +146,8 @@ class MetalExecutable : public Executable {
       params.push_back(p);
       feeds.emplace_back(p, input_types_[i]);
     }
-    JMP_ASSIGN_OR_RETURN(Tensors outputs, metal::BuildGraph(graph, graph_, params));
+    Status mismatch;
+    JMP_ASSIGN_OR_RETURN(Tensors outputs, metal::BuildGraph(graph, graph_, params, &mismatch));
     // Results are tensors of their own: an input or a repeated value gets an identity, so that each
     // target is one result position.
     Tensors targets;
@@ -156,6 +157,7 @@ class MetalExecutable : public Executable {
       targets.push_back(seen ? graph.identityWithTensor(t) : t);
     }
     JMP_ASSIGN_OR_RETURN(executable_, graph.compileWithDevice(*device_, feeds, targets));
+    JMP_RETURN_IF_ERROR(mismatch);
     // The executable takes its inputs in its feedTensors' order and gives results in its targetTensors'
     // (MPSGraphExecutable.h), neither of which need be the order given.
     JMP_ASSIGN_OR_RETURN(feed_order_, Positions(executable_->feedTensors(), params, "feedTensors"));

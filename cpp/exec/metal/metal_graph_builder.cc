@@ -57,7 +57,7 @@ class Builder {
         return Internal(std::string(mps::OpKindName(op.kind)) + ": MPSGraph gave " + std::to_string(out.size()) +
                         " results where the op has " + std::to_string(op.outputs.size()));
       for (size_t i = 0; i < op.outputs.size(); ++i) {
-        JMP_RETURN_IF_ERROR(CheckInferred(op, g.type(op.outputs[i]), out[i]));
+        if (mismatch_.ok()) mismatch_ = CheckInferred(op, g.type(op.outputs[i]), out[i]);
         values[static_cast<size_t>(op.outputs[i])] = out[i];
       }
     }
@@ -65,6 +65,10 @@ class Builder {
     for (int v : g.outputs) outputs.push_back(values[static_cast<size_t>(v)]);
     return outputs;
   }
+
+  // The first call whose inferred type is not the op graph's. It is reported after compiling, so that a
+  // refusal of MPSGraph's own, which explains it, comes first.
+  const Status& mismatch() const { return mismatch_; }
 
  private:
   // MPSGraph infers each result's type from the call; it must be the op graph's.
@@ -94,6 +98,7 @@ class Builder {
   StatusOr<Tensors> Emit(const mps::Graph& g, const mps::Op& op, const Tensors& in);
 
   Graph& G;
+  Status mismatch_;
 };
 
 ScatterMode ScatterModeOf(mps::ScatterMode mode) {
@@ -294,8 +299,11 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
 
 }  // namespace
 
-StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params) {
-  return Builder(graph).Build(g, params);
+StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params, Status* mismatch) {
+  Builder builder(graph);
+  StatusOr<Tensors> built = builder.Build(g, params);
+  *mismatch = builder.mismatch();
+  return built;
 }
 
 }  // namespace jmp::exec::metal
