@@ -382,8 +382,10 @@ class SegmentedExecutor : public Executor {
     std::vector<std::string_view> parts;
     if (serialized) {
       auto read = SegmentBytes(*serialized, placement);
-      if (!read.ok()) serialized = nullptr;  // bytes of another placement: compile what this one is
-      else parts = std::move(*read);
+      if (!read.ok())
+        serialized = nullptr;  // bytes of another placement: compile what this one is
+      else
+        parts = std::move(*read);
     }
     auto compile = [&](size_t s, const mps::Graph& g) {
       Executor& executor = For(placement.segments[s].where);

@@ -139,9 +139,8 @@ JMP_TEST(MetalExecutor, ABranchThatCannotBeBuiltIsReportedAsItself) {
   GraphBuilder b;
   int pred = b.Input(DType::kBool, {});
   int x = b.Input(DType::kU64, {2});
-  int out = b.Apply(OpKind::kIf, {pred, x}, DType::kU64, {2}, [&](mps::Op& op) {
-    op.subgraphs = {then_b.graph(), else_b.graph()};
-  });
+  int out = b.Apply(OpKind::kIf, {pred, x}, DType::kU64, {2},
+                    [&](mps::Op& op) { op.subgraphs = {then_b.graph(), else_b.graph()}; });
   b.Output(out);
   auto metal = StandinMetal();
   EXPECT_ERROR(metal->Compile(b.graph()).status(), "host-only");
@@ -162,9 +161,8 @@ JMP_TEST(MetalExecutor, AnErrorOfAnEarlierCommandBufferFailsTheRun) {
   body_b.Output(body_b.Apply(OpKind::kAdd, {b_i, one}, DType::kI32, {}));
   GraphBuilder b;
   int i = b.Input(DType::kI32, {});
-  b.Output(b.Apply(OpKind::kWhile, {i}, DType::kI32, {}, [&](mps::Op& op) {
-    op.subgraphs = {cond_b.graph(), body_b.graph()};
-  }));
+  b.Output(b.Apply(OpKind::kWhile, {i}, DType::kI32, {},
+                   [&](mps::Op& op) { op.subgraphs = {cond_b.graph(), body_b.graph()}; }));
   auto r = CompileAndRun(*metal, b.graph(), {Bytes<int32_t>({0})});
   unsetenv("JAX_METAL_STANDIN_GPU_ERROR");
   EXPECT_ERROR(r.status(), "command buffer failed");

@@ -133,7 +133,11 @@ class MetalExecutable : public Executable {
  public:
   MetalExecutable(std::shared_ptr<metal::Device> device, std::shared_ptr<metal::CommandQueue> queue,
                   std::shared_ptr<MetalPool> pool, std::shared_ptr<StartedWork> work, const mps::Graph& g)
-      : device_(std::move(device)), queue_(std::move(queue)), pool_(std::move(pool)), work_(std::move(work)), graph_(g) {}
+      : device_(std::move(device)),
+        queue_(std::move(queue)),
+        pool_(std::move(pool)),
+        work_(std::move(work)),
+        graph_(g) {}
 
   Status Build() {
     JMP_RETURN_IF_ERROR(DescribeTypes());
@@ -188,7 +192,8 @@ class MetalExecutable : public Executable {
     JMP_ASSIGN_OR_RETURN(executable_, device_->newExecutableWithMPSGraphPackageAtURL(path));
     // A loaded executable need not list its feeds and targets; where it does, the counts must agree.
     const size_t listed_feeds = executable_->feedTensors().size(), listed_targets = executable_->targetTensors().size();
-    if ((listed_feeds && listed_feeds != feed_order_.size()) || (listed_targets && listed_targets != target_order_.size()))
+    if ((listed_feeds && listed_feeds != feed_order_.size()) ||
+        (listed_targets && listed_targets != target_order_.size()))
       return InvalidArgument("the package's executable takes other inputs or results than its graph");
     return Status::Ok();
   }
@@ -304,8 +309,9 @@ class MetalExecutable : public Executable {
     std::vector<size_t> order;
     for (Tensor* t : listed) {
       auto it = std::find(ours.begin(), ours.end(), t);
-      if (it == ours.end()) return Internal(std::string("MPSGraph's executable lists a tensor among its ") + what +
-                                            " that the graph did not give it");
+      if (it == ours.end())
+        return Internal(std::string("MPSGraph's executable lists a tensor among its ") + what +
+                        " that the graph did not give it");
       order.push_back(static_cast<size_t>(it - ours.begin()));
     }
     return order;
@@ -319,7 +325,8 @@ class MetalExecutable : public Executable {
       seen[static_cast<size_t>(x)] = true;
       order.push_back(static_cast<size_t>(x));
     }
-    if (order.size() != n) return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
+    if (order.size() != n)
+      return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
     return order;
   }
 
@@ -386,14 +393,16 @@ class MetalExecutor : public Executor {
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     if (IsMetalKernelGraph(graph)) {
       if (kernel_fallback_) return FallbackKernel(graph);
-      return CompileMetalKernel(device_, queue_, work_, graph,
-                                [](DeviceMemory* m) -> metal::Buffer& { return static_cast<MetalMemory*>(m)->buffer(); });
+      return CompileMetalKernel(device_, queue_, work_, graph, [](DeviceMemory* m) -> metal::Buffer& {
+        return static_cast<MetalMemory*>(m)->buffer();
+      });
     }
     StatusOr<std::unique_ptr<Executable>> result = Internal("Metal executor: not compiled");
     device_->autoreleasepool([&] {
       auto exe = std::make_unique<MetalExecutable>(device_, queue_, pool_, work_, graph);
       Status s = exe->Build();
-      result = s.ok() ? StatusOr<std::unique_ptr<Executable>>(std::move(exe)) : StatusOr<std::unique_ptr<Executable>>(s);
+      result =
+          s.ok() ? StatusOr<std::unique_ptr<Executable>>(std::move(exe)) : StatusOr<std::unique_ptr<Executable>>(s);
     });
     return result;
   }

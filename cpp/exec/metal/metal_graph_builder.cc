@@ -78,8 +78,8 @@ class Builder {
     const DataType dtype = G.dataTypeOf(got);
     if (shape == expected.shape && dtype == expected.dataType) return Status::Ok();
     return Internal(std::string(mps::OpKindName(op.kind)) + " (" + std::string(mps::OpKindSelector(op.kind)) +
-                    "): MPSGraph inferred shape " + ShapeText(shape) + " dtype 0x" + Hex(dtype) + " where the op graph has " +
-                    want.ToString() + (op.location.empty() ? "" : " at " + op.location));
+                    "): MPSGraph inferred shape " + ShapeText(shape) + " dtype 0x" + Hex(dtype) +
+                    " where the op graph has " + want.ToString() + (op.location.empty() ? "" : " at " + op.location));
   }
   static std::string Hex(DataType d) {
     char buf[16];
@@ -144,13 +144,13 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
     }
     case K::kCoordinateAlongAxis:
       return Tensors{G.castTensor(G.coordinateAlongAxis(Axis(op), ShapeOf(out)), dt)};
-    // The uniform rows: one generated call each.
+      // The uniform rows: one generated call each.
 #define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return Tensors{G.selector(in.at(0))};
 #define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return Tensors{G.primary(in.at(0), in.at(1))};
 #include "mps/op_kinds.def"
-    // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
+      // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
 #define JMP_HOST_OP(Name, domain) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");
@@ -207,8 +207,7 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
       const mps::SortAttrs& a = op.Attrs<mps::SortAttrs>();
       return Tensors{G.argSortWithTensor(in.at(0), a.axis, a.descending)};
     }
-    case K::kTopK:
-      return G.topKWithSourceTensor(in.at(0), static_cast<uint64_t>(op.Attrs<mps::TopKAttrs>().k));
+    case K::kTopK: return G.topKWithSourceTensor(in.at(0), static_cast<uint64_t>(op.Attrs<mps::TopKAttrs>().k));
     case K::kCumulativeSum:
     case K::kCumulativeProduct:
     case K::kCumulativeMaximum:
@@ -225,8 +224,8 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
       return Tensors{G.gatherNDWithUpdatesTensor(in.at(0), in.at(1),
                                                  static_cast<uint64_t>(op.Attrs<mps::GatherNDAttrs>().batch_dims))};
     case K::kScatterND:
-      return Tensors{
-          G.scatterNDWithDataTensor(in.at(0), in.at(1), in.at(2), 0, ScatterModeOf(op.Attrs<mps::ScatterAttrs>().mode))};
+      return Tensors{G.scatterNDWithDataTensor(in.at(0), in.at(1), in.at(2), 0,
+                                               ScatterModeOf(op.Attrs<mps::ScatterAttrs>().mode))};
     case K::kScatterAlongAxis: {
       const mps::ScatterAttrs& a = op.Attrs<mps::ScatterAttrs>();
       return Tensors{G.scatterAlongAxis(a.axis, in.at(0), in.at(1), in.at(2), ScatterModeOf(a.mode))};
