@@ -375,6 +375,11 @@ class MetalExecutable : public Executable {
   std::mutex mu_;
 };
 
+class NothingToRun : public Executable {
+ public:
+  Status Run(const std::vector<DeviceMemory*>&, const std::vector<DeviceMemory*>&) override { return Status::Ok(); }
+};
+
 class MetalExecutor : public Executor {
  public:
   MetalExecutor(std::shared_ptr<metal::Device> device, std::unique_ptr<Executor> kernel_fallback)
@@ -397,6 +402,8 @@ class MetalExecutor : public Executor {
         return static_cast<MetalMemory*>(m)->buffer();
       });
     }
+    // A graph without results computes nothing anyone reads (MPSGraph compiles nothing without targets).
+    if (graph.outputs.empty()) return std::unique_ptr<Executable>(new NothingToRun);
     StatusOr<std::unique_ptr<Executable>> result = Internal("Metal executor: not compiled");
     device_->autoreleasepool([&] {
       auto exe = std::make_unique<MetalExecutable>(device_, queue_, pool_, work_, graph);
