@@ -61,6 +61,11 @@ bool BuildComputing(K k, DType d, bool quick, Case& c) {
       std::vector<int64_t> a, b, out;
     };
     std::vector<Shape> shapes = {{{2, 3, 5}, {2, 5, 4}, {2, 3, 4}}, {{4, 0}, {0, 3}, {4, 3}}, {{1, 1}, {1, 1}, {1, 1}}};
+    // Past the sizes MPSGraph's matmul gets wrong before macOS 14.4 (op_kinds.def's MatMul row): M or N
+    // above 32768, complex K above 2048. The lowering never emits them; these show whether this Mac does.
+    shapes.push_back({{2, 8}, {8, 40000}, {2, 40000}});
+    shapes.push_back({{40000, 8}, {8, 2}, {40000, 2}});
+    if (IsComplex(d)) shapes.push_back({{2, 3000}, {3000, 2}, {2, 2}});
     if (!quick) shapes.push_back({{2, 70000}, {70000, 2}, {2, 2}});
     for (const Shape& s : shapes) {
       ProgramBuilder b("[" + std::to_string(s.a.front()) + ",...] x [...," + std::to_string(s.b.back()) + "]");
