@@ -3,6 +3,7 @@ program asks for more: the placed MPS op graph is read op by op (kind, dtypes, s
 program's result is compared with JAX's CPU backend.
 - GatherND / ScatterND: with rank 0 run as [1], their result or updates have rank (P - K) + Q - 1 only if
   none of data, indices, updates and result has rank 0.
+- No zero-element operand, result or constant on Metal.
 - Sorts and min/max reductions only on f16, f32, int32 and int64; no integer MatMul.
 - No MatMul with M, N or K above 32768, nor a complex64 one with K above 2048."""
 
@@ -108,6 +109,33 @@ def test_dynamic_slice_and_update_keep_the_rule():
     u = np.ones((1, 6), np.float32)
     nd_rule_holds(placed_ops(g, x, u, np.int32(3)))
     check(g, x, u, np.int32(3), exact=True)
+
+
+# ---- zero-element tensors
+
+
+def no_empty_on_metal(ops):
+    for kind, operands, results, where in ops:
+        if where == "metal":
+            assert all(0 not in shape for _, shape in operands + results), (kind, operands, results)
+
+
+EMPTY_CASES = {
+    "sum over an empty axis": (lambda e: jnp.sum(e, axis=0) + jnp.max(e, axis=0, initial=-1.0), (np.ones((0, 3), np.float32),)),
+    "concat with an empty operand": (lambda x, e: jnp.concatenate([x, e, x]) * 2, (np.ones((2, 3), np.float32), np.ones((0, 3), np.float32))),
+    "matmul over K = 0": (lambda a, b: (a @ b) + 1, (np.ones((3, 0), np.float32), np.ones((0, 4), np.float32))),
+    "pad of an empty array": (lambda e: jnp.pad(e, ((1, 2), (0, 1)), constant_values=5.0), (np.ones((0, 2), np.float32),)),
+    "scatter of no updates": (lambda x, i, u: x.at[i].add(u) * 3, (np.ones(5, np.float32), np.zeros((0,), np.int32), np.ones((0,), np.float32))),
+    "elementwise of empties": (lambda e, x: (jnp.exp(e) + 1, x * 2), (np.ones((4, 0), np.float32), np.ones(3, np.float32))),
+    "empty parameter returned": (lambda x, e: (x + 1, e), (np.ones(3, np.float32), np.ones((0, 2), np.float32))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CASES))
+def test_no_zero_element_tensor_reaches_metal(name):
+    fn, args = EMPTY_CASES[name]
+    no_empty_on_metal(placed_ops(fn, *args))
+    check(fn, *args, exact=True)
 
 
 # ---- op domains: what MPSGraph's sorts, min/max reductions and matmul take
