@@ -5,7 +5,7 @@ with the host executor's, one record per (plugin version, OS build, GPU family),
 directory: JAX_METAL_CACHE_DIR, else ~/Library/Caches/jax-metal-plugin on macOS and
 $XDG_CACHE_HOME/jax-metal-plugin (default ~/.cache/jax-metal-plugin) elsewhere. When the plugin
 registers, `install()` reads the record for this machine and hands its failing pairs to placement in
-the environment variable JAX_METAL_AVOID ("Add:float16,Sort:bfloat16", which a user may also set by
+the environment variable JAX_METAL_AVOID ("Add:float16,Sort:float16", which a user may also set by
 hand); placement runs those ops on the host executor, and one warning per process says so.
 JAX_METAL_CAPABILITIES=ignore turns all of this off (placement then ignores JAX_METAL_AVOID too).
 """

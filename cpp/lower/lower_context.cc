@@ -355,6 +355,7 @@ Op LowerContext::NewOp(OpKind kind, std::vector<int> inputs) const {
 }
 
 std::vector<int> LowerContext::EmitOp(Op op, const std::vector<TensorType>& outputs) {
+  if (std::vector<int> folded; FoldEmpty(op, outputs, &folded)) return folded;
   Graph& g = graph();
   op.outputs.clear();
   for (const TensorType& t : outputs) op.outputs.push_back(g.AddValue(t.dtype, t.shape));

@@ -170,6 +170,7 @@ Status CheckOp(const Graph& g, const Op& op) {
       return out.dtype == want ? Status::Ok() : Internal("result type does not match the operand's");
     }
     case OpKind::kMatMul:
+    case OpKind::kIntegerMatMul:
     case OpKind::kSort:
     case OpKind::kArgSort:
     case OpKind::kTopK:

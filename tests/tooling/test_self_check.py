@@ -13,9 +13,9 @@ import sys
 import pytest
 
 # The lowering sorts float keys through integer ones (op_kinds.def's Sort row), so no jitted program
-# runs Sort on bfloat16: Sort:int32 is the pair a jitted jnp.sort shows the routing with.
-FAULTS = "Add:float16,Sort:bfloat16,Sort:int32"
-INJECTED = {("Add", "float16"), ("Sort", "bfloat16"), ("Sort", "int32")}
+# runs Sort on float16: Sort:int32 is the pair a jitted jnp.sort shows the routing with.
+FAULTS = "Add:float16,Sort:float16,Sort:int32"
+INJECTED = {("Add", "float16"), ("Sort", "float16"), ("Sort", "int32")}
 ENV_FIELDS = {"os_build", "chip", "gpu_family", "metal_device", "mpsgraph_usable", "plugin_version", "build_commit",
               "jax_version", "jaxlib_version", "numpy_version", "python_version", "executor", "other_metal_packages"}
 
@@ -131,7 +131,7 @@ def test_injected_faults_are_found_exactly_and_placement_routes_around_them(tmp_
     assert all(c["status"] == "mismatch" for c in report["cases"] if (c["op"], c["dtype"]) in flagged(report))
     table = [line.split() for line in proc.stdout.splitlines()]
     assert {(r[0], r[1]) for r in table if len(r) >= 3 and r[2] in ("mismatch", "error")} == INJECTED
-    assert "FAILED: Add:float16,Sort:bfloat16,Sort:int32" in proc.stdout
+    assert "FAILED: Add:float16,Sort:float16,Sort:int32" in proc.stdout
 
     # The next process reads the record: both ops run on the host executor and give cpu's results,
     # with one warning naming them and the check.
