@@ -160,12 +160,20 @@ class MetalExecutable : public Executable {
     JMP_ASSIGN_OR_RETURN(Tensors outputs, metal::BuildGraph(graph, graph_, params, &mismatch));
     // Results are tensors of their own: an input or a repeated value gets an identity, so that each
     // target is one result position.
+    // A zero-element result is no target: there is nothing to write (and MPSGraph makes no empty tensor).
     Tensors targets;
-    for (Tensor* t : outputs) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      Tensor* t = outputs[j];
+      if (graph_.type(graph_.outputs[j]).NumElements() == 0 || !t) {
+        targets.push_back(nullptr);
+        continue;
+      }
       const bool seen = std::find(targets.begin(), targets.end(), t) != targets.end() ||
                         std::find(params.begin(), params.end(), t) != params.end();
       targets.push_back(seen ? graph.identityWithTensor(t) : t);
     }
+    if (std::count(targets.begin(), targets.end(), nullptr) == static_cast<std::ptrdiff_t>(targets.size()))
+      return Status::Ok();  // nothing to compute: every result is empty
     JMP_ASSIGN_OR_RETURN(executable_, graph.compileWithDevice(*device_, feeds, targets));
     JMP_RETURN_IF_ERROR(mismatch);
     // The executable takes its inputs in its feedTensors' order and gives results in its targetTensors'
@@ -190,10 +198,8 @@ class MetalExecutable : public Executable {
     JMP_ASSIGN_OR_RETURN(uint64_t checksum, in.U64());
     if (in.left() != 0) return in.Malformed("bytes after the package");
     if (checksum != Fnv1a(packed)) return InvalidArgument("the package's bytes are damaged");
-    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, FedInputs(), "inputs"));
-    std::vector<size_t> all_outputs(graph_.outputs.size());
-    for (size_t j = 0; j < all_outputs.size(); ++j) all_outputs[j] = j;
-    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, all_outputs, "results"));
+    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, NonEmpty(graph_.inputs), "inputs"));
+    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, NonEmpty(graph_.outputs), "results"));
     JMP_ASSIGN_OR_RETURN(package_dir_, MakeTemporaryDirectory());
     const std::string path = package_dir_ + "/executable.mpsgraphpackage";
     JMP_RETURN_IF_ERROR(UnpackDirectory(packed, path));
@@ -207,6 +213,7 @@ class MetalExecutable : public Executable {
   }
 
   StatusOr<std::string> Serialize() const override {
+    if (!executable_) return std::string();  // nothing compiled: a load compiles (nothing) again
     StatusOr<std::string> result = Internal("Metal package: not written");
     device_->autoreleasepool([&] {
       auto dir = MakeTemporaryDirectory();
@@ -250,8 +257,9 @@ class MetalExecutable : public Executable {
   // any output is written.
   void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
              const std::vector<std::function<Status()>>&, std::function<void(Status)> done) override {
-    if (inputs.size() != graph_.inputs.size() || outputs.size() != target_order_.size())
+    if (inputs.size() != graph_.inputs.size() || outputs.size() != graph_.outputs.size())
       return done(Internal("Metal executable: run with other inputs or outputs than compiled"));
+    if (!executable_) return done(Status::Ok());  // every result is empty
     device_->autoreleasepool([&] {
       std::vector<metal::TensorData*> in(feed_order_.size());
       for (size_t k = 0; k < feed_order_.size(); ++k) {
@@ -260,7 +268,7 @@ class MetalExecutable : public Executable {
       }
       std::vector<std::shared_ptr<DeviceMemory>> staging;
       std::vector<std::pair<MetalMemory*, MetalMemory*>> copies;  // (computed in, donated input)
-      std::vector<metal::TensorData*> out(outputs.size());
+      std::vector<metal::TensorData*> out(target_order_.size());
       for (size_t k = 0; k < target_order_.size(); ++k) {
         const size_t j = target_order_[k];
         auto* m = static_cast<MetalMemory*>(outputs[j]);
@@ -340,12 +348,13 @@ class MetalExecutable : public Executable {
       return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
     return order;
   }
-  // The parameters that get a placeholder, in order.
-  std::vector<size_t> FedInputs() const {
-    std::vector<size_t> fed;
-    for (size_t i = 0; i < graph_.inputs.size(); ++i)
-      if (graph_.type(graph_.inputs[i]).NumElements() != 0) fed.push_back(i);
-    return fed;
+  // The positions of `values` that are not empty (parameters that get a placeholder, results that are
+  // targets), in order.
+  std::vector<size_t> NonEmpty(const std::vector<int>& values) const {
+    std::vector<size_t> kept;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (graph_.type(values[i]).NumElements() != 0) kept.push_back(i);
+    return kept;
   }
 
   // The shaped types of the parameters and results, which the run's tensor-data views take.

@@ -62,7 +62,7 @@ class Builder {
         return Internal(std::string(mps::OpKindName(op.kind)) + ": MPSGraph gave " + std::to_string(out.size()) +
                         " results where the op has " + std::to_string(op.outputs.size()));
       for (size_t i = 0; i < op.outputs.size(); ++i) {
-        if (mismatch_.ok()) mismatch_ = CheckInferred(op, g.type(op.outputs[i]), out[i]);
+        if (mismatch_.ok() && out[i]) mismatch_ = CheckInferred(op, g.type(op.outputs[i]), out[i]);
         values[static_cast<size_t>(op.outputs[i])] = out[i];
       }
     }
@@ -144,6 +144,8 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
   JMP_ASSIGN_OR_RETURN(DataType dt, ToMPS(out.dtype, &op));
   switch (op.kind) {
     case K::kConstant: {
+      // An empty constant makes nothing MPSGraph would take; only an empty result can read it.
+      if (out.NumElements() == 0) return Tensors{nullptr};
       const std::vector<uint8_t>& data = op.Attrs<mps::ConstantAttrs>().data;
       return Tensors{G.constantWithData(data.data(), data.size(), ShapeOf(out), dt)};
     }
