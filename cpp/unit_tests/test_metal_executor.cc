@@ -52,6 +52,15 @@ void ExpectThreeOutputs(Context& jmp_test_, const std::vector<std::vector<uint8_
   EXPECT_SAME(Values<float>(r[2]), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// Loads `bytes` for ThreeInputs() and runs it: the three outputs, whatever the bytes were made for.
+void ExpectLoadedThreeOutputs(Context& jmp_test_, exec::Executor& metal, const std::string& bytes) {
+  auto loaded = metal.Load(ThreeInputs(), bytes);
+  ASSERT_OK(loaded);
+  auto r = RunExecutable(metal, *loaded.value(), ThreeInputs(), kThreeInputs);
+  ASSERT_OK(r);
+  ExpectThreeOutputs(jmp_test_, r.value());
+}
+
 JMP_TEST(MetalExecutor, InputsAndResultsFollowTheExecutablesOrder) {
   auto metal = StandinMetal();
   auto r = CompileAndRun(*metal, ThreeInputs(), kThreeInputs);
@@ -66,11 +75,7 @@ JMP_TEST(MetalExecutor, APackageRunsAsTheExecutableItWasMadeFrom) {
   auto bytes = compiled.value()->Serialize();
   ASSERT_OK(bytes);
   EXPECT_TRUE(!bytes.value().empty());
-  auto loaded = metal->Load(ThreeInputs(), bytes.value());
-  ASSERT_OK(loaded);
-  auto r = RunExecutable(*metal, *loaded.value(), ThreeInputs(), kThreeInputs);
-  ASSERT_OK(r);
-  ExpectThreeOutputs(jmp_test_, r.value());
+  ExpectLoadedThreeOutputs(jmp_test_, *metal, bytes.value());
 }
 
 // A package made for one graph, loaded for another with as many inputs (another placement, another
@@ -88,11 +93,7 @@ JMP_TEST(MetalExecutor, APackageOfAnotherGraphOrDamagedIsCompiledAgain) {
   ASSERT_OK(compiled);
   auto bytes = compiled.value()->Serialize();
   ASSERT_OK(bytes);
-  auto loaded = metal->Load(ThreeInputs(), bytes.value());
-  ASSERT_OK(loaded);
-  auto r = RunExecutable(*metal, *loaded.value(), ThreeInputs(), kThreeInputs);
-  ASSERT_OK(r);
-  ExpectThreeOutputs(jmp_test_, r.value());
+  ExpectLoadedThreeOutputs(jmp_test_, *metal, bytes.value());
 
   auto own = metal->Compile(ThreeInputs());
   ASSERT_OK(own);
@@ -101,11 +102,7 @@ JMP_TEST(MetalExecutor, APackageOfAnotherGraphOrDamagedIsCompiledAgain) {
   for (size_t at : {size_t{40}, own_bytes.value().size() / 2, own_bytes.value().size() - 12}) {
     std::string damaged = own_bytes.value();
     damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
-    auto again = metal->Load(ThreeInputs(), damaged);
-    ASSERT_OK(again);
-    auto rr = RunExecutable(*metal, *again.value(), ThreeInputs(), kThreeInputs);
-    ASSERT_OK(rr);
-    ExpectThreeOutputs(jmp_test_, rr.value());
+    ExpectLoadedThreeOutputs(jmp_test_, *metal, damaged);
   }
 }
 
