@@ -26,7 +26,7 @@ bool MetalHasDType(DType dtype) {
 bool MetalRuns(const Graph& graph, const Op& op) {
   if (OpKindHostOnly(op.kind)) return false;
   if (!op.inputs.empty() || !op.outputs.empty())
-    if (exec::MetalAvoids(op.kind, exec::OpDType(graph, op))) return false;
+    if (exec::MetalAvoids(graph, op)) return false;
   for (const auto* ids : {&op.inputs, &op.outputs})
     for (int v : *ids)
       if (!MetalHasDType(graph.type(v).dtype)) return false;

@@ -23,7 +23,8 @@ bool MetalHasDType(DType dtype);
 // Metal's side of the support table: the op's kind has an MPSGraph call (not a JMP_HOST_OP row), every
 // operand and result has an MPSDataType, and a control-flow op's subgraphs hold only such ops (a loop
 // whose body needs the host runs on the host whole, rather than crossing executors every iteration),
-// and the self-check has not found the op's (kind, dtype) wrong on this machine (exec/capabilities.h).
+// and the self-check has not found the op's (kind, dtype), or its shape class, wrong on this machine
+// (exec/capabilities.h).
 bool MetalRuns(const Graph& graph, const Op& op);
 
 // A run of ops on one executor, as a graph of its own. Its parameters are outer values that earlier
