@@ -46,7 +46,8 @@ def run(args, cache, **extra):
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_METAL_INJECT_FAULTS", "JAX_METAL_CAPABILITIES", "JAX_METAL_AVOID", "JAX_METAL_CRASH_NOTE",
                         "JAX_METAL_CHECK_CASE_SECONDS")}
-    env.update(JAX_METAL_CACHE_DIR=str(cache), JAX_METAL_EXECUTOR="placed", **extra)
+    env.update(JAX_METAL_CACHE_DIR=str(cache), JAX_METAL_EXECUTOR="placed")
+    env.update(extra)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -218,10 +219,16 @@ def placed_on(graph, op):
     return places.pop() if len(places) == 1 else "both"
 
 
-def test_the_check_survives_an_abort_and_a_hang_and_placement_routes_around_all_three(tmp_path):
+# The faults strike on the Metal side whatever stands in for it here: the Metal executor over the
+# stand-in of MPSGraph (the default off macOS) and placed mode's host executor.
+METAL_SIDES = ["standin", "placed"]
+
+
+@pytest.mark.parametrize("side", METAL_SIDES)
+def test_the_check_survives_an_abort_and_a_hang_and_placement_routes_around_all_three(tmp_path, side):
     cache = tmp_path / "cache"
     proc, report = check(tmp_path, cache, "--quick", JAX_METAL_INJECT_FAULTS=MIXED,
-                         JAX_METAL_CHECK_CASE_SECONDS=CASE_SECONDS)
+                         JAX_METAL_CHECK_CASE_SECONDS=CASE_SECONDS, JAX_METAL_EXECUTOR=side)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
     statuses = {}
     for c in report["cases"]:
@@ -236,9 +243,10 @@ def test_the_check_survives_an_abort_and_a_hang_and_placement_routes_around_all_
     assert f"after {CASE_SECONDS} s" in hang["message"]
     assert crash["shape"] == hang["shape"] == "any"
     assert "FAILED: Add:float16,Multiply:float32,Negative:float32" in proc.stdout
+    assert report["environment"]["executor"] == side
 
     # The next process, with the same faults: cpu's results, each of the three ops on the host.
-    routed, result = run_mixed(cache, JAX_METAL_INJECT_FAULTS=MIXED)
+    routed, result = run_mixed(cache, JAX_METAL_INJECT_FAULTS=MIXED, JAX_METAL_EXECUTOR=side)
     assert result is not None, routed.stderr[-3000:]
     assert result["same"] == [True, True, True]
     for op in ("Add", "Multiply", "Negative"):
@@ -246,12 +254,13 @@ def test_the_check_survives_an_abort_and_a_hang_and_placement_routes_around_all_
     assert routed.stderr.count("MetalCapabilityWarning") == 1
 
 
-def test_a_program_that_dies_inside_the_metal_side_dies_once(tmp_path):
+@pytest.mark.parametrize("side", METAL_SIDES)
+def test_a_program_that_dies_inside_the_metal_side_dies_once(tmp_path, side):
     cache = tmp_path / "cache"
     cache.mkdir()
     # A note of another plugin or OS build is never read.
     (cache / "crash-note-0.0.0-0000000-OtherOS-1.txt").write_text("# SIGABRT\nSort:int32\n")
-    faults = {"JAX_METAL_INJECT_FAULTS": "Multiply:float32:abort"}
+    faults = {"JAX_METAL_INJECT_FAULTS": "Multiply:float32:abort", "JAX_METAL_EXECUTOR": side}
     died, result = run_mixed(cache, **faults)
     assert result is None and died.returncode == -signal.SIGABRT, died.stdout[-2000:] + died.stderr[-3000:]
     assert "injected fault" in died.stderr
@@ -282,9 +291,9 @@ def test_a_program_that_dies_inside_the_metal_side_dies_once(tmp_path):
     assert {c["status"] for c in report["cases"] if c["op"] == "Multiply"} == {"crash"}
     assert not list(cache.glob("crash-note-*.txt"))
     # Without the fault, a clean check clears the record too, and Multiply is back on Metal.
-    proc, _ = check(tmp_path, cache, "--quick", "--only", "Multiply:float32")
+    proc, _ = check(tmp_path, cache, "--quick", "--only", "Multiply:float32", JAX_METAL_EXECUTOR=side)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    clean, result = run_mixed(cache)
+    clean, result = run_mixed(cache, JAX_METAL_EXECUTOR=side)
     assert result is not None and result["same"] == [True, True, True]
     assert placed_on(result["graph"], "Multiply") == "metal"
     assert "MetalCapabilityWarning" not in clean.stderr
