@@ -143,9 +143,15 @@ class MetalExecutable : public Executable {
     JMP_RETURN_IF_ERROR(DescribeTypes());
     graph_object_ = device_->newGraph();
     metal::Graph& graph = *graph_object_;
+    // A zero-element parameter gets no placeholder (MPSGraph takes no empty tensor); placement keeps every
+    // op that reads one on the host, so it is one no Metal op reads.
     Tensors params;
     std::vector<std::pair<Tensor*, metal::ShapedType>> feeds;
     for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      if (graph_.type(graph_.inputs[i]).NumElements() == 0) {
+        params.push_back(nullptr);
+        continue;
+      }
       Tensor* p = graph.placeholderWithShape(input_types_[i].shape, input_types_[i].dataType);
       params.push_back(p);
       feeds.emplace_back(p, input_types_[i]);
@@ -184,8 +190,10 @@ class MetalExecutable : public Executable {
     JMP_ASSIGN_OR_RETURN(uint64_t checksum, in.U64());
     if (in.left() != 0) return in.Malformed("bytes after the package");
     if (checksum != Fnv1a(packed)) return InvalidArgument("the package's bytes are damaged");
-    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, graph_.inputs.size(), "inputs"));
-    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, graph_.outputs.size(), "results"));
+    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, FedInputs(), "inputs"));
+    std::vector<size_t> all_outputs(graph_.outputs.size());
+    for (size_t j = 0; j < all_outputs.size(); ++j) all_outputs[j] = j;
+    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, all_outputs, "results"));
     JMP_ASSIGN_OR_RETURN(package_dir_, MakeTemporaryDirectory());
     const std::string path = package_dir_ + "/executable.mpsgraphpackage";
     JMP_RETURN_IF_ERROR(UnpackDirectory(packed, path));
@@ -242,10 +250,10 @@ class MetalExecutable : public Executable {
   // any output is written.
   void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
              const std::vector<std::function<Status()>>&, std::function<void(Status)> done) override {
-    if (inputs.size() != feed_order_.size() || outputs.size() != target_order_.size())
+    if (inputs.size() != graph_.inputs.size() || outputs.size() != target_order_.size())
       return done(Internal("Metal executable: run with other inputs or outputs than compiled"));
     device_->autoreleasepool([&] {
-      std::vector<metal::TensorData*> in(inputs.size());
+      std::vector<metal::TensorData*> in(feed_order_.size());
       for (size_t k = 0; k < feed_order_.size(); ++k) {
         const size_t i = feed_order_[k];
         in[k] = View(static_cast<MetalMemory*>(inputs[i]), i, input_types_[i]);
@@ -301,11 +309,12 @@ class MetalExecutable : public Executable {
     return std::min({words, from.buffer().length(), to.buffer().length()});
   }
 
-  // Where each tensor an executable lists stands among ours.
+  // Where each tensor an executable lists stands among ours (null: a position given no tensor).
   static StatusOr<std::vector<size_t>> Positions(const Tensors& listed, const Tensors& ours, const char* what) {
-    if (listed.size() != ours.size())
+    const size_t given = ours.size() - static_cast<size_t>(std::count(ours.begin(), ours.end(), nullptr));
+    if (listed.size() != given)
       return Internal(std::string("MPSGraph's executable lists ") + std::to_string(listed.size()) + " " + what +
-                      " for " + std::to_string(ours.size()));
+                      " for " + std::to_string(given));
     std::vector<size_t> order;
     for (Tensor* t : listed) {
       auto it = std::find(ours.begin(), ours.end(), t);
@@ -316,18 +325,27 @@ class MetalExecutable : public Executable {
     }
     return order;
   }
-  static StatusOr<std::vector<size_t>> Permutation(const std::vector<int64_t>& v, size_t n, const char* what) {
+  // `v` as an order of exactly the indices `expected` holds.
+  static StatusOr<std::vector<size_t>> Permutation(const std::vector<int64_t>& v, const std::vector<size_t>& expected,
+                                                   const char* what) {
     std::vector<size_t> order;
-    std::vector<bool> seen(n, false);
     for (int64_t x : v) {
-      if (x < 0 || static_cast<size_t>(x) >= n || seen[static_cast<size_t>(x)])
+      if (x < 0 || std::find(order.begin(), order.end(), static_cast<size_t>(x)) != order.end())
         return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
-      seen[static_cast<size_t>(x)] = true;
       order.push_back(static_cast<size_t>(x));
     }
-    if (order.size() != n)
+    std::vector<size_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != expected)
       return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
     return order;
+  }
+  // The parameters that get a placeholder, in order.
+  std::vector<size_t> FedInputs() const {
+    std::vector<size_t> fed;
+    for (size_t i = 0; i < graph_.inputs.size(); ++i)
+      if (graph_.type(graph_.inputs[i]).NumElements() != 0) fed.push_back(i);
+    return fed;
   }
 
   // The shaped types of the parameters and results, which the run's tensor-data views take.

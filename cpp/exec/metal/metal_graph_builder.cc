@@ -51,7 +51,12 @@ class Builder {
     for (size_t i = 0; i < g.inputs.size(); ++i) values[static_cast<size_t>(g.inputs[i])] = params[i];
     for (const mps::Op& op : g.ops) {
       Tensors in;
-      for (int v : op.inputs) in.push_back(values[static_cast<size_t>(v)]);
+      for (int v : op.inputs) {
+        in.push_back(values[static_cast<size_t>(v)]);
+        if (!in.back())
+          return Internal(std::string(mps::OpKindName(op.kind)) + " reads a zero-element value on Metal " +
+                          "(placement keeps such ops on the host)" + (op.location.empty() ? "" : " at " + op.location));
+      }
       JMP_ASSIGN_OR_RETURN(Tensors out, Emit(g, op, in));
       if (out.size() != op.outputs.size())
         return Internal(std::string(mps::OpKindName(op.kind)) + ": MPSGraph gave " + std::to_string(out.size()) +
