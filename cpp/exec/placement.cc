@@ -33,7 +33,7 @@ bool MetalRuns(const Graph& graph, const Op& op) {
   if (OpKindHostOnly(op.kind)) return false;
   if (AnyEmpty(graph, op.inputs) || AnyEmpty(graph, op.outputs)) return false;
   if (!op.inputs.empty() || !op.outputs.empty())
-    if (exec::MetalAvoids(op.kind, exec::OpDType(graph, op))) return false;
+    if (exec::MetalAvoids(graph, op)) return false;
   for (const auto* ids : {&op.inputs, &op.outputs})
     for (int v : *ids)
       if (!MetalHasDType(graph.type(v).dtype)) return false;

@@ -25,8 +25,8 @@ bool MetalHasDType(DType dtype);
 // whose body needs the host runs on the host whole, rather than crossing executors every iteration),
 // no operand or result (nor a subgraph's parameter) has zero elements (MPSGraph is never handed an
 // empty tensor, as Apple's PyTorch backend never hands it one: the lowering folds what it can, and
-// the rest runs on the host), and the self-check has not found the op's (kind, dtype) wrong on this
-// machine (exec/capabilities.h).
+// the rest runs on the host), and the self-check has not found the op's (kind, dtype), or its shape
+// class, wrong on this machine (exec/capabilities.h).
 bool MetalRuns(const Graph& graph, const Op& op);
 
 // Whether any of `values` of `graph` has zero elements.
