@@ -43,8 +43,10 @@ bool MetalRuns(const Graph& graph, const Op& op) {
     if (AnyEmpty(sub, sub.inputs)) return false;
     for (int v : sub.inputs)
       if (!MetalHasDType(sub.type(v).dtype)) return false;
+    // A user's kernel is a pipeline of its own between graphs, never a call inside one: a loop or
+    // branch holding one runs on the host (the kernel as its reference implementation).
     for (const Op& inner : sub.ops)
-      if (!MetalRuns(sub, inner)) return false;
+      if (inner.kind == OpKind::kMetalKernel || !MetalRuns(sub, inner)) return false;
   }
   return true;
 }

@@ -22,7 +22,8 @@ bool MetalHasDType(DType dtype);
 
 // Metal's side of the support table: the op's kind has an MPSGraph call (not a JMP_HOST_OP row), every
 // operand and result has an MPSDataType, a control-flow op's subgraphs hold only such ops (a loop
-// whose body needs the host runs on the host whole, rather than crossing executors every iteration),
+// whose body needs the host, or holds a user's Metal kernel, runs on the host whole, rather than crossing
+// executors every iteration),
 // no operand or result (nor a subgraph's parameter) has zero elements (MPSGraph is never handed an
 // empty tensor, as Apple's PyTorch backend never hands it one: the lowering folds what it can, and
 // the rest runs on the host), and the self-check has not found the op's (kind, dtype), or its shape
