@@ -82,11 +82,6 @@ std::atomic<uint64_t> g_next_executable_id{1};
 
 // A graph's identity for its package: a package compiled for another segment graph (another placement,
 // JAX_METAL_AVOID, plugin build) is never loaded for this one.
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 uint64_t GraphFingerprint(const mps::Graph& g) {
   ByteWriter w;
   mps::WriteGraph(g, w);

@@ -1,5 +1,6 @@
 #include "exec/metal/metal_graph_builder.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
