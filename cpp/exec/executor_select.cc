@@ -2,6 +2,7 @@
 #include <string>
 
 #include "exec/capabilities.h"
+#include "exec/crash_note.h"
 #include "exec/executor.h"
 #include "exec/metal/metal_executor.h"
 #include "exec/standin/standin.h"
@@ -74,7 +75,9 @@ StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor() {
   JMP_ASSIGN_OR_RETURN(std::string choice, ExecutorChoice());
   if (choice == "host") return CreateHostExecutor();
   JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executor> device, CreateMetalSideExecutor());
-  return CreateSegmentedExecutor(std::move(device), CreateHostExecutor());
+  // A user's program that dies inside the Metal side leaves a note (the self-check, which runs each case
+  // in a process of its own, records its crashes itself).
+  return CreateSegmentedExecutor(WithCrashNotes(std::move(device)), CreateHostExecutor());
 }
 
 }  // namespace jmp::exec

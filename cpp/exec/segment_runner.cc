@@ -100,9 +100,7 @@ uint64_t PlacementFingerprint(const mps::Placement& placement) {
     w.U64(seg.where == mps::Where::kMetal ? 1 : 2);
     mps::WriteGraph(seg.graph, w);
   }
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : w.str()) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return Fnv1a(w.str());
 }
 
 StatusOr<std::string> SerializeSegments(uint64_t placement, const std::vector<const Executable*>& segments) {
@@ -382,8 +380,10 @@ class SegmentedExecutor : public Executor {
     std::vector<std::string_view> parts;
     if (serialized) {
       auto read = SegmentBytes(*serialized, placement);
-      if (!read.ok()) serialized = nullptr;  // bytes of another placement: compile what this one is
-      else parts = std::move(*read);
+      if (!read.ok())
+        serialized = nullptr;  // bytes of another placement: compile what this one is
+      else
+        parts = std::move(*read);
     }
     auto compile = [&](size_t s, const mps::Graph& g) {
       Executor& executor = For(placement.segments[s].where);

@@ -62,6 +62,7 @@ void ContractMultiplyAdds(Graph& g) {
     if (d == DType::kF32 || d == DType::kF64) groups[{op.inputs[0], op.inputs[1]}].push_back(op.outputs[0]);
   }
   std::vector<uint8_t> contractible(nv, 0);  // per product value
+  std::vector<int> merged(nv, -1);           // per product kept rounded: the group's first value
   for (const auto& [operands, values] : groups) {
     std::vector<int> all;  // every reader of the group, once per operand read
     bool kept = false;
@@ -81,6 +82,28 @@ void ContractMultiplyAdds(Graph& g) {
     }
     if (!kept)
       for (int v : values) contractible[static_cast<size_t>(v)] = 1;
+    else
+      for (size_t k = 1; k < values.size(); ++k) merged[static_cast<size_t>(values[k])] = values[0];
+  }
+  // A product kept rounded is one value, as XLA's CSE makes it: its readers share it, so no executor's
+  // fused kernel can contract one copy of it into an add (MPSGraph's may contract a product only an add
+  // reads).
+  bool merge = false;
+  for (int v : merged) merge = merge || v >= 0;
+  if (merge) {
+    auto rename = [&](int& v) {
+      if (merged[static_cast<size_t>(v)] >= 0) v = merged[static_cast<size_t>(v)];
+    };
+    std::vector<Op> kept_ops;
+    for (Op& op : g.ops) {
+      if (op.kind == OpKind::kMultiply && op.outputs.size() == 1 && merged[static_cast<size_t>(op.outputs[0])] >= 0)
+        continue;
+      for (int& v : op.inputs) rename(v);
+      kept_ops.push_back(std::move(op));
+    }
+    for (int& v : g.outputs) rename(v);
+    g.ops = std::move(kept_ops);
+    return ContractMultiplyAdds(g);  // readers changed: decide again over the merged graph
   }
 
   // Per add or subtract: the operand it contracts, or -1. Per multiply: whether a reader still needs it.

@@ -11,6 +11,7 @@
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "stablehlo/ir.h"
+#include "support/byte_stream.h"
 #include "support/trace.h"
 
 namespace jmp::pjrt {
@@ -61,8 +62,7 @@ StatusOr<MemorySpace> ResultSpace(const mps::Signature& signature, size_t j) {
 }
 
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
-  for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
+  const uint64_t h = Fnv1a(std::string_view(reinterpret_cast<const char*>(code), code_size));
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return hex;

@@ -52,6 +52,15 @@ void ExpectThreeOutputs(Context& jmp_test_, const std::vector<std::vector<uint8_
   EXPECT_SAME(Values<float>(r[2]), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// Loads `bytes` for ThreeInputs() and runs it: the three outputs, whatever the bytes were made for.
+void ExpectLoadedThreeOutputs(Context& jmp_test_, exec::Executor& metal, const std::string& bytes) {
+  auto loaded = metal.Load(ThreeInputs(), bytes);
+  ASSERT_OK(loaded);
+  auto r = RunExecutable(metal, *loaded.value(), ThreeInputs(), kThreeInputs);
+  ASSERT_OK(r);
+  ExpectThreeOutputs(jmp_test_, r.value());
+}
+
 JMP_TEST(MetalExecutor, InputsAndResultsFollowTheExecutablesOrder) {
   auto metal = StandinMetal();
   auto r = CompileAndRun(*metal, ThreeInputs(), kThreeInputs);
@@ -66,11 +75,7 @@ JMP_TEST(MetalExecutor, APackageRunsAsTheExecutableItWasMadeFrom) {
   auto bytes = compiled.value()->Serialize();
   ASSERT_OK(bytes);
   EXPECT_TRUE(!bytes.value().empty());
-  auto loaded = metal->Load(ThreeInputs(), bytes.value());
-  ASSERT_OK(loaded);
-  auto r = RunExecutable(*metal, *loaded.value(), ThreeInputs(), kThreeInputs);
-  ASSERT_OK(r);
-  ExpectThreeOutputs(jmp_test_, r.value());
+  ExpectLoadedThreeOutputs(jmp_test_, *metal, bytes.value());
 }
 
 // A package made for one graph, loaded for another with as many inputs (another placement, another
@@ -88,11 +93,7 @@ JMP_TEST(MetalExecutor, APackageOfAnotherGraphOrDamagedIsCompiledAgain) {
   ASSERT_OK(compiled);
   auto bytes = compiled.value()->Serialize();
   ASSERT_OK(bytes);
-  auto loaded = metal->Load(ThreeInputs(), bytes.value());
-  ASSERT_OK(loaded);
-  auto r = RunExecutable(*metal, *loaded.value(), ThreeInputs(), kThreeInputs);
-  ASSERT_OK(r);
-  ExpectThreeOutputs(jmp_test_, r.value());
+  ExpectLoadedThreeOutputs(jmp_test_, *metal, bytes.value());
 
   auto own = metal->Compile(ThreeInputs());
   ASSERT_OK(own);
@@ -101,11 +102,7 @@ JMP_TEST(MetalExecutor, APackageOfAnotherGraphOrDamagedIsCompiledAgain) {
   for (size_t at : {size_t{40}, own_bytes.value().size() / 2, own_bytes.value().size() - 12}) {
     std::string damaged = own_bytes.value();
     damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
-    auto again = metal->Load(ThreeInputs(), damaged);
-    ASSERT_OK(again);
-    auto rr = RunExecutable(*metal, *again.value(), ThreeInputs(), kThreeInputs);
-    ASSERT_OK(rr);
-    ExpectThreeOutputs(jmp_test_, rr.value());
+    ExpectLoadedThreeOutputs(jmp_test_, *metal, damaged);
   }
 }
 
@@ -139,9 +136,8 @@ JMP_TEST(MetalExecutor, ABranchThatCannotBeBuiltIsReportedAsItself) {
   GraphBuilder b;
   int pred = b.Input(DType::kBool, {});
   int x = b.Input(DType::kU64, {2});
-  int out = b.Apply(OpKind::kIf, {pred, x}, DType::kU64, {2}, [&](mps::Op& op) {
-    op.subgraphs = {then_b.graph(), else_b.graph()};
-  });
+  int out = b.Apply(OpKind::kIf, {pred, x}, DType::kU64, {2},
+                    [&](mps::Op& op) { op.subgraphs = {then_b.graph(), else_b.graph()}; });
   b.Output(out);
   auto metal = StandinMetal();
   EXPECT_ERROR(metal->Compile(b.graph()).status(), "host-only");
@@ -162,9 +158,8 @@ JMP_TEST(MetalExecutor, AnErrorOfAnEarlierCommandBufferFailsTheRun) {
   body_b.Output(body_b.Apply(OpKind::kAdd, {b_i, one}, DType::kI32, {}));
   GraphBuilder b;
   int i = b.Input(DType::kI32, {});
-  b.Output(b.Apply(OpKind::kWhile, {i}, DType::kI32, {}, [&](mps::Op& op) {
-    op.subgraphs = {cond_b.graph(), body_b.graph()};
-  }));
+  b.Output(b.Apply(OpKind::kWhile, {i}, DType::kI32, {},
+                   [&](mps::Op& op) { op.subgraphs = {cond_b.graph(), body_b.graph()}; }));
   auto r = CompileAndRun(*metal, b.graph(), {Bytes<int32_t>({0})});
   unsetenv("JAX_METAL_STANDIN_GPU_ERROR");
   EXPECT_ERROR(r.status(), "command buffer failed");

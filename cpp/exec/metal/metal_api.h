@@ -139,7 +139,8 @@ class Graph {
   virtual Tensor* reductionArgMaximumWithTensor(Tensor* tensor, int64_t axis) = 0;
   virtual Tensor* reductionArgMinimumWithTensor(Tensor* tensor, int64_t axis) = 0;
 
-  virtual Tensor* fastFourierTransformWithTensor(Tensor* tensor, const Shape& axes, const FFTDescriptor& descriptor) = 0;
+  virtual Tensor* fastFourierTransformWithTensor(Tensor* tensor, const Shape& axes,
+                                                 const FFTDescriptor& descriptor) = 0;
   virtual Tensor* realToHermiteanFFTWithTensor(Tensor* tensor, const Shape& axes, const FFTDescriptor& descriptor) = 0;
   virtual Tensor* HermiteanToRealFFTWithTensor(Tensor* tensor, const Shape& axes, const FFTDescriptor& descriptor) = 0;
 
@@ -285,7 +286,7 @@ class Device {
   // newComputePipelineStateWithFunction:error:, in one: an InvalidArgument error carries the compiler's
   // message (or names the missing function).
   virtual StatusOr<std::unique_ptr<ComputePipelineState>> newComputePipelineState(const std::string& source,
-                                                                                   const std::string& function) = 0;
+                                                                                  const std::string& function) = 0;
 };
 
 }  // namespace jmp::exec::metal

@@ -82,11 +82,6 @@ std::atomic<uint64_t> g_next_executable_id{1};
 
 // A graph's identity for its package: a package compiled for another segment graph (another placement,
 // JAX_METAL_AVOID, plugin build) is never loaded for this one.
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 uint64_t GraphFingerprint(const mps::Graph& g) {
   ByteWriter w;
   mps::WriteGraph(g, w);
@@ -133,29 +128,49 @@ class MetalExecutable : public Executable {
  public:
   MetalExecutable(std::shared_ptr<metal::Device> device, std::shared_ptr<metal::CommandQueue> queue,
                   std::shared_ptr<MetalPool> pool, std::shared_ptr<StartedWork> work, const mps::Graph& g)
-      : device_(std::move(device)), queue_(std::move(queue)), pool_(std::move(pool)), work_(std::move(work)), graph_(g) {}
+      : device_(std::move(device)),
+        queue_(std::move(queue)),
+        pool_(std::move(pool)),
+        work_(std::move(work)),
+        graph_(g) {}
 
   Status Build() {
     JMP_RETURN_IF_ERROR(DescribeTypes());
     graph_object_ = device_->newGraph();
     metal::Graph& graph = *graph_object_;
+    // A zero-element parameter gets no placeholder (MPSGraph takes no empty tensor); placement keeps every
+    // op that reads one on the host, so it is one no Metal op reads.
     Tensors params;
     std::vector<std::pair<Tensor*, metal::ShapedType>> feeds;
     for (size_t i = 0; i < graph_.inputs.size(); ++i) {
+      if (graph_.type(graph_.inputs[i]).NumElements() == 0) {
+        params.push_back(nullptr);
+        continue;
+      }
       Tensor* p = graph.placeholderWithShape(input_types_[i].shape, input_types_[i].dataType);
       params.push_back(p);
       feeds.emplace_back(p, input_types_[i]);
     }
-    JMP_ASSIGN_OR_RETURN(Tensors outputs, metal::BuildGraph(graph, graph_, params));
+    Status mismatch;
+    JMP_ASSIGN_OR_RETURN(Tensors outputs, metal::BuildGraph(graph, graph_, params, &mismatch));
     // Results are tensors of their own: an input or a repeated value gets an identity, so that each
     // target is one result position.
+    // A zero-element result is no target: there is nothing to write (and MPSGraph makes no empty tensor).
     Tensors targets;
-    for (Tensor* t : outputs) {
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      Tensor* t = outputs[j];
+      if (graph_.type(graph_.outputs[j]).NumElements() == 0 || !t) {
+        targets.push_back(nullptr);
+        continue;
+      }
       const bool seen = std::find(targets.begin(), targets.end(), t) != targets.end() ||
                         std::find(params.begin(), params.end(), t) != params.end();
       targets.push_back(seen ? graph.identityWithTensor(t) : t);
     }
+    if (std::count(targets.begin(), targets.end(), nullptr) == static_cast<std::ptrdiff_t>(targets.size()))
+      return Status::Ok();  // nothing to compute: every result is empty
     JMP_ASSIGN_OR_RETURN(executable_, graph.compileWithDevice(*device_, feeds, targets));
+    JMP_RETURN_IF_ERROR(mismatch);
     // The executable takes its inputs in its feedTensors' order and gives results in its targetTensors'
     // (MPSGraphExecutable.h), neither of which need be the order given.
     JMP_ASSIGN_OR_RETURN(feed_order_, Positions(executable_->feedTensors(), params, "feedTensors"));
@@ -178,20 +193,22 @@ class MetalExecutable : public Executable {
     JMP_ASSIGN_OR_RETURN(uint64_t checksum, in.U64());
     if (in.left() != 0) return in.Malformed("bytes after the package");
     if (checksum != Fnv1a(packed)) return InvalidArgument("the package's bytes are damaged");
-    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, graph_.inputs.size(), "inputs"));
-    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, graph_.outputs.size(), "results"));
+    JMP_ASSIGN_OR_RETURN(feed_order_, Permutation(feeds, NonEmpty(graph_.inputs), "inputs"));
+    JMP_ASSIGN_OR_RETURN(target_order_, Permutation(targets, NonEmpty(graph_.outputs), "results"));
     JMP_ASSIGN_OR_RETURN(package_dir_, MakeTemporaryDirectory());
     const std::string path = package_dir_ + "/executable.mpsgraphpackage";
     JMP_RETURN_IF_ERROR(UnpackDirectory(packed, path));
     JMP_ASSIGN_OR_RETURN(executable_, device_->newExecutableWithMPSGraphPackageAtURL(path));
     // A loaded executable need not list its feeds and targets; where it does, the counts must agree.
     const size_t listed_feeds = executable_->feedTensors().size(), listed_targets = executable_->targetTensors().size();
-    if ((listed_feeds && listed_feeds != feed_order_.size()) || (listed_targets && listed_targets != target_order_.size()))
+    if ((listed_feeds && listed_feeds != feed_order_.size()) ||
+        (listed_targets && listed_targets != target_order_.size()))
       return InvalidArgument("the package's executable takes other inputs or results than its graph");
     return Status::Ok();
   }
 
   StatusOr<std::string> Serialize() const override {
+    if (!executable_) return std::string();  // nothing compiled: a load compiles (nothing) again
     StatusOr<std::string> result = Internal("Metal package: not written");
     device_->autoreleasepool([&] {
       auto dir = MakeTemporaryDirectory();
@@ -235,17 +252,18 @@ class MetalExecutable : public Executable {
   // any output is written.
   void Start(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs,
              const std::vector<std::function<Status()>>&, std::function<void(Status)> done) override {
-    if (inputs.size() != feed_order_.size() || outputs.size() != target_order_.size())
+    if (inputs.size() != graph_.inputs.size() || outputs.size() != graph_.outputs.size())
       return done(Internal("Metal executable: run with other inputs or outputs than compiled"));
+    if (!executable_) return done(Status::Ok());  // every result is empty
     device_->autoreleasepool([&] {
-      std::vector<metal::TensorData*> in(inputs.size());
+      std::vector<metal::TensorData*> in(feed_order_.size());
       for (size_t k = 0; k < feed_order_.size(); ++k) {
         const size_t i = feed_order_[k];
         in[k] = View(static_cast<MetalMemory*>(inputs[i]), i, input_types_[i]);
       }
       std::vector<std::shared_ptr<DeviceMemory>> staging;
       std::vector<std::pair<MetalMemory*, MetalMemory*>> copies;  // (computed in, donated input)
-      std::vector<metal::TensorData*> out(outputs.size());
+      std::vector<metal::TensorData*> out(target_order_.size());
       for (size_t k = 0; k < target_order_.size(); ++k) {
         const size_t j = target_order_[k];
         auto* m = static_cast<MetalMemory*>(outputs[j]);
@@ -294,31 +312,44 @@ class MetalExecutable : public Executable {
     return std::min({words, from.buffer().length(), to.buffer().length()});
   }
 
-  // Where each tensor an executable lists stands among ours.
+  // Where each tensor an executable lists stands among ours (null: a position given no tensor).
   static StatusOr<std::vector<size_t>> Positions(const Tensors& listed, const Tensors& ours, const char* what) {
-    if (listed.size() != ours.size())
+    const size_t given = ours.size() - static_cast<size_t>(std::count(ours.begin(), ours.end(), nullptr));
+    if (listed.size() != given)
       return Internal(std::string("MPSGraph's executable lists ") + std::to_string(listed.size()) + " " + what +
-                      " for " + std::to_string(ours.size()));
+                      " for " + std::to_string(given));
     std::vector<size_t> order;
     for (Tensor* t : listed) {
       auto it = std::find(ours.begin(), ours.end(), t);
-      if (it == ours.end()) return Internal(std::string("MPSGraph's executable lists a tensor among its ") + what +
-                                            " that the graph did not give it");
+      if (it == ours.end())
+        return Internal(std::string("MPSGraph's executable lists a tensor among its ") + what +
+                        " that the graph did not give it");
       order.push_back(static_cast<size_t>(it - ours.begin()));
     }
     return order;
   }
-  static StatusOr<std::vector<size_t>> Permutation(const std::vector<int64_t>& v, size_t n, const char* what) {
+  // `v` as an order of exactly the indices `expected` holds.
+  static StatusOr<std::vector<size_t>> Permutation(const std::vector<int64_t>& v, const std::vector<size_t>& expected,
+                                                   const char* what) {
     std::vector<size_t> order;
-    std::vector<bool> seen(n, false);
     for (int64_t x : v) {
-      if (x < 0 || static_cast<size_t>(x) >= n || seen[static_cast<size_t>(x)])
+      if (x < 0 || std::find(order.begin(), order.end(), static_cast<size_t>(x)) != order.end())
         return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
-      seen[static_cast<size_t>(x)] = true;
       order.push_back(static_cast<size_t>(x));
     }
-    if (order.size() != n) return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
+    std::vector<size_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != expected)
+      return InvalidArgument(std::string("the package's order of ") + what + " is not its graph's");
     return order;
+  }
+  // The positions of `values` that are not empty (parameters that get a placeholder, results that are
+  // targets), in order.
+  std::vector<size_t> NonEmpty(const std::vector<int>& values) const {
+    std::vector<size_t> kept;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (graph_.type(values[i]).NumElements() != 0) kept.push_back(i);
+    return kept;
   }
 
   // The shaped types of the parameters and results, which the run's tensor-data views take.
@@ -366,6 +397,11 @@ class MetalExecutable : public Executable {
   std::mutex mu_;
 };
 
+class NothingToRun : public Executable {
+ public:
+  Status Run(const std::vector<DeviceMemory*>&, const std::vector<DeviceMemory*>&) override { return Status::Ok(); }
+};
+
 class MetalExecutor : public Executor {
  public:
   MetalExecutor(std::shared_ptr<metal::Device> device, std::unique_ptr<Executor> kernel_fallback)
@@ -384,14 +420,18 @@ class MetalExecutor : public Executor {
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     if (IsMetalKernelGraph(graph)) {
       if (kernel_fallback_) return FallbackKernel(graph);
-      return CompileMetalKernel(device_, queue_, work_, graph,
-                                [](DeviceMemory* m) -> metal::Buffer& { return static_cast<MetalMemory*>(m)->buffer(); });
+      return CompileMetalKernel(device_, queue_, work_, graph, [](DeviceMemory* m) -> metal::Buffer& {
+        return static_cast<MetalMemory*>(m)->buffer();
+      });
     }
+    // A graph without results computes nothing anyone reads (MPSGraph compiles nothing without targets).
+    if (graph.outputs.empty()) return std::unique_ptr<Executable>(new NothingToRun);
     StatusOr<std::unique_ptr<Executable>> result = Internal("Metal executor: not compiled");
     device_->autoreleasepool([&] {
       auto exe = std::make_unique<MetalExecutable>(device_, queue_, pool_, work_, graph);
       Status s = exe->Build();
-      result = s.ok() ? StatusOr<std::unique_ptr<Executable>>(std::move(exe)) : StatusOr<std::unique_ptr<Executable>>(s);
+      result =
+          s.ok() ? StatusOr<std::unique_ptr<Executable>>(std::move(exe)) : StatusOr<std::unique_ptr<Executable>>(s);
     });
     return result;
   }

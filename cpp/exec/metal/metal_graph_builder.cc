@@ -1,5 +1,6 @@
 #include "exec/metal/metal_graph_builder.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -51,13 +52,18 @@ class Builder {
     for (size_t i = 0; i < g.inputs.size(); ++i) values[static_cast<size_t>(g.inputs[i])] = params[i];
     for (const mps::Op& op : g.ops) {
       Tensors in;
-      for (int v : op.inputs) in.push_back(values[static_cast<size_t>(v)]);
+      for (int v : op.inputs) {
+        in.push_back(values[static_cast<size_t>(v)]);
+        if (!in.back())
+          return Internal(std::string(mps::OpKindName(op.kind)) + " reads a zero-element value on Metal " +
+                          "(placement keeps such ops on the host)" + (op.location.empty() ? "" : " at " + op.location));
+      }
       JMP_ASSIGN_OR_RETURN(Tensors out, Emit(g, op, in));
       if (out.size() != op.outputs.size())
         return Internal(std::string(mps::OpKindName(op.kind)) + ": MPSGraph gave " + std::to_string(out.size()) +
                         " results where the op has " + std::to_string(op.outputs.size()));
       for (size_t i = 0; i < op.outputs.size(); ++i) {
-        JMP_RETURN_IF_ERROR(CheckInferred(op, g.type(op.outputs[i]), out[i]));
+        if (mismatch_.ok() && out[i]) mismatch_ = CheckInferred(op, g.type(op.outputs[i]), out[i]);
         values[static_cast<size_t>(op.outputs[i])] = out[i];
       }
     }
@@ -65,6 +71,10 @@ class Builder {
     for (int v : g.outputs) outputs.push_back(values[static_cast<size_t>(v)]);
     return outputs;
   }
+
+  // The first call whose inferred type is not the op graph's. It is reported after compiling, so that a
+  // refusal of MPSGraph's own, which explains it, comes first.
+  const Status& mismatch() const { return mismatch_; }
 
  private:
   // MPSGraph infers each result's type from the call; it must be the op graph's.
@@ -74,8 +84,8 @@ class Builder {
     const DataType dtype = G.dataTypeOf(got);
     if (shape == expected.shape && dtype == expected.dataType) return Status::Ok();
     return Internal(std::string(mps::OpKindName(op.kind)) + " (" + std::string(mps::OpKindSelector(op.kind)) +
-                    "): MPSGraph inferred shape " + ShapeText(shape) + " dtype 0x" + Hex(dtype) + " where the op graph has " +
-                    want.ToString() + (op.location.empty() ? "" : " at " + op.location));
+                    "): MPSGraph inferred shape " + ShapeText(shape) + " dtype 0x" + Hex(dtype) +
+                    " where the op graph has " + want.ToString() + (op.location.empty() ? "" : " at " + op.location));
   }
   static std::string Hex(DataType d) {
     char buf[16];
@@ -94,6 +104,7 @@ class Builder {
   StatusOr<Tensors> Emit(const mps::Graph& g, const mps::Op& op, const Tensors& in);
 
   Graph& G;
+  Status mismatch_;
 };
 
 ScatterMode ScatterModeOf(mps::ScatterMode mode) {
@@ -134,18 +145,20 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
   JMP_ASSIGN_OR_RETURN(DataType dt, ToMPS(out.dtype, &op));
   switch (op.kind) {
     case K::kConstant: {
+      // An empty constant makes nothing MPSGraph would take; only an empty result can read it.
+      if (out.NumElements() == 0) return Tensors{nullptr};
       const std::vector<uint8_t>& data = op.Attrs<mps::ConstantAttrs>().data;
       return Tensors{G.constantWithData(data.data(), data.size(), ShapeOf(out), dt)};
     }
     case K::kCoordinateAlongAxis:
       return Tensors{G.castTensor(G.coordinateAlongAxis(Axis(op), ShapeOf(out)), dt)};
-    // The uniform rows: one generated call each.
+      // The uniform rows: one generated call each.
 #define JMP_MPS_UNARY(Name, macos, selector, domain) \
   case K::k##Name: return Tensors{G.selector(in.at(0))};
 #define JMP_MPS_BINARY(Name, macos, primary, secondary, domain) \
   case K::k##Name: return Tensors{G.primary(in.at(0), in.at(1))};
 #include "mps/op_kinds.def"
-    // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
+      // Placement never sends these here (exec/placement.cc); reaching one is a placement bug.
 #define JMP_HOST_OP(Name, domain) case K::k##Name:
 #include "mps/op_kinds.def"
       return Internal(std::string(mps::OpKindName(op.kind)) + " is host-only but was placed on Metal");
@@ -202,8 +215,7 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
       const mps::SortAttrs& a = op.Attrs<mps::SortAttrs>();
       return Tensors{G.argSortWithTensor(in.at(0), a.axis, a.descending)};
     }
-    case K::kTopK:
-      return G.topKWithSourceTensor(in.at(0), static_cast<uint64_t>(op.Attrs<mps::TopKAttrs>().k));
+    case K::kTopK: return G.topKWithSourceTensor(in.at(0), static_cast<uint64_t>(op.Attrs<mps::TopKAttrs>().k));
     case K::kCumulativeSum:
     case K::kCumulativeProduct:
     case K::kCumulativeMaximum:
@@ -220,8 +232,8 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
       return Tensors{G.gatherNDWithUpdatesTensor(in.at(0), in.at(1),
                                                  static_cast<uint64_t>(op.Attrs<mps::GatherNDAttrs>().batch_dims))};
     case K::kScatterND:
-      return Tensors{
-          G.scatterNDWithDataTensor(in.at(0), in.at(1), in.at(2), 0, ScatterModeOf(op.Attrs<mps::ScatterAttrs>().mode))};
+      return Tensors{G.scatterNDWithDataTensor(in.at(0), in.at(1), in.at(2), 0,
+                                               ScatterModeOf(op.Attrs<mps::ScatterAttrs>().mode))};
     case K::kScatterAlongAxis: {
       const mps::ScatterAttrs& a = op.Attrs<mps::ScatterAttrs>();
       return Tensors{G.scatterAlongAxis(a.axis, in.at(0), in.at(1), in.at(2), ScatterModeOf(a.mode))};
@@ -294,8 +306,11 @@ StatusOr<Tensors> Builder::Emit(const mps::Graph& g, const mps::Op& op, const Te
 
 }  // namespace
 
-StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params) {
-  return Builder(graph).Build(g, params);
+StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params, Status* mismatch) {
+  Builder builder(graph);
+  StatusOr<Tensors> built = builder.Build(g, params);
+  *mismatch = builder.mismatch();
+  return built;
 }
 
 }  // namespace jmp::exec::metal

@@ -20,7 +20,9 @@ StatusOr<DataType> ToMPS(DType t, const mps::Op* op);
 Shape ShapeOf(const mps::TensorType& t);
 ShapedType ShapedTypeOf(const mps::TensorType& t);
 
-// Builds the tensors of one (sub)graph of `graph` given its parameters' tensors.
-StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params);
+// Builds the tensors of the graph given its parameters' tensors. `mismatch` gets the first call whose
+// result type MPSGraph inferred otherwise than the op graph says (Ok when none): an error to report
+// once compiling has had its say.
+StatusOr<Tensors> BuildGraph(Graph& graph, const mps::Graph& g, const Tensors& params, Status* mismatch);
 
 }  // namespace jmp::exec::metal

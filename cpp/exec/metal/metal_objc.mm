@@ -77,7 +77,9 @@ Tensors Vec(NSArray<MPSGraphTensor*>* a) {
   return v;
 }
 std::string Text(NSError* e) { return e ? std::string(e.localizedDescription.UTF8String) : "(no message)"; }
-std::string Text(NSException* e) { return std::string(e.name.UTF8String) + ": " + (e.reason ? e.reason.UTF8String : ""); }
+std::string Text(NSException* e) {
+  return std::string(e.name.UTF8String) + ": " + (e.reason ? e.reason.UTF8String : "");
+}
 NSURL* Url(const std::string& path) {
   return [NSURL fileURLWithPath:[NSString stringWithUTF8String:path.c_str()] isDirectory:YES];
 }
@@ -187,9 +189,7 @@ class ObjcCommandBuffer : public CommandBuffer {
     return std::make_unique<ObjcCompute>([cb_ computeCommandEncoder]);
   }
   void addCompletedHandler(std::function<void(Status)> handler) override {
-    [cb_.rootCommandBuffer addCompletedHandler:^(id<MTLCommandBuffer> b) {
-      handler(StatusOf(b));
-    }];
+    [cb_.rootCommandBuffer addCompletedHandler:^(id<MTLCommandBuffer> b) { handler(StatusOf(b)); }];
   }
   void commit() override { [cb_ commit]; }
   MPSCommandBuffer* cb_;
@@ -353,7 +353,10 @@ class ObjcGraph : public Graph {
     return W([g_ gatherAlongAxis:axis withUpdatesTensor:T(updates) indicesTensor:T(indices) name:nil]);
   }
   Tensor* gatherNDWithUpdatesTensor(Tensor* updates, Tensor* indices, uint64_t batchDimensions) override {
-    return W([g_ gatherNDWithUpdatesTensor:T(updates) indicesTensor:T(indices) batchDimensions:batchDimensions name:nil]);
+    return W([g_ gatherNDWithUpdatesTensor:T(updates)
+                             indicesTensor:T(indices)
+                           batchDimensions:batchDimensions
+                                      name:nil]);
   }
   Tensor* scatterNDWithDataTensor(Tensor* data, Tensor* updates, Tensor* indices, uint64_t batchDimensions,
                                   ScatterMode mode) override {
@@ -393,7 +396,8 @@ class ObjcGraph : public Graph {
     const WhileBeforeBlock* b = &before;
     const WhileAfterBlock* a = &after;
     return Vec([g_ whileWithInitialInputs:Array(initialInputs)
-        before:^MPSGraphTensor*(NSArray<MPSGraphTensor*>* inputTensors, NSMutableArray<MPSGraphTensor*>* resultTensors) {
+        before:^MPSGraphTensor*(NSArray<MPSGraphTensor*>* inputTensors,
+                                NSMutableArray<MPSGraphTensor*>* resultTensors) {
           Tensors results;
           Tensor* predicate = (*b)(Vec(inputTensors), results);
           for (Tensor* t : results) [resultTensors addObject:T(t)];
@@ -408,16 +412,13 @@ class ObjcGraph : public Graph {
     const IfBlock* t = &thenBlock;
     const IfBlock* e = &elseBlock;
     return Vec([g_ ifWithPredicateTensor:T(predicate)
-        thenBlock:^NSArray<MPSGraphTensor*>* {
-          return Array((*t)());
-        }
-        elseBlock:^NSArray<MPSGraphTensor*>* {
-          return Array((*e)());
-        }
+        thenBlock:^NSArray<MPSGraphTensor*>* { return Array((*t)()); }
+        elseBlock:^NSArray<MPSGraphTensor*>* { return Array((*e)()); }
         name:nil]);
   }
-  StatusOr<std::unique_ptr<GraphExecutable>> compileWithDevice(
-      Device& device, const std::vector<std::pair<Tensor*, ShapedType>>& feeds, const Tensors& targets) override;
+  StatusOr<std::unique_ptr<GraphExecutable>> compileWithDevice(Device& device,
+                                                               const std::vector<std::pair<Tensor*, ShapedType>>& feeds,
+                                                               const Tensors& targets) override;
 
  private:
   MPSGraph* g_;
@@ -440,9 +441,10 @@ class ObjcDevice : public Device {
   }
   std::unique_ptr<Graph> newGraph() override { return std::make_unique<ObjcGraph>(); }
   std::unique_ptr<TensorData> newTensorData(Buffer& buffer, const Shape& shape, DataType dataType) override {
-    return std::make_unique<ObjcTensorData>([[MPSGraphTensorData alloc] initWithMTLBuffer:static_cast<ObjcBuffer&>(buffer).b_
-                                                                                    shape:Numbers(shape)
-                                                                                 dataType:D(dataType)]);
+    return std::make_unique<ObjcTensorData>([[MPSGraphTensorData alloc]
+        initWithMTLBuffer:static_cast<ObjcBuffer&>(buffer).b_
+                    shape:Numbers(shape)
+                 dataType:D(dataType)]);
   }
   StatusOr<std::unique_ptr<GraphExecutable>> newExecutableWithMPSGraphPackageAtURL(const std::string& path) override {
     MPSGraphExecutable* e = nil;
@@ -455,7 +457,7 @@ class ObjcDevice : public Device {
     return std::unique_ptr<GraphExecutable>(new ObjcExecutable(e));
   }
   StatusOr<std::unique_ptr<ComputePipelineState>> newComputePipelineState(const std::string& source,
-                                                                           const std::string& function) override {
+                                                                          const std::string& function) override {
     NSError* error = nil;
     id<MTLLibrary> library = [d_ newLibraryWithSource:[NSString stringWithUTF8String:source.c_str()]
                                               options:nil

@@ -329,7 +329,6 @@ class StandinGraph : public metal::Graph {
   Tensor* matrixMultiplicationWithPrimaryTensor(Tensor* a, Tensor* b) override {
     const std::string call = "matrixMultiplicationWithPrimaryTensor:secondaryTensor:";
     if (!Usable(call, {a, b})) return Poison({ShapeOf(a), TypeOf(a)});
-    if (!CheckAccepted("matrixMultiplicationWithPrimaryTensor", call, {a, b})) return Poison(a->type);
     const Shape &sa = a->type.shape, &sb = b->type.shape;
     if (a->type.dataType != b->type.dataType) return Reject(call, {a, b}, "operands differ in data type", a->type);
     if (sa.size() < 2 || sb.size() < 2) return Unsupport(call, {a, b}, "an operand of rank below 2", a->type);
@@ -338,19 +337,20 @@ class StandinGraph : public metal::Graph {
     Shape batch;
     if (!BroadcastShapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), &batch))
       return Reject(call, {a, b}, "the batch dimensions do not broadcast", a->type);
-    // macOS 14.0 computes these wrongly (PyTorch's MPS backend avoids them before macOS 14.4).
-    constexpr int64_t kMaxDim = 32768, kMaxComplexK = 2048;
-    if (m > kMaxDim || n > kMaxDim || k > kMaxDim)
-      return Reject(call, {a, b}, "M, N or K above 32768 (wrong results before macOS 14.4)", a->type);
-    if (IsComplexType(a->type.dataType) && k > kMaxComplexK)
-      return Reject(call, {a, b}, "complex K above 2048 (wrong results before macOS 14.4)", a->type);
     Shape shape_a = batch, shape_b = batch, out = batch;
     shape_a.insert(shape_a.end(), {m, k});
     shape_b.insert(shape_b.end(), {k, n});
     out.insert(out.end(), {m, n});
-    auto in = Locals(call, {a, b});
-    if (!in) return Poison(a->type);
     const ShapedType type{out, a->type.dataType};
+    if (!CheckAccepted("matrixMultiplicationWithPrimaryTensor", call, {a, b})) return Poison(type);
+    // macOS 14.0 computes these wrongly (PyTorch's MPS backend avoids them before macOS 14.4).
+    constexpr int64_t kMaxDim = 32768, kMaxComplexK = 2048;
+    if (m > kMaxDim || n > kMaxDim || k > kMaxDim)
+      return Reject(call, {a, b}, "M, N or K above 32768 (wrong results before macOS 14.4)", type);
+    if (IsComplexType(a->type.dataType) && k > kMaxComplexK)
+      return Reject(call, {a, b}, "complex K above 2048 (wrong results before macOS 14.4)", type);
+    auto in = Locals(call, {a, b});
+    if (!in) return Poison(type);
     if (!CheckNewType(call, {a, b}, type)) return Poison(type);
     const int v = EmitLocal(OpKind::kMatMul,
                             {BroadcastLocal((*in)[0], a->type, shape_a), BroadcastLocal((*in)[1], b->type, shape_b)},
@@ -440,9 +440,13 @@ class StandinGraph : public metal::Graph {
   Tensors topKWithSourceTensor(Tensor* t, uint64_t k) override {
     const std::string call = "topKWithSourceTensor:k:";
     if (!Usable(call, {t})) return {Poison({ShapeOf(t), TypeOf(t)}), Poison({ShapeOf(t), DataType::kInt32})};
-    if (!CheckAccepted("topKWithSourceTensor", call, {t}) || t->type.shape.empty())
-      return {Reject(call, {t}, "a rank-0 source", t->type), Poison(t->type)};
+    if (t->type.shape.empty()) return {Reject(call, {t}, "a rank-0 source", t->type), Poison(t->type)};
     Shape out = t->type.shape;
+    out.back() = static_cast<int64_t>(k);
+    // A broken rule still gives the inferred types, so the caller's own checks do not hide it.
+    if (!CheckAccepted("topKWithSourceTensor", call, {t}))
+      return {Poison({out, t->type.dataType}), Poison({out, DataType::kInt32})};
+    out.back() = t->type.shape.back();
     if (k == 0 || static_cast<int64_t>(k) > out.back())
       return {Reject(call, {t}, "k = " + std::to_string(k) + " outside [1, the last dimension]", t->type),
               Poison(t->type)};
@@ -836,35 +840,35 @@ class StandinGraph : public metal::Graph {
   Tensor* Unary(const std::string& selector, OpKind kind, Tensor* t) {
     const std::string call = selector + ":";
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
-    if (!CheckAccepted(selector, call, {t})) return Poison(t->type);
     DataType out = t->type.dataType;
     if (ReturnsBool(kind)) out = DataType::kBool;
     if (kind == OpKind::kRealPart || kind == OpKind::kImaginaryPart) out = RealPartType(out);
+    if (!CheckAccepted(selector, call, {t})) return Poison({t->type.shape, out});
     return EmitOne(call, kind, {t}, mps::NoAttrs{}, {t->type.shape, out});
   }
 
   Tensor* Binary(const std::string& selector, OpKind kind, Tensor* a, Tensor* b) {
     const std::string call = selector + ":secondaryTensor:";
     if (!Usable(call, {a, b})) return Poison({ShapeOf(a), TypeOf(a)});
-    if (!CheckAccepted(selector, call, {a, b})) return Poison(a->type);
-    if (a->type.dataType != b->type.dataType) return Reject(call, {a, b}, "operands differ in data type", a->type);
     Shape out;
     if (!BroadcastShapes(a->type.shape, b->type.shape, &out))
       return Reject(call, {a, b}, "the shapes do not broadcast (NumPy's rule)", a->type);
     DataType dt = a->type.dataType;
     if (ReturnsBool(kind)) dt = DataType::kBool;
     if (kind == OpKind::kComplexFromParts) dt = ComplexType(dt);
+    if (!CheckAccepted(selector, call, {a, b})) return Poison({out, dt});
+    if (a->type.dataType != b->type.dataType) return Reject(call, {a, b}, "operands differ in data type", {out, dt});
     return EmitBroadcast(call, kind, {a, b}, {out, dt});
   }
 
   Tensor* Reduction(const std::string& selector, OpKind kind, Tensor* t, const Shape& axes) {
     const std::string call = selector + ":axes:";
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
-    if (!CheckAccepted(selector, call, {t})) return Poison(t->type);
     auto wrapped = WrapAxes(call, t, axes);
     if (!wrapped) return Poison(t->type);
     Shape out = t->type.shape;
     for (int64_t a : *wrapped) out[static_cast<size_t>(a)] = 1;  // MPSGraph keeps reduced axes as 1
+    if (!CheckAccepted(selector, call, {t})) return Poison({out, t->type.dataType});
     return EmitOne(call, kind, {t}, mps::AxesAttrs{*wrapped}, {out, t->type.dataType});
   }
 
@@ -880,10 +884,10 @@ class StandinGraph : public metal::Graph {
   Tensor* Sort(const std::string& selector, OpKind kind, Tensor* t, int64_t axis, bool descending) {
     const std::string call = selector + ":axis:descending:";
     if (!Usable(call, {t})) return Poison({ShapeOf(t), TypeOf(t)});
-    if (!CheckAccepted(selector, call, {t})) return Poison(t->type);
+    const DataType out = kind == OpKind::kArgSort ? DataType::kInt32 : t->type.dataType;
+    if (!CheckAccepted(selector, call, {t})) return Poison({t->type.shape, out});
     const int64_t a = WrapAxis(axis, t->type.shape.size());
     if (a < 0) return Reject(call, {t}, "axis " + std::to_string(axis) + " outside the rank", t->type);
-    const DataType out = kind == OpKind::kArgSort ? DataType::kInt32 : t->type.dataType;
     return EmitOne(call, kind, {t}, mps::SortAttrs{a, descending}, {t->type.shape, out});
   }
 
