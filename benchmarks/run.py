@@ -42,57 +42,17 @@ import sys
 import time
 from datetime import datetime, timezone
 
-os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
+# Its sibling modules, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_env  # noqa: E402  (sets the environment before jax, the plugin or OpenBLAS load)
 
-# XLA:CPU generates code for the CPU it runs on (AVX-512 where there is AVX-512); OpenBLAS, which does the
-# host executor's matrix products on Linux, picks its kernel for the CPU too, unless OPENBLAS_CORETYPE
-# pins one. A machine image that pins an older kernel (Haswell's AVX2 on an AVX-512 CPU) would make every
-# matmul-bound ratio a comparison of two instruction sets, not of two backends, and ratios from machines
-# with and without the pin would disagree. So the pin is lifted before OpenBLAS loads (in this process and
-# the suite processes it starts) and recorded; --keep-blas-coretype keeps it.
-BLAS_CORETYPE_LIFTED = None
-if "--keep-blas-coretype" not in sys.argv and "JMP_BENCH_KEEP_BLAS_CORETYPE" not in os.environ:
-    BLAS_CORETYPE_LIFTED = os.environ.pop("OPENBLAS_CORETYPE", None)
-else:
-    os.environ["JMP_BENCH_KEEP_BLAS_CORETYPE"] = "1"  # the suite processes keep it too
-
-# --isa holds both sides to one x86-64 level, so that a figure does not depend on what this CPU has beyond
-# it (Apple's CPUs have 128-bit NEON: SSE4.2 is the nearest level here). Set before either side loads:
-# the host executor's vector loops (JMP_HOST_ISA), XLA:CPU's generated code (--xla_cpu_max_isa), and
-# OpenBLAS's kernel on both sides (OPENBLAS_CORETYPE). XLA:CPU's own library kernels (Eigen, built into
-# jaxlib) keep the level jaxlib was built for. The suite processes inherit the environment.
-ISA_LEVELS = {  # level: (JMP_HOST_ISA, --xla_cpu_max_isa, OPENBLAS_CORETYPE)
-    "sse4.2": ("sse4.2", "SSE4_2", "Nehalem"),
-    "avx2": ("avx2", "AVX2", "Haswell"),
-    "avx512": ("avx512", "AVX512", "SkylakeX"),
-}
-
-
-def asked_isa(argv):
-    for i, a in enumerate(argv):
-        if a == "--isa" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--isa="):
-            return a.split("=", 1)[1]
-    return None
-
-
-ISA = asked_isa(sys.argv)
-if ISA in ISA_LEVELS:
-    host_isa, xla_isa, coretype = ISA_LEVELS[ISA]
-    os.environ["JMP_HOST_ISA"] = host_isa
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_cpu_max_isa")]
-    os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_cpu_max_isa={xla_isa}"])
-    os.environ["OPENBLAS_CORETYPE"] = coretype
-    os.environ["JMP_BENCH_KEEP_BLAS_CORETYPE"] = "1"  # the suite processes keep the pin
-    BLAS_CORETYPE_LIFTED = None
+BLAS_CORETYPE_LIFTED = bench_env.settle(sys.argv)
+ISA_LEVELS = bench_env.ISA_LEVELS
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-# Its sibling modules, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import plot, print_table, stability  # noqa: E402
 import suites  # noqa: E402
 from suites import SUITES  # noqa: E402
@@ -616,20 +576,6 @@ def vector_isa():
     return [f for f in wanted if f in flags]
 
 
-def isa_settings(asked):
-    """The level each side ran at: what --isa asked, the host executor's level as the plugin reports it,
-    XLA:CPU's cap and OpenBLAS's kernel (None: the CPU's best)."""
-    try:
-        import jax_metal_plugin
-        host = jax_metal_plugin.host_isa() or None
-    except ImportError:
-        host = None
-    xla = next((f.split("=", 1)[1] for f in os.environ.get("XLA_FLAGS", "").split()
-                if f.startswith("--xla_cpu_max_isa=")), None)
-    return {"asked": asked, "host_executor": host, "xla_cpu_max_isa": xla,
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
-
-
 def blas_facts():
     """The BLAS libraries loaded in this process (the plugin's host matmuls, numpy's), their kernel
     (OpenBLAS's core type) and threads, from threadpoolctl when it is installed."""
@@ -714,7 +660,8 @@ def main():
     results["settings"]["process_per_suite"] = not args.same_process
     results["settings"]["processes_per_suite"] = 1 if args.same_process else min(args.processes, args.repeat)
     results["settings"]["malloc_thresholds"] = malloc
-    results["settings"]["isa"] = isa_settings(args.isa)
+    results["settings"]["isa"] = bench_env.isa_settings(args.isa)
+    results["settings"]["metal_executor"] = os.environ.get("JAX_METAL_EXECUTOR")
     t_start = time.perf_counter()
     with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
         parts = {} if args.same_process else measure_in_passes(names, args, progress)
