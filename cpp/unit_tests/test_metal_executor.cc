@@ -125,6 +125,35 @@ JMP_TEST(MetalExecutor, ADonatedOutputOfAnyByteSizeIsCopiedOver) {
   }
 }
 
+// One buffer bound at more positions of one run than a block keeps views for (JAX passes one zero
+// buffer as every tangent of a JVP): every binding stays valid until the run completes.
+JMP_TEST(MetalExecutor, OneBufferBoundAtManyPositionsOfARun) {
+  auto metal = StandinMetal();
+  constexpr int kInputs = 40;
+  GraphBuilder b;
+  std::vector<int> xs;
+  for (int k = 0; k < kInputs; ++k) xs.push_back(b.Input(DType::kF32, {2}));
+  int sum = xs[0];
+  for (int k = 1; k < kInputs; ++k) sum = b.Apply(OpKind::kAdd, {sum, xs[static_cast<size_t>(k)]}, DType::kF32, {2});
+  b.Output(sum);
+  auto executable = metal->Compile(b.graph());
+  ASSERT_OK(executable);
+  auto in = metal->Allocate(2 * sizeof(float));
+  auto out = metal->Allocate(2 * sizeof(float));
+  ASSERT_OK(in);
+  ASSERT_OK(out);
+  auto* x = static_cast<float*>(in.value()->data());
+  x[0] = 1.5f;
+  x[1] = -2.0f;
+  std::vector<exec::DeviceMemory*> inputs(kInputs, in.value().get());
+  for (int run = 0; run < 3; ++run) {
+    ASSERT_OK(executable.value()->Run(inputs, {out.value().get()}));
+    auto* y = static_cast<float*>(out.value()->data());
+    EXPECT_SAME(y[0], 1.5f * kInputs);
+    EXPECT_SAME(y[1], -2.0f * kInputs);
+  }
+}
+
 // A branch the executor cannot build is reported as what it is, after MPSGraph got as many results from
 // both branches as the op has (MPSGraph stops the process otherwise).
 JMP_TEST(MetalExecutor, ABranchThatCannotBeBuiltIsReportedAsItself) {

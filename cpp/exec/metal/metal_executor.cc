@@ -36,7 +36,7 @@ using metal::Tensors;
 struct MetalBlock {
   std::unique_ptr<metal::Buffer> buffer;
   std::mutex mu;
-  std::unordered_map<uint64_t, std::unique_ptr<metal::TensorData>> views;
+  std::unordered_map<uint64_t, std::shared_ptr<metal::TensorData>> views;
 };
 
 class MetalPool : public BlockPool::Backend {
@@ -256,10 +256,14 @@ class MetalExecutable : public Executable {
       return done(Internal("Metal executable: run with other inputs or outputs than compiled"));
     if (!executable_) return done(Status::Ok());  // every result is empty
     device_->autoreleasepool([&] {
+      // The run holds its views until its command buffer completes: a block read at many positions
+      // (one buffer passed as every tangent of a JVP) drops older views while this run still binds them.
+      std::vector<std::shared_ptr<metal::TensorData>> held;
       std::vector<metal::TensorData*> in(feed_order_.size());
       for (size_t k = 0; k < feed_order_.size(); ++k) {
         const size_t i = feed_order_[k];
-        in[k] = View(static_cast<MetalMemory*>(inputs[i]), i, input_types_[i]);
+        held.push_back(View(static_cast<MetalMemory*>(inputs[i]), i, input_types_[i]));
+        in[k] = held.back().get();
       }
       std::vector<std::shared_ptr<DeviceMemory>> staging;
       std::vector<std::pair<MetalMemory*, MetalMemory*>> copies;  // (computed in, donated input)
@@ -274,7 +278,8 @@ class MetalExecutable : public Executable {
           m = tmp.get();
           staging.push_back(std::move(tmp));
         }
-        out[k] = View(m, kOutputPosition + j, output_types_[j]);
+        held.push_back(View(m, kOutputPosition + j, output_types_[j]));
+        out[k] = held.back().get();
       }
       std::unique_ptr<metal::CommandBuffer> cb = queue_->commandBuffer();
       work_->Begin();
@@ -293,7 +298,7 @@ class MetalExecutable : public Executable {
       }
       // The command buffer of the moment (the encode may have committed earlier ones) completes after
       // them, in queue order.
-      cb->addCompletedHandler([completion](Status s) {
+      cb->addCompletedHandler([completion, held = std::move(held)](Status s) {
         completion->Completed(s.ok() ? s : Internal("Metal command buffer failed: " + s.message()));
       });
       cb->commit();
@@ -368,17 +373,16 @@ class MetalExecutable : public Executable {
   }
 
   // The block's view for this executable's position, made once and kept with the block.
-  metal::TensorData* View(MetalMemory* m, size_t position, const metal::ShapedType& type) {
+  std::shared_ptr<metal::TensorData> View(MetalMemory* m, size_t position, const metal::ShapedType& type) {
     MetalBlock* block = m->block();
     const uint64_t key = (id_ << 20) | position;
     std::lock_guard<std::mutex> lock(block->mu);
     auto it = block->views.find(key);
-    if (it != block->views.end()) return it->second.get();
+    if (it != block->views.end()) return it->second;
     if (block->views.size() >= kMaxViewsPerBlock) block->views.clear();  // views of executables long gone
-    auto view = device_->newTensorData(*block->buffer, type.shape, type.dataType);
-    metal::TensorData* raw = view.get();
-    block->views.emplace(key, std::move(view));
-    return raw;
+    std::shared_ptr<metal::TensorData> view = device_->newTensorData(*block->buffer, type.shape, type.dataType);
+    block->views.emplace(key, view);
+    return view;
   }
   static constexpr size_t kMaxViewsPerBlock = 16;
 
