@@ -17,7 +17,7 @@ import sys
 
 # Its sibling module, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import step_figure  # noqa: E402
+from report import stability, step_figure  # noqa: E402
 
 
 def ratios(results):
@@ -31,6 +31,12 @@ def ratios(results):
         if "ratio" in r.get("fresh_rss", {}):
             out[(name, "peak RSS")] = r["fresh_rss"]["ratio"]
     return out
+
+
+def flagged(suite):
+    """Whether the run's own report called this suite's step ratio unstable."""
+    st = suite.get("stability") or stability(suite)
+    return bool(st and st["unstable"])
 
 
 def main():
@@ -62,6 +68,9 @@ def main():
         if gated:
             worst = max(worst, differ)
         flag = ("  <-- over tolerance" if gated else "  (not gated)") if differ > args.tolerance else ""
+        if key[1] == "step" and differ > args.tolerance:
+            said = [tag for tag, run in zip("ab", runs) if flagged(run["suites"][key[0]])]
+            flag += f" (flagged unstable by run {' and '.join(said)})" if said else " (neither run flagged it)"
         print(f"{key[0]:<15}{key[1]:<9}{a:>8.3f}{b:>8.3f}{differ:>8.1%}{flag}")
     print(f"largest gated difference {worst:.1%} (tolerance {args.tolerance:.0%})")
     return 1 if worst > args.tolerance else 0

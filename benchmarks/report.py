@@ -39,6 +39,39 @@ def step_figure(r):
     return r.get("tenth_percentiles", r["median"])
 
 
+# A run's figure is flagged unstable when another run would likely give one more than 10% away: its
+# processes' own ratios (independent samples, minutes apart) span more than that, or one platform's
+# rounds were mostly disturbed (more than DISTURBED_BY slower than its step time, the 10th percentile:
+# the machine took time from them, so the low end rests on few rounds).
+UNSTABLE_SPREAD = 0.10
+DISTURBED_BY = 1.25
+MOSTLY_DISTURBED = 0.5
+
+
+def stability(r):
+    """How far a suite's step ratio may be trusted to repeat: the relative range of its processes'
+    ratios, each platform's share of disturbed rounds, and whether that makes it unstable (with why)."""
+    sr = r.get("step_ratio")
+    if not sr:
+        return None
+    out = {"disturbed_rounds": {}, "why": []}
+    medians = sr.get("process_medians") or []
+    if len(medians) > 1:
+        out["process_spread"] = max(medians) / min(medians) - 1 if min(medians) > 0 else float("inf")
+        if out["process_spread"] > UNSTABLE_SPREAD:
+            out["why"].append(f"its processes' ratios span {out['process_spread']:.0%}")
+    for plat, p in r.get("platforms", {}).items():
+        rounds, step = p.get("round_step_s"), p.get("step_s")
+        if not rounds or not step:
+            continue
+        share = sum(t > DISTURBED_BY * step for t in rounds) / len(rounds)
+        out["disturbed_rounds"][plat] = share
+        if share > MOSTLY_DISTURBED:
+            out["why"].append(f"{share:.0%} of {plat}'s rounds disturbed")
+    out["unstable"] = bool(out["why"])
+    return out
+
+
 def fmt_step(r):
     """'1.02× [0.97–1.08]': the step ratio and the interquartile range of the rounds' own ratios."""
     return f"{fmt_x(step_figure(r))}× [{fmt_x(r['q1'])}–{fmt_x(r['q3'])}]"
@@ -46,6 +79,9 @@ def fmt_step(r):
 
 def notes(r):
     out = []
+    st = r.get("stability") or stability(r)
+    if st and st["unstable"]:
+        out.append("UNSTABLE: " + ", ".join(st["why"]))
     m, c = r["platforms"].get("metal", {}), r["platforms"].get("cpu", {})
     if "iteration_s" in m and "iteration_s" in c:
         out.append(f"per iteration {fmt_time(m['iteration_s'])} vs {fmt_time(c['iteration_s'])}")
@@ -75,7 +111,9 @@ def print_table(results):
         print(f"{name:<15}{fmt_time(m.get('step_s')):>11}{fmt_time(c.get('step_s')):>11}  {step:<22}{comp:<25}"
               f"{str(m.get('copies', '-')):>6}  {notes(r)}")
     print("time ratio: metal/cpu step time, each the 10th percentile of the platform's rounds [interquartile range "
-          "of the rounds' own ratios]; below 1 is faster")
+          "of the rounds' own ratios]; below 1 is faster. UNSTABLE: another run may differ by more than "
+          f"{UNSTABLE_SPREAD:.0%} (processes' ratios apart, or a platform's rounds mostly over "
+          f"{DISTURBED_BY:g}x its step time)")
 
 
 def plot(results, path):
@@ -122,9 +160,11 @@ def plot(results, path):
 def markdown(results):
     """docs/benchmarks.md's table: step ratios with the rounds' IQR, compile ratios, each suite's notes."""
     m, s = results["machine"], results["settings"]
+    isa = (s.get("isa") or {}).get("asked")
     lines = [f"<!-- {results['started'][:16]} UTC, {m.get('cpu')}, {m['cores']} cores, load average "
              f"{m['load_avg_start'][0]:.1f} -> {m['load_avg_end'][0]:.1f}, {s['repeat']} rounds, "
-             f"{s['seconds']:g} s per suite{', --quick' if s['quick'] else ''} -->",
+             f"{s['seconds']:g} s per suite{', --quick' if s['quick'] else ''}"
+             f"{', both sides at ' + isa if isa else ''} -->",
              "| suite | step time metal/cpu [rounds' IQR] | compile time metal/cpu | notes |", "|---|---|---|---|"]
     for name, r in results["suites"].items():
         step = fmt_step(r["step_ratio"]) if "step_ratio" in r else "-"

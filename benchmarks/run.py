@@ -42,27 +42,18 @@ import sys
 import time
 from datetime import datetime, timezone
 
-os.environ.setdefault("JAX_PLATFORMS", "metal,cpu")
+# Its sibling modules, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_env  # noqa: E402  (sets the environment before jax, the plugin or OpenBLAS load)
 
-# XLA:CPU generates code for the CPU it runs on (AVX-512 where there is AVX-512); OpenBLAS, which does the
-# host executor's matrix products on Linux, picks its kernel for the CPU too, unless OPENBLAS_CORETYPE
-# pins one. A machine image that pins an older kernel (Haswell's AVX2 on an AVX-512 CPU) would make every
-# matmul-bound ratio a comparison of two instruction sets, not of two backends, and ratios from machines
-# with and without the pin would disagree. So the pin is lifted before OpenBLAS loads (in this process and
-# the suite processes it starts) and recorded; --keep-blas-coretype keeps it.
-BLAS_CORETYPE_LIFTED = None
-if "--keep-blas-coretype" not in sys.argv and "JMP_BENCH_KEEP_BLAS_CORETYPE" not in os.environ:
-    BLAS_CORETYPE_LIFTED = os.environ.pop("OPENBLAS_CORETYPE", None)
-else:
-    os.environ["JMP_BENCH_KEEP_BLAS_CORETYPE"] = "1"  # the suite processes keep it too
+BLAS_CORETYPE_LIFTED = bench_env.settle(sys.argv)
+ISA_LEVELS = bench_env.ISA_LEVELS
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-# Its sibling modules, also when Python leaves the script's folder off sys.path (PYTHONSAFEPATH).
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import plot, print_table  # noqa: E402
+from report import plot, print_table, stability  # noqa: E402
 import suites  # noqa: E402
 from suites import SUITES  # noqa: E402
 
@@ -635,6 +626,9 @@ def main():
     p.add_argument("--keep-blas-coretype", action="store_true",
                    help="keep an OPENBLAS_CORETYPE set in the environment (default: OpenBLAS picks the kernel "
                         "for this CPU, as XLA:CPU does; the lifted value is recorded in results.json)")
+    p.add_argument("--isa", choices=list(ISA_LEVELS), default=None,
+                   help="hold both sides to one x86-64 level: the host executor's loops, XLA:CPU's code and "
+                        "OpenBLAS's kernel (default: each picks this CPU's best)")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's malloc thresholds adaptive (default: fixed while timing, see docs/benchmarks.md)")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
@@ -666,6 +660,8 @@ def main():
     results["settings"]["process_per_suite"] = not args.same_process
     results["settings"]["processes_per_suite"] = 1 if args.same_process else min(args.processes, args.repeat)
     results["settings"]["malloc_thresholds"] = malloc
+    results["settings"]["isa"] = bench_env.isa_settings(args.isa)
+    results["settings"]["metal_executor"] = os.environ.get("JAX_METAL_EXECUTOR")
     t_start = time.perf_counter()
     with tqdm(total=len(names) * args.repeat, desc="rounds", file=sys.stderr) as progress:
         parts = {} if args.same_process else measure_in_passes(names, args, progress)
@@ -680,6 +676,8 @@ def main():
             else:
                 r.update(pool_processes(name, parts[name]))
                 r["load_avg"] = [p.get("load_avg") for p in parts[name]]
+            if "step_ratio" in r:
+                r["stability"] = stability(r)
             results["suites"][name] = r
     tiny = results["suites"].get("tiny-dispatch", {}).get("platforms", {})
     results["tiny_call_us"] = {plat: tiny[plat]["step_s"] * 1e6 for plat in PLATFORMS if "step_s" in tiny.get(plat, {})}

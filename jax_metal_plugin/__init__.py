@@ -24,6 +24,17 @@ def library_path() -> str:
 _registered = False
 
 
+def _record_executor() -> None:
+    from . import _native, _status
+
+    try:
+        side = _native.metal_side()
+    except (OSError, ValueError, RuntimeError) as e:  # a bad JAX_METAL_EXECUTOR: the backend says so too
+        _status.record("executor", "platform", False, str(e))
+        return
+    _status.record("executor", "platform", True, f"{side}: {_native.METAL_SIDES.get(side, side)}")
+
+
 def initialize() -> None:
     """Registers the plugin with JAX (called by JAX's plugin discovery; a second call does nothing)."""
     global _registered
@@ -50,6 +61,7 @@ def initialize() -> None:
     register_plugin("metal", priority=500, library_path=path)
     _registered = True
     _status.record("metal", "platform", True, f"PJRT plugin {path}")
+    _record_executor()
     _donation.enable()
     _jax_internals.enable_persistent_cache()
     _callbacks.install(path)
@@ -80,7 +92,8 @@ def stats() -> dict:
     graph_runs (device graph executions: Metal segments run, in placed mode those a Mac would run),
     syncs (an execution's host segment waiting for the device's results), fresh_allocs (new backing
     memory, not memory a cache reused), copies (of buffer contents), programs_lowered (StableHLO read
-    and lowered) and programs_deserialized (rebuilt from a serialized executable: persistent-cache hits).
+    and lowered), programs_deserialized (rebuilt from a serialized executable: persistent-cache hits)
+    and inline_runs (runs the calling thread did inside the call: cheap programs, with the device idle).
     Empty when the plugin library lacks the entry points."""
     import ctypes
 
@@ -93,6 +106,20 @@ def stats() -> dict:
     stat.restype = ctypes.c_int64
     stat.argtypes = [ctypes.c_char_p]
     return {n: int(stat(n.encode())) for n in names().decode().split(",")}
+
+
+def host_isa() -> str:
+    """The instruction-set level the host executor's vector loops run at in this process: "sse2",
+    "sse4.2", "avx2" or "avx512" on x86-64 (the CPU's best, or a lower one JMP_HOST_ISA asks for),
+    "neon" on Apple's CPUs; empty when the plugin library lacks the entry point."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(library_path()).jmp_host_isa
+    except (OSError, AttributeError):
+        return ""
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
 
 
 class PlatformClashWarning(UserWarning):

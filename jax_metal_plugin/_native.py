@@ -25,7 +25,7 @@ def _library() -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.POINTER(_TEXT)]
         fn.restype = ctypes.c_int32
-    for name in ("jmp_tool_op_kinds", "jmp_tool_dtypes", "jmp_tool_custom_calls"):
+    for name in ("jmp_tool_op_kinds", "jmp_tool_dtypes", "jmp_tool_custom_calls", "jmp_tool_metal_side"):
         getattr(lib, name).argtypes = [ctypes.POINTER(_TEXT)]
         getattr(lib, name).restype = ctypes.c_int32
     lib.jmp_tool_free.argtypes = [_TEXT]
@@ -96,6 +96,19 @@ def dtypes() -> tuple[DType, ...]:
     rows = _text_call(_library().jmp_tool_dtypes).splitlines()
     return tuple(DType(name, mlir, int(size), kind, msl)
                  for name, mlir, size, kind, msl in (row.split("\t") for row in rows))
+
+
+METAL_SIDES = {
+    "metal": "Metal segments on the GPU through MPSGraph",
+    "standin": "Metal segments through the Metal executor over the strict stand-in of MPSGraph and Metal",
+    "placed": "Metal segments on the host executor, as a Mac would place them",
+    "host": "whole programs on the host executor",
+}
+
+
+def metal_side() -> str:
+    """What Metal segments run on in this process ("metal", "standin", "placed" or "host")."""
+    return _text_call(_library().jmp_tool_metal_side)
 
 
 class CustomCalls(NamedTuple):

@@ -48,7 +48,7 @@ common=(-target arm64-apple-macos14.0 -isysroot "$MACOS_SDK" -stdlib=libc++ -std
 commit_flag="-DJMP_BUILD_COMMIT=\"$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)\""
 
 sources=()
-for dir in support stablehlo stablehlo/passes mps lower exec exec/host check pjrt; do
+for dir in support stablehlo stablehlo/passes mps lower exec exec/metal exec/host exec/standin check pjrt; do
   for f in "$root"/cpp/$dir/*.cc; do [[ -e "$f" ]] && sources+=("$f"); done
 done
 sources+=("$root"/cpp/plugin/*.cc)
@@ -85,6 +85,10 @@ for src in "${sources[@]}" "${metal_sources[@]}"; do objs+=("$out/obj/$(echo "${
   -framework Foundation -framework Metal -framework MetalPerformanceShaders -framework MetalPerformanceShadersGraph \
   -framework Accelerate -lobjc
 echo "$out/libjax_metal_pjrt.dylib"
+
+# The host executor's hot loops must come out as NEON vector code (a Mac runs float64 and LAPACK-side
+# work there); a loop left scalar fails the build, naming it.
+"${PYTHON:-python3}" "$root/scripts/check_neon.py" "$out/obj" >&2
 
 # The wheel a Mac user installs without a compiler, checked as it will be installed and loaded.
 python="${PYTHON:-python3}"

@@ -58,9 +58,18 @@ Status BuildSweepCase(mps::OpKind kind, DType dtype, bool quick, Case& c);
 // One case per ASSUMPTION row: each probes exactly what the row assumes.
 std::vector<Case> AssumptionProbes();
 
-// The whole check as JSON: {"executor", "metal", "cases": [...], "seconds"}. `quick` runs a subset
-// (every op kind, fewer dtypes, no large shapes); `only` restricts to "Op:dtype,..." pairs when not empty.
-std::string RunCheck(bool quick, const std::string& only);
+// The cases of a check as JSON, {"cases": [{"op", "dtype", "probe"?}, ...]} or {"error"}: `quick` runs a
+// subset (every op kind, fewer dtypes, no large shapes); `only` restricts to "Op:dtype,..." pairs when
+// not empty. The sweep pairs come first, then the assumption probes.
+std::string ListCases(bool quick, const std::string& only);
+
+// Runs case `index` of ListCases(quick, only) and returns its JSON object (op, dtype, status, worst
+// error and bound, failures, each program's shape class and which programs failed). Before each
+// program it appends "program K SHAPE \"what\"\n" to `journal_fd` (-1: none; SHAPE is the program's
+// shape class, exec/capabilities.h, or "-"). The executors are made on the
+// first call of a process; index -1 only makes them and returns {"side": the Metal side, as
+// exec::CreateMetalSideExecutor names it} or {"error"}.
+std::string RunListedCase(bool quick, const std::string& only, int index, int journal_fd);
 
 // Input data and graphs, shared by the case builders (check_inputs.cc).
 enum class Range { kEdge, kFinite, kModerate, kPositive, kSmallInt, kUnit };

@@ -94,13 +94,6 @@ std::vector<Case> AssumptionProbes() {
                                {{{d, {1, 9}}, a}, {{d, {9, 1}}, std::vector<double>(9, 1)}}, {{d, {1, 1}}}, nullptr));
     cases.push_back(std::move(c));
   }
-  {
-    Case c = Probe(K::kMatMul, D::kI32, "MatMul: integer matmul is exact with wrap-around");
-    c.programs.push_back(OneOp("[1,2] x [2,1]", K::kMatMul,
-                               {{{D::kI32, {1, 2}}, {65536, 65536}}, {{D::kI32, {2, 1}}, {65537, 32768}}},
-                               {{D::kI32, {1, 1}}}, nullptr));
-    cases.push_back(std::move(c));
-  }
   for (K k : {K::kReductionArgMaximum, K::kReductionArgMinimum}) {
     Case c = Probe(k, D::kF32, "ArgMax/ArgMin: ties give the smallest index, NaN wins, the first one");
     c.programs.push_back(OneOp("ties", k, {{{D::kF32, {6}}, {1, 3, 3, 0, 0, 2}}}, {{D::kI32, {1}}},

@@ -79,9 +79,6 @@ class Executor {
 };
 
 std::unique_ptr<Executor> CreateHostExecutor();
-#ifdef JMP_HAVE_METAL
-std::unique_ptr<Executor> CreateMetalExecutor();  // null when no Metal device is present
-#endif
 // One executor made of two (segment_runner.cc): each executable is cut by exec/placement.h into segments
 // that `device` runs (what MPSGraph can) and segments that `host` runs (float64, LAPACK, callbacks),
 // in order over memory from `device`. On Linux `device` is a host executor standing in for Metal, so the
@@ -98,9 +95,11 @@ std::unique_ptr<Executor> CreateEmulatedQueueExecutor(std::unique_ptr<Executor> 
 int64_t StagedOutputCount();
 
 // JAX_METAL_EXECUTOR chooses:
-//   metal   Metal segments on the GPU and host segments on the CPU (the default on a Mac with Metal)
-//   placed  the Mac's placement, every segment on the host executor (the default elsewhere)
-//   host    the whole program as one host executable, no placement
+//   metal    Metal segments on the GPU and host segments on the CPU (the default on a Mac with Metal)
+//   standin  the same, the Metal executor running over the strict stand-in of MPSGraph and Metal
+//            (exec/standin; the default elsewhere)
+//   placed   the Mac's placement, every segment on the host executor (behind the emulated queue)
+//   host     the whole program as one host executable, no placement
 StatusOr<std::unique_ptr<Executor>> CreateDefaultExecutor();
 
 }  // namespace jmp::exec

@@ -23,20 +23,30 @@ bool MetalHasDType(DType dtype) {
   return false;
 }
 
+bool AnyEmpty(const Graph& graph, const std::vector<int>& values) {
+  for (int v : values)
+    if (graph.type(v).NumElements() == 0) return true;
+  return false;
+}
+
 bool MetalRuns(const Graph& graph, const Op& op) {
   if (OpKindHostOnly(op.kind)) return false;
+  if (AnyEmpty(graph, op.inputs) || AnyEmpty(graph, op.outputs)) return false;
   if (!op.inputs.empty() || !op.outputs.empty())
-    if (exec::MetalAvoids(op.kind, exec::OpDType(graph, op))) return false;
+    if (exec::MetalAvoids(graph, op)) return false;
   for (const auto* ids : {&op.inputs, &op.outputs})
     for (int v : *ids)
       if (!MetalHasDType(graph.type(v).dtype)) return false;
   // A user's kernel replaces its reference on Metal, so only its own operands count.
   if (op.kind == OpKind::kMetalKernel) return true;
   for (const Graph& sub : op.subgraphs) {
+    if (AnyEmpty(sub, sub.inputs)) return false;
     for (int v : sub.inputs)
       if (!MetalHasDType(sub.type(v).dtype)) return false;
+    // A user's kernel is a pipeline of its own between graphs, never a call inside one: a loop or
+    // branch holding one runs on the host (the kernel as its reference implementation).
     for (const Op& inner : sub.ops)
-      if (!MetalRuns(sub, inner)) return false;
+      if (inner.kind == OpKind::kMetalKernel || !MetalRuns(sub, inner)) return false;
   }
   return true;
 }
@@ -223,7 +233,19 @@ Placement PlaceGraph(const Graph& g) {
     Where where = Where::kMetal;
     for (int v : g.outputs)
       if (!MetalHasDType(g.type(v).dtype)) where = Where::kHost;
+    if (AnyEmpty(g, g.outputs)) where = Where::kHost;
     p.segments.back().where = where;
+  }
+  // Parameters and constants returned as they are go to the last segment; an empty one must not make
+  // a Metal segment's parameter or constant, so a host segment of no ops returns it.
+  for (int v : g.outputs) {
+    const int producer_op = producer[static_cast<size_t>(v)];
+    const bool scheduled = producer_op >= 0 && !recomputed[static_cast<size_t>(producer_op)];
+    if (!scheduled && g.type(v).NumElements() == 0 && p.segments.back().where == Where::kMetal) {
+      p.segments.emplace_back();
+      p.segments.back().where = Where::kHost;
+      break;
+    }
   }
 
   // Which segment makes each value, and which later segments (or the result) need it.

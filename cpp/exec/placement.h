@@ -21,10 +21,17 @@ std::string_view WhereName(Where where);  // "metal" or "host"
 bool MetalHasDType(DType dtype);
 
 // Metal's side of the support table: the op's kind has an MPSGraph call (not a JMP_HOST_OP row), every
-// operand and result has an MPSDataType, and a control-flow op's subgraphs hold only such ops (a loop
-// whose body needs the host runs on the host whole, rather than crossing executors every iteration),
-// and the self-check has not found the op's (kind, dtype) wrong on this machine (exec/capabilities.h).
+// operand and result has an MPSDataType, a control-flow op's subgraphs hold only such ops (a loop
+// whose body needs the host, or holds a user's Metal kernel, runs on the host whole, rather than crossing
+// executors every iteration),
+// no operand or result (nor a subgraph's parameter) has zero elements (MPSGraph is never handed an
+// empty tensor, as Apple's PyTorch backend never hands it one: the lowering folds what it can, and
+// the rest runs on the host), and the self-check has not found the op's (kind, dtype), or its shape
+// class, wrong on this machine (exec/capabilities.h).
 bool MetalRuns(const Graph& graph, const Op& op);
+
+// Whether any of `values` of `graph` has zero elements.
+bool AnyEmpty(const Graph& graph, const std::vector<int>& values);
 
 // A run of ops on one executor, as a graph of its own. Its parameters are outer values that earlier
 // segments made or the executable's inputs; its results are the outer values later segments read or

@@ -19,6 +19,7 @@
 #include "exec/executor.h"
 #include "exec/placement.h"
 #include "exec/work_counters.h"
+#include "mps/graph_serial.h"
 #include "support/byte_stream.h"
 #include "support/trace.h"
 
@@ -87,14 +88,59 @@ struct CompiledSegment {
   bool writes_outputs = false;
 };
 
+// The serialized form of a placed program: which placement its segments' bytes were made for (the
+// executors and graphs of its segments, which JAX_METAL_AVOID and the plugin build decide as much as the
+// program does) and each segment's bytes. Bytes made for another placement are not loaded: the program is
+// compiled again.
+constexpr uint64_t kSegmentsMagic = 0x3153474553504d4aull;  // "JMPSEGS1"
+
+uint64_t PlacementFingerprint(const mps::Placement& placement) {
+  ByteWriter w;
+  for (const mps::Segment& seg : placement.segments) {
+    w.U64(seg.where == mps::Where::kMetal ? 1 : 2);
+    mps::WriteGraph(seg.graph, w);
+  }
+  return Fnv1a(w.str());
+}
+
+StatusOr<std::string> SerializeSegments(uint64_t placement, const std::vector<const Executable*>& segments) {
+  ByteWriter out;
+  out.U64(kSegmentsMagic);
+  out.U64(placement);
+  out.U64(segments.size());
+  for (const Executable* seg : segments) {
+    JMP_ASSIGN_OR_RETURN(std::string bytes, seg->Serialize());
+    out.Bytes(bytes);
+  }
+  return std::move(out.str());
+}
+
+// Each segment's bytes, or an error where they were made for another placement (or are malformed).
+StatusOr<std::vector<std::string_view>> SegmentBytes(std::string_view serialized, const mps::Placement& placement) {
+  ByteReader in(reinterpret_cast<const uint8_t*>(serialized.data()), serialized.size(), "serialized executable");
+  JMP_ASSIGN_OR_RETURN(uint64_t magic, in.U64());
+  if (magic != kSegmentsMagic) return in.Malformed("not a placed program");
+  JMP_ASSIGN_OR_RETURN(uint64_t fingerprint, in.U64());
+  if (fingerprint != PlacementFingerprint(placement)) return in.Malformed("made for another placement");
+  JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
+  if (n != placement.segments.size()) return in.Malformed("its segments are not those of its graph");
+  std::vector<std::string_view> parts;
+  for (size_t s = 0; s < n; ++s) {
+    JMP_ASSIGN_OR_RETURN(std::string_view part, in.Bytes());
+    parts.push_back(part);
+  }
+  if (in.left() != 0) return in.Malformed("bytes after the last segment");
+  return parts;
+}
+
 // A program placement left whole: the executor's executable, inside the same interval a segment gets.
 class SingleSegmentExecutable : public Executable {
  public:
-  SingleSegmentExecutable(std::unique_ptr<Executable> executable, SegmentLabel label)
-      : executable_(std::move(executable)), label_(std::move(label)) {
+  SingleSegmentExecutable(std::unique_ptr<Executable> executable, SegmentLabel label, uint64_t placement)
+      : executable_(std::move(executable)), label_(std::move(label)), placement_(placement) {
     device_graphs_per_run = executable_->device_graphs_per_run;
   }
-  StatusOr<std::string> Serialize() const override { return executable_->Serialize(); }
+  StatusOr<std::string> Serialize() const override { return SerializeSegments(placement_, {executable_.get()}); }
   Status Run(const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) override {
     return label_.Traced([&] { return executable_->Run(inputs, outputs); });
   }
@@ -107,6 +153,7 @@ class SingleSegmentExecutable : public Executable {
  private:
   std::unique_ptr<Executable> executable_;
   SegmentLabel label_;
+  uint64_t placement_;
 };
 
 // One run in flight: the memory it made for itself and what is left to finish.
@@ -245,16 +292,12 @@ class SegmentedExecutable : public Executable {
     return true;
   }
 
-  // Each segment's own bytes, in order.
   StatusOr<std::string> Serialize() const override {
-    ByteWriter out;
-    out.U64(segments_.size());
-    for (const CompiledSegment& seg : segments_) {
-      JMP_ASSIGN_OR_RETURN(std::string bytes, seg.executable->Serialize());
-      out.Bytes(bytes);
-    }
-    return std::move(out.str());
+    std::vector<const Executable*> parts;
+    for (const CompiledSegment& seg : segments_) parts.push_back(seg.executable.get());
+    return SerializeSegments(placement_, parts);
   }
+  uint64_t placement_ = 0;
 
  private:
   Status Prepare(RunState& run, const std::vector<DeviceMemory*>& inputs, const std::vector<DeviceMemory*>& outputs) {
@@ -333,18 +376,14 @@ class SegmentedExecutor : public Executor {
  private:
   StatusOr<std::unique_ptr<Executable>> Build(const mps::Graph& graph, const std::string_view* serialized) {
     mps::Placement placement = mps::PlaceGraph(graph);
+    const uint64_t fingerprint = PlacementFingerprint(placement);
     std::vector<std::string_view> parts;
-    if (serialized && placement.segments.size() == 1) {
-      parts.push_back(*serialized);
-    } else if (serialized) {
-      ByteReader in(reinterpret_cast<const uint8_t*>(serialized->data()), serialized->size(), "serialized executable");
-      JMP_ASSIGN_OR_RETURN(size_t n, in.Count(8));
-      if (n != placement.segments.size()) return in.Malformed("its segments are not those of its graph");
-      for (size_t s = 0; s < n; ++s) {
-        JMP_ASSIGN_OR_RETURN(std::string_view part, in.Bytes());
-        parts.push_back(part);
-      }
-      if (in.left() != 0) return in.Malformed("bytes after the last segment");
+    if (serialized) {
+      auto read = SegmentBytes(*serialized, placement);
+      if (!read.ok())
+        serialized = nullptr;  // bytes of another placement: compile what this one is
+      else
+        parts = std::move(*read);
     }
     auto compile = [&](size_t s, const mps::Graph& g) {
       Executor& executor = For(placement.segments[s].where);
@@ -354,7 +393,8 @@ class SegmentedExecutor : public Executor {
       const mps::Where where = placement.segments[0].where;
       JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> only, compile(0, graph));
       only->device_graphs_per_run = where == mps::Where::kMetal ? 1 : 0;
-      return std::unique_ptr<Executable>(new SingleSegmentExecutable(std::move(only), SegmentLabel(where, graph)));
+      return std::unique_ptr<Executable>(
+          new SingleSegmentExecutable(std::move(only), SegmentLabel(where, graph), fingerprint));
     }
 
     // Every outer value a segment reads or writes gets one slot: a parameter, the first output that
@@ -402,11 +442,11 @@ class SegmentedExecutor : public Executor {
     for (size_t j = 0; j < output_writer.size(); ++j)
       if (output_writer[j] < 0) return Internal("placement: output " + std::to_string(j) + " is never written");
     OrderHostSegments(compiled);
-    auto executable =
-        std::unique_ptr<Executable>(new SegmentedExecutable(*device_, std::move(compiled), std::move(temporary_bytes),
-                                                            std::move(output_writer), std::move(input_last_reader)));
+    auto executable = std::make_unique<SegmentedExecutable>(*device_, std::move(compiled), std::move(temporary_bytes),
+                                                            std::move(output_writer), std::move(input_last_reader));
     executable->device_graphs_per_run = device_graphs;
-    return executable;
+    executable->placement_ = fingerprint;
+    return std::unique_ptr<Executable>(std::move(executable));
   }
 
   Executor& For(mps::Where where) { return where == mps::Where::kMetal ? *device_ : *host_; }

@@ -18,6 +18,8 @@ struct WorkCounters {
   // Programs read and lowered from StableHLO, and programs rebuilt from a serialized executable.
   std::atomic<int64_t> programs_lowered{0};
   std::atomic<int64_t> programs_deserialized{0};
+  // Runs the caller's thread did inside Execute (cheap programs, with the device idle) rather than queue.
+  std::atomic<int64_t> inline_runs{0};
 };
 
 inline WorkCounters& Counters() {

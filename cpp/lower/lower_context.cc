@@ -13,6 +13,8 @@ namespace jmp::mps {
 namespace {
 
 constexpr int kMaxInlineDepth = 64;
+// Constants up to this size are copied into a region that reads them (scalars, a few lanes of shifts).
+constexpr size_t kCopiedConstantBytes = 64;
 
 template <typename T>
 std::vector<uint8_t> Bytes(T v) {
@@ -164,6 +166,24 @@ StatusOr<int> LowerContext::LookupUnbroadcast(Scope* s, int shlo_id) {
   JMP_ASSIGN_OR_RETURN(int outer, LookupIn(s->parent, shlo_id));
   if (s->shares_parent_graph) return outer;
   TensorType type = s->parent->graph->type(outer);
+  // A small constant is copied into the region rather than captured: JAX's serializer hoists a loop
+  // body's constants out of it, and a captured one is a parameter no executor can fold, so a loop
+  // broadcast its scalar factors again on every iteration.
+  auto c = constant_at_.find({s->parent->graph, outer});
+  if (c != constant_at_.end() && c->second < s->parent->graph->ops.size()) {
+    const Op& producer = s->parent->graph->ops[c->second];
+    if (producer.kind == OpKind::kConstant && producer.outputs.size() == 1 && producer.outputs[0] == outer &&
+        type.ByteSize() <= kCopiedConstantBytes) {
+      std::vector<uint8_t> data = producer.Attrs<ConstantAttrs>().data;
+      Scope* saved = SwapScope(s);
+      int inner = ConstantData(type.dtype, type.shape, std::move(data));
+      SwapScope(saved);
+      s->env[shlo_id] = inner;
+      auto splat = splats_.find({s->parent->graph, outer});
+      if (splat != splats_.end()) splats_[{s->graph, inner}] = splat->second;
+      return inner;
+    }
+  }
   int inner = s->graph->AddValue(type.dtype, type.shape);
   s->graph->inputs.push_back(inner);
   s->captures.push_back({outer, inner});
@@ -355,6 +375,7 @@ Op LowerContext::NewOp(OpKind kind, std::vector<int> inputs) const {
 }
 
 std::vector<int> LowerContext::EmitOp(Op op, const std::vector<TensorType>& outputs) {
+  if (std::vector<int> folded; FoldEmpty(op, outputs, &folded)) return folded;
   Graph& g = graph();
   op.outputs.clear();
   for (const TensorType& t : outputs) op.outputs.push_back(g.AddValue(t.dtype, t.shape));

@@ -160,6 +160,11 @@ class LowerContext {
   }
 
  private:
+  // An op with a zero-element operand or result, made without one where its result is known (an op
+  // whose results are all empty makes empty constants; lower_empty.cc says what else folds). True
+  // when *ids are the results; otherwise `op` may have lost operands that contribute nothing.
+  bool FoldEmpty(Op& op, const std::vector<TensorType>& outputs, std::vector<int>* ids);
+
   StatusOr<int> LookupIn(Scope* s, int shlo_id);
   StatusOr<int> LookupUnbroadcast(Scope* s, int shlo_id);
 

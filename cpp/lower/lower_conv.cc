@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "lower/lower_families.h"
+#include "lower/lower_matmul.h"
 
 namespace jmp::mps {
 
@@ -106,7 +107,7 @@ int ConvByTaps(LowerContext& cx, int x, int w, const std::vector<int64_t>& strid
       slab = cx.Transpose(cx.Reshape(slab, {m, groups, cg}), {1, 0, 2});  // [G, M, Cg]
       int tap = cx.Slice(w, {kh, kw, 0, 0}, {kh + 1, kw + 1, cg, ws[3]});
       tap = cx.Transpose(cx.Reshape(tap, {cg, groups, og}), {1, 0, 2});  // [G, Cg, Og]
-      int prod = cx.Emit(OpKind::kMatMul, {slab, tap}, t, {groups, m, og});
+      int prod = MatMul(cx, slab, tap);
       prod = cx.Reshape(cx.Transpose(prod, {1, 0, 2}), out);  // [N, OH, OW, O]
       acc = acc < 0 ? prod : cx.Binary(OpKind::kAdd, acc, prod);
     }

@@ -46,7 +46,7 @@ int ConvertValue(LowerContext& cx, int x, DType to) {
   }
   if (IsFloat(from) && IsInteger(to)) {
     // NaN -> 0 explicitly; the cast truncates toward zero and saturates (op_kinds.def: Cast).
-    x = cx.Select(cx.Unary(OpKind::kIsNaN, x), cx.Splat(from, shape, 0), x);
+    x = cx.Select(cx.Emit(OpKind::kIsNaN, {x}, DType::kBool, shape), cx.Splat(from, shape, 0), x);
     return cx.Cast(x, to);
   }
   if (IsInteger(from) && IsInteger(to)) {

@@ -1,6 +1,7 @@
 // dot_general as one batched MatMul: each operand is transposed to [batch, free, contracting] (lhs)
 // or [batch, contracting, free] (rhs) and reshaped to rank 3 (or 2 without batch dims).
 #include "lower/lower_context.h"
+#include "lower/lower_matmul.h"
 
 namespace jmp::mps {
 
@@ -59,12 +60,7 @@ Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& 
   Shape o3 = batched ? Shape{batch, m, n} : Shape{m, n};
   lhs = cx.Reshape(lhs, l3);
   rhs = cx.Reshape(rhs, r3);
-  int product;
-  if (k == 0) {
-    product = cx.Splat(t, o3, 0);
-  } else {
-    product = cx.Emit(OpKind::kMatMul, {lhs, rhs}, t, o3);
-  }
+  int product = MatMul(cx, lhs, rhs);
   if (boolean) product = cx.Compare(OpKind::kNotEqual, product, cx.Splat(t, o3, 0));
   cx.Bind(0, cx.Reshape(product, out.shape));
   return Status::Ok();

@@ -76,7 +76,7 @@ Status DynamicSlice(LowerContext& cx) {
   }
   Shape window(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(k));
   int indices = WindowIndices(cx, window, starts);
-  cx.Bind(0, cx.Emit(OpKind::kGatherND, {x, indices}, cx.DTypeOf(x), sizes, GatherNDAttrs{/*batch_dims=*/0}));
+  cx.Bind(0, cx.Reshape(GatherND(cx, x, indices), sizes));
   return Status::Ok();
 }
 
@@ -115,7 +115,7 @@ Status DynamicUpdateSlice(LowerContext& cx) {
   }
   Shape window(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(k));
   int indices = WindowIndices(cx, window, starts);
-  cx.Bind(0, cx.Emit(OpKind::kScatterND, {x, update, indices}, cx.DTypeOf(x), xs, ScatterAttrs{ScatterMode::kSet}));
+  cx.Bind(0, ScatterND(cx, x, update, indices, ScatterMode::kSet));
   return Status::Ok();
 }
 
@@ -124,6 +124,32 @@ Status DynamicUpdateSlice(LowerContext& cx) {
 int GatherAlongAxis(LowerContext& cx, int data, int indices, int64_t axis) {
   Shape shape = cx.ShapeOf(indices);
   return cx.Emit(OpKind::kGatherAlongAxis, {data, indices}, cx.DTypeOf(data), shape, AxisAttrs{axis});
+}
+
+// The leading index dims of `indices` and the data dims past its k components: the ND ops' result shape.
+Shape NDResultShape(LowerContext& cx, int data, int indices) {
+  const Shape ds = cx.ShapeOf(data), is = cx.ShapeOf(indices);
+  Shape out(is.begin(), is.end() - 1);
+  const size_t k = static_cast<size_t>(is.back());
+  if (k <= ds.size()) out.insert(out.end(), ds.begin() + static_cast<std::ptrdiff_t>(k), ds.end());
+  return out;
+}
+
+int GatherND(LowerContext& cx, int data, int indices) {
+  const Shape out = NDResultShape(cx, data, indices);
+  if (cx.ShapeOf(indices).size() > 1)
+    return cx.Emit(OpKind::kGatherND, {data, indices}, cx.DTypeOf(data), out, GatherNDAttrs{0});
+  int one = cx.Reshape(indices, {1, cx.ShapeOf(indices).back()});
+  int y = cx.Emit(OpKind::kGatherND, {data, one}, cx.DTypeOf(data), NDResultShape(cx, data, one), GatherNDAttrs{0});
+  return cx.Reshape(y, out);
+}
+
+int ScatterND(LowerContext& cx, int data, int updates, int indices, ScatterMode mode) {
+  if (cx.ShapeOf(indices).size() == 1) {
+    indices = cx.Reshape(indices, {1, cx.ShapeOf(indices).back()});
+    updates = cx.Reshape(updates, NDResultShape(cx, data, indices));
+  }
+  return cx.Emit(OpKind::kScatterND, {data, updates, indices}, cx.DTypeOf(data), cx.ShapeOf(data), ScatterAttrs{mode});
 }
 
 void RegisterDynamicSliceRules(std::map<std::string, LowerRule>& r) {

@@ -212,7 +212,7 @@ Status Gather(LowerContext& cx) {
   Shape gshape = ix.batch;
   gshape.insert(gshape.end(), window_sizes.begin(), window_sizes.end());
   for (int64_t d : rest) gshape.push_back(os[static_cast<size_t>(d)]);
-  int y = cx.Emit(OpKind::kGatherND, {data, idx}, cx.DTypeOf(operand), gshape, GatherNDAttrs{});
+  int y = cx.Reshape(GatherND(cx, data, idx), gshape);
   // Windows over the non-indexed dims start at 0.
   Shape starts(gshape.size(), 0), ends = gshape;
   size_t nb = ix.batch.size(), nw = window_sizes.size();
@@ -387,7 +387,7 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   ushape.insert(ushape.end(), window_sizes.begin(), window_sizes.end());
   for (int64_t d : rest) ushape.push_back(os[static_cast<size_t>(d)]);
   u = cx.Reshape(u, ushape);
-  int y = cx.Emit(OpKind::kScatterND, {data, u, idx}, cx.DTypeOf(data), padded_shape, ScatterAttrs{mode});
+  int y = ScatterND(cx, data, u, idx, mode);
   Shape starts(padded_shape.size(), 0);
   y = cx.Slice(y, starts, dshape);
   std::vector<int64_t> inverse(order.size());

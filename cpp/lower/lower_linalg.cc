@@ -10,6 +10,7 @@
 
 #include "lower/lower_families.h"
 #include "lower/lower_lapack.h"
+#include "lower/lower_matmul.h"
 #include "lower/lower_matrix.h"
 
 namespace jmp::mps {
@@ -43,7 +44,7 @@ StatusOr<int> ForwardSubstitution(LowerContext& cx, int l, int b, bool unit_diag
                          int known = cx.Select(below, row, cx.Splat(cx.DTypeOf(row), cx.ShapeOf(row), 0));
                          Shape one_row = bshape;
                          one_row[rows] = 1;
-                         int sum = cx.Emit(OpKind::kMatMul, {known, c[2]}, type, one_row);  // [..., 1, m]
+                         int sum = MatMul(cx, known, c[2]);  // [..., 1, m]
                          int xi = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[1], i, rows), sum);
                          if (!unit_diagonal)
                            xi = cx.Binary(OpKind::kDivide, xi, cx.BroadcastTo(PickAlong(cx, row, i, cols), one_row));
@@ -127,7 +128,7 @@ Status Cholesky(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(
       std::vector<int> done, CountedLoop(cx, shape[rows], {a, l}, [&](int j, const std::vector<int>& c) {
         int lj = PickAlong(cx, c[1], j, rows);  // row j of L: zero from column j on
-        int products = cx.Emit(OpKind::kMatMul, {c[1], SwapLastTwo(cx, lj)}, ct, column);
+        int products = MatMul(cx, c[1], SwapLastTwo(cx, lj));
         int col = cx.Binary(OpKind::kSubtract, PickAlong(cx, c[0], j, cols), products);
         // A pivot that is not positive (zero included: a singular matrix) fails, as LAPACK's potrf does.
         int pivot = PickAlong(cx, col, j, rows);
@@ -162,11 +163,9 @@ int HouseholderVector(LowerContext& cx, int factored, int j, const Shape& column
 
 // x - tau v (v^T x) for x [..., m, n], v [..., m, 1], tau [..., 1, 1]: a reflector applied.
 int Reflect(LowerContext& cx, int x, int v, int tau) {
-  Shape xs = cx.ShapeOf(x), row = xs;
-  row[row.size() - 2] = 1;
-  DType t = cx.DTypeOf(x);
-  int vtx = cx.Emit(OpKind::kMatMul, {SwapLastTwo(cx, v), x}, t, row);  // [..., 1, n]
-  int outer = cx.Emit(OpKind::kMatMul, {v, vtx}, t, xs);                // [..., m, n]
+  Shape xs = cx.ShapeOf(x);
+  int vtx = MatMul(cx, SwapLastTwo(cx, v), x);  // [..., 1, n]
+  int outer = MatMul(cx, v, vtx);               // [..., m, n]
   return cx.Binary(OpKind::kSubtract, x, cx.Binary(OpKind::kMultiply, cx.BroadcastTo(tau, xs), outer));
 }
 

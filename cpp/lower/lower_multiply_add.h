@@ -1,5 +1,6 @@
-// The lowering's last step: float multiplies whose one reader is an add or a subtract become one
-// MultiplyAdd (op_kinds.def), rounded once, as XLA:CPU computes them.
+// The lowering's last step: where XLA:CPU rounds a float product and the add or subtract reading it
+// once (an FMA), the pair becomes one MultiplyAdd (op_kinds.def), after the simplifications XLA:CPU
+// makes first (lower_float_simplify.h). docs/multiply-add.md states the rule.
 #pragma once
 
 #include "mps/graph.h"

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lower/lower_context.h"
+#include "lower/lower_order.h"
 
 namespace jmp::mps {
 
@@ -86,6 +87,10 @@ int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::ve
   int r = x;
   if (!axes.empty() && IsComplex(t) && m.reduction == OpKind::kReductionProduct) {
     r = ComplexProduct(cx, x, axes, out);
+  } else if (!axes.empty() && (m.reduction == OpKind::kReductionMaximum || m.reduction == OpKind::kReductionMinimum)) {
+    int ordered = ToOrdered(cx, x);
+    int reduced = cx.Emit(m.reduction, {ordered}, cx.DTypeOf(ordered), KeptShape(in, axes), AxesAttrs{axes});
+    r = FromOrdered(cx, cx.Reshape(reduced, out), t);
   } else if (!axes.empty()) {
     r = cx.Reshape(cx.Emit(m.reduction, {x}, t, KeptShape(in, axes), AxesAttrs{axes}), out);
   }
@@ -228,9 +233,9 @@ Status Reduce(LowerContext& cx) {
   OpKind arg_kind, value_kind;
   if (n == 2 && axes.size() == 1 && MatchArgReduce(body, &arg_kind, &value_kind) &&
       cx.IsIotaAlong(inputs[1], axes[0]) && !IsComplex(cx.DTypeOf(inputs[0]))) {
-    // Bools (jnp.argmax of a mask, gamma's sign) are ranked as 0/1 integers: false < true.
+    // Ranked as an Ordered type (bools, as in jnp.argmax of a mask, as 0/1 integers: false < true).
     const DType value_type = cx.DTypeOf(inputs[0]);
-    int ranked = value_type == DType::kBool ? cx.Cast(inputs[0], DType::kI32) : inputs[0];
+    int ranked = ToOrdered(cx, inputs[0]);
     const Shape in = cx.ShapeOf(inputs[0]);
     const Shape& out = cx.OutType(0).shape;
     if (in[static_cast<size_t>(axes[0])] == 0) {
@@ -240,7 +245,7 @@ Status Reduce(LowerContext& cx) {
     }
     Shape kept = KeptShape(in, axes);
     int values = cx.Emit(value_kind, {ranked}, cx.DTypeOf(ranked), kept, AxesAttrs{axes});
-    int value = cx.Cast(cx.Reshape(values, out), value_type);
+    int value = FromOrdered(cx, cx.Reshape(values, out), value_type);
     int indices = cx.Emit(arg_kind, {ranked}, DType::kI32, kept, AxisAttrs{axes[0]});
     int index = cx.Cast(cx.Reshape(indices, out), cx.OutType(1).dtype);
     cx.Bind(0, value);

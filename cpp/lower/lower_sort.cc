@@ -9,7 +9,7 @@
 // Anything else is an error naming the comparator's ops, never a wrong order.
 //
 // Only ascending ArgSort is used (op_kinds.def: stable): a descending key is made ascending by a
-// bitwise not of its (int32) key, which reverses the order exactly and keeps ties in input order,
+// bitwise not of its (int32 or int64) key, which reverses the order exactly and keeps ties in input order,
 // as XLA's stable sort with a GT comparator does.
 #include <cmath>
 #include <cstring>
@@ -18,6 +18,7 @@
 
 #include "lower/lower_elementwise.h"
 #include "lower/lower_families.h"
+#include "lower/lower_order.h"
 #include "support/float16.h"
 
 namespace jmp::mps {
@@ -224,29 +225,6 @@ std::string BodyOps(const shlo::Block& body) {
   return s;
 }
 
-// Sort keys as int32 with the same order (the type MPSGraph's sorts surely take): narrower integers
-// widen by a cast, uint32 flips its top bit; 64-bit keys stay as they are.
-int WidenKey(LowerContext& cx, int k) {
-  DType t = cx.DTypeOf(k);
-  if (t == DType::kU32) {
-    const Shape shape = cx.ShapeOf(k);
-    return cx.Reinterpret(cx.Binary(OpKind::kBitwiseXor, k, cx.SplatBits(DType::kU32, shape, 0x80000000u)),
-                          DType::kI32);
-  }
-  if (BitWidth(t) < 32) return cx.Cast(k, DType::kI32);
-  return k;
-}
-
-// WidenKey's inverse for a key of type t.
-int NarrowKey(LowerContext& cx, int w, DType t) {
-  if (t == DType::kU32) {
-    const Shape shape = cx.ShapeOf(w);
-    return cx.Binary(OpKind::kBitwiseXor, cx.Reinterpret(w, DType::kU32),
-                     cx.SplatBits(DType::kU32, shape, 0x80000000u));
-  }
-  return cx.Cast(w, t);
-}
-
 // The integers ArgSort orders ascending for one key: signed and unsigned integers as the compare
 // type reads them, bools as 0/1, floats by IEEE total order after the comparator's canonicalisation.
 // A FLOAT (IEEE) compare is total-order with -0.0 == +0.0; NaNs, which IEEE leaves unordered (XLA's
@@ -278,7 +256,7 @@ StatusOr<int> KeyValues(LowerContext& cx, int x, const SortKey& key) {
   } else {
     return cx.Unsupported("sort key of this type");
   }
-  k = WidenKey(cx, k);
+  k = ToOrdered(cx, k);
   if (key.descending) k = cx.Unary(OpKind::kBitwiseNot, k);
   return k;
 }
@@ -328,9 +306,9 @@ Status Sort(LowerContext& cx) {
     DType t = cx.DTypeOf(inputs[0]);
     bool as_is = k.compare_type.empty() || (k.compare_type == "SIGNED") == IsSignedInt(t);
     if (as_is) {
-      int wide = WidenKey(cx, inputs[0]);
+      int wide = ToOrdered(cx, inputs[0]);
       int sorted = cx.Emit(OpKind::kSort, {wide}, cx.DTypeOf(wide), shape, SortAttrs{axis, k.descending});
-      cx.Bind(0, NarrowKey(cx, sorted, t));
+      cx.Bind(0, FromOrdered(cx, sorted, t));
       return Status::Ok();
     }
   }

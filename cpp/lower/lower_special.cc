@@ -2,6 +2,7 @@
 // otherwise their decomposition is inlined (lower_control_flow.cc).
 #include "lower/lower_elementwise.h"
 #include "lower/lower_families.h"
+#include "lower/lower_order.h"
 
 namespace jmp::mps {
 
@@ -40,7 +41,7 @@ Status TopK(LowerContext& cx) {
   DType t = cx.DTypeOf(x);
   if (shape.empty() || k > shape.back() || t == DType::kBool || IsComplex(t))
     return cx.Unsupported("top_k of this operand");
-  int keys = IsFloat(t) ? TotalOrderKey(cx, x) : x;
+  int keys = ToOrdered(cx, IsFloat(t) ? TotalOrderKey(cx, x) : x);
   Shape out = shape;
   out.back() = k;
   Op top = cx.NewOp(OpKind::kTopK, {keys});

@@ -36,8 +36,9 @@ std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; 
 bool DTypeDomain::Has(DType t) const {
   if (IsFloat(t))
     return floats == 1 || (floats == 2 && (t == DType::kF32 || t == DType::kF64)) ||
-           (floats == 3 && (t == DType::kF16 || t == DType::kBF16 || t == DType::kF32));
-  if (IsInteger(t)) return ints;
+           (floats == 3 && (t == DType::kF16 || t == DType::kBF16 || t == DType::kF32)) ||
+           (floats == 4 && t != DType::kBF16);
+  if (IsInteger(t)) return ints == 1 || (ints == 2 && (t == DType::kI32 || t == DType::kI64));
   if (IsComplex(t)) return complexes;
   return t == DType::kBool && bools;
 }

@@ -41,8 +41,9 @@ bool OpKindHostOnly(OpKind kind);              // a JMP_HOST_OP row: MPSGraph ha
 
 // The element types an op kind computes on (op_kinds.def's domain column, mps/op_domain.h).
 struct DTypeDomain {
-  int floats = 0;  // 0 none, 1 every float type, 2 f32 and f64, 3 f16, bf16 and f32
-  bool ints = false, bools = false, complexes = false;
+  int floats = 0;  // 0 none, 1 every float type, 2 f32 and f64, 3 f16, bf16 and f32, 4 f16, f32 and f64
+  int ints = 0;    // 0 none, 1 every integer type, 2 int32 and int64
+  bool bools = false, complexes = false;
   bool Has(DType t) const;
 };
 DTypeDomain OpKindDomain(OpKind kind);

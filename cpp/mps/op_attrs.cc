@@ -128,6 +128,7 @@ AttrsKind AttrsKindOf(OpKind kind) {
     case OpKind::kReshape:
     case OpKind::kBroadcast:
     case OpKind::kMatMul:
+    case OpKind::kIntegerMatMul:
     case OpKind::kWhile:
     case OpKind::kIf: return A::kNoAttrs;
   }

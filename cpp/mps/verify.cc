@@ -19,6 +19,14 @@ bool AxesValid(const std::vector<int64_t>& axes, size_t rank) {
 }
 bool AxisValid(int64_t axis, size_t rank) { return axis >= 0 && axis < static_cast<int64_t>(rank); }
 
+// The elementwise rows whose result is bool whatever their operands (op_kinds.def), which MPSGraph types
+// so: a result of another type would be read as other bytes than MPSGraph writes.
+bool BoolResult(OpKind k) {
+  return k == OpKind::kIsFinite || k == OpKind::kIsNaN || k == OpKind::kIsInfinite || k == OpKind::kEqual ||
+         k == OpKind::kNotEqual || k == OpKind::kLessThan || k == OpKind::kLessThanOrEqualTo ||
+         k == OpKind::kGreaterThan || k == OpKind::kGreaterThanOrEqualTo;
+}
+
 // The LAPACK rows' shapes and dtypes (mps/lapack_types.h, which the lowering emits), exactly: their
 // kernels index by them.
 Status CheckLapack(const Graph& g, const Op& op) {
@@ -142,11 +150,15 @@ Status CheckOp(const Graph& g, const Op& op) {
       return Status::Ok();
 #define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
-      return need_inputs(1) && in(0).shape == out.shape ? Status::Ok() : Internal("operand shape differs");
+      if (!need_inputs(1) || in(0).shape != out.shape) return Internal("operand shape differs");
+      return BoolResult(op.kind) && out.dtype != DType::kBool ? Internal("a predicate's result must be bool")
+                                                              : Status::Ok();
 #define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
-      return need_inputs(2) && in(0).shape == out.shape && in(1).shape == out.shape ? Status::Ok()
-                                                                                    : Internal("operand shapes differ");
+      if (!need_inputs(2) || in(0).shape != out.shape || in(1).shape != out.shape)
+        return Internal("operand shapes differ");
+      return BoolResult(op.kind) && out.dtype != DType::kBool ? Internal("a predicate's result must be bool")
+                                                              : Status::Ok();
     case OpKind::kFFT:
     case OpKind::kRealToHermiteanFFT:
     case OpKind::kHermiteanToRealFFT: {
@@ -158,6 +170,7 @@ Status CheckOp(const Graph& g, const Op& op) {
       return out.dtype == want ? Status::Ok() : Internal("result type does not match the operand's");
     }
     case OpKind::kMatMul:
+    case OpKind::kIntegerMatMul:
     case OpKind::kSort:
     case OpKind::kArgSort:
     case OpKind::kTopK:

@@ -7,35 +7,42 @@
 #include <utility>
 
 #include "exec/work_counters.h"
+#include "exec/work_estimate.h"
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "pjrt/execute_sharded.h"
 #include "stablehlo/ir.h"
+#include "support/byte_stream.h"
 #include "support/trace.h"
 
 namespace jmp::pjrt {
 
 namespace {
 
-// What XLA:CPU also runs on the caller's thread: a program of a few small ops. A loop or a branch
-// counts as its subgraphs' ops once, as XLA:CPU's cost estimate counts a loop (its trip count unknown):
-// a fori_loop of cheap iterations runs without two thread handoffs, which cost more than the loop.
-bool Small(const mps::Graph& g, size_t& bytes) {
+// What XLA:CPU also runs on the caller's thread: a program that is done in about the time two thread
+// handoffs take. Its values must be small (a loop's or a branch's counted once), it must hold no
+// host-only op, and its work must be bounded small: a loop counts its body once per iteration, so a
+// fori_loop of cheap iterations runs inline, while a long one (or one whose trip count depends on data)
+// goes to the worker and the call returns at once, as asynchronous dispatch promises.
+bool SmallValues(const mps::Graph& g, size_t& bytes) {
   constexpr size_t kInlineBytes = size_t{256} << 10;
   for (const mps::Op& op : g.ops) {
     if (mps::OpKindHostOnly(op.kind)) return false;
     if (op.subgraphs.empty()) continue;
     if (op.kind != mps::OpKind::kWhile && op.kind != mps::OpKind::kIf) return false;
     for (const mps::Graph& sub : op.subgraphs)
-      if (!Small(sub, bytes)) return false;
+      if (!SmallValues(sub, bytes)) return false;
   }
   for (const mps::TensorType& t : g.values) bytes += t.ByteSize();
   return bytes <= kInlineBytes;
 }
 
 bool RunsInline(const mps::Graph& g) {
+  // About a millisecond of the host executor's work: a thousand iterations of a loop over small tensors
+  // fit, twenty thousand 64x64 matrix products do not.
+  constexpr double kInlineWork = double{1 << 21};
   size_t bytes = 0;
-  return Small(g, bytes);
+  return SmallValues(g, bytes) && exec::EstimateWork(g) <= kInlineWork;
 }
 
 // Whether any op, at any depth, calls into Python.
@@ -56,8 +63,7 @@ StatusOr<MemorySpace> ResultSpace(const mps::Signature& signature, size_t j) {
 }
 
 std::string Fingerprint(const uint8_t* code, size_t code_size) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the artifact
-  for (size_t i = 0; i < code_size; ++i) h = (h ^ code[i]) * 1099511628211ull;
+  const uint64_t h = Fnv1a(std::string_view(reinterpret_cast<const char*>(code), code_size));
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return hex;

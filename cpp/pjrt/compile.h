@@ -37,8 +37,9 @@ struct CompiledProgram {
   std::vector<size_t> output_memory_kind_sizes;
   std::vector<size_t> output_bytes;
   bool in_place = false;  // the executable runs with outputs sharing memory with inputs
-  // Small enough (no loops or host-only ops, little data) that when nothing is queued the calling thread
-  // runs it at once: handing it to the queue's thread and waiting costs more than the run.
+  // Cheap enough (no host-only ops, little data, work bounded small: exec/work_estimate.h) that when
+  // nothing is queued the calling thread runs it at once: handing it to the queue's thread and waiting
+  // costs more than the run. Anything else is queued, and Execute returns before it runs.
   bool runs_inline = false;
   // Holds a Python callback: Execute returns once the run is done, as XLA:CPU's does, so that what the
   // callback prints or raises happens within the call that ran it.

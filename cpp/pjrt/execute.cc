@@ -249,8 +249,10 @@ Status Execute(const ExecutionContext& client, const std::shared_ptr<CompiledPro
   if (ready && client.queue.RunIfIdle([&run, &submit, wait] {
         if (wait) submit.unlock();
         Run::Start(run);
-      }))
+      })) {
+    exec::Counters().inline_runs.fetch_add(1, std::memory_order_relaxed);
     return wait ? done->Await() : Status::Ok();
+  }
   client.queue.Push([run = std::move(run)] { Run::Start(run); });
   if (!wait) return Status::Ok();
   // The callback takes the GIL: the caller (JAX releases it around Execute) waits without holding the

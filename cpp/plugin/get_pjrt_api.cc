@@ -5,6 +5,7 @@
 #include <string>
 
 #include "exec/executor.h"
+#include "exec/host/host_isa.h"
 #ifdef JMP_HAVE_METAL
 #include "exec/metal/metal_signposts.h"
 #endif
@@ -41,7 +42,7 @@ JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, cons
 // The plugin's work counters (exec/work_counters.h) by name, -1 for an unknown name: the benchmark's
 // per-step figures and the persistent-cache tests read them (jax_metal_plugin.stats()).
 JMP_EXPORT const char* jmp_pjrt_stat_names() {
-  return "graph_runs,syncs,fresh_allocs,copies,programs_lowered,programs_deserialized";
+  return "graph_runs,syncs,fresh_allocs,copies,programs_lowered,programs_deserialized,inline_runs";
 }
 
 JMP_EXPORT int64_t jmp_pjrt_stat(const char* name) {
@@ -53,8 +54,12 @@ JMP_EXPORT int64_t jmp_pjrt_stat(const char* name) {
   if (n == "copies") return jmp_pjrt_copy_count();
   if (n == "programs_lowered") return c.programs_lowered.load();
   if (n == "programs_deserialized") return c.programs_deserialized.load();
+  if (n == "inline_runs") return c.inline_runs.load();
   return -1;
 }
+
+// The instruction-set level the host executor's vector loops run at ("avx2"; exec/host/host_isa.h).
+JMP_EXPORT const char* jmp_host_isa() { return jmp::exec::host::IsaName(jmp::exec::host::HostIsa()).data(); }
 
 // Executions queued or running: the package frees the callbacks of discarded programs when it is 0.
 JMP_EXPORT int64_t jmp_pjrt_runs_in_flight() { return jmp::pjrt::g_runs_in_flight.load(); }

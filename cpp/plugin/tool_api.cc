@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "exec/capabilities.h"
 #include "exec/placement.h"
 #include "lower/custom_call_config.h"
 #include "lower/lower.h"
@@ -160,6 +161,14 @@ JMP_EXPORT int32_t jmp_tool_custom_calls(char** out) {
           std::string(jmp::mps::CustomCallAttrTypeName(jmp::mps::CustomCallAttrType::type)) + "\n";
 #include "stablehlo/custom_calls.def"
     return Finish(kToolOk, text, out);
+  });
+}
+
+// What Metal segments run on in this process: "metal", "standin", "placed" or "host" (JAX_METAL_EXECUTOR).
+JMP_EXPORT int32_t jmp_tool_metal_side(char** out) {
+  return Guarded(out, [&] {
+    auto side = jmp::exec::MetalSideName();
+    return side.ok() ? Finish(kToolOk, *side, out) : FromStatus(side.status(), out);
   });
 }
 

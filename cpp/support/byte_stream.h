@@ -13,6 +13,14 @@
 
 namespace jmp {
 
+// FNV-1a over bytes: the identity a serialized form records of what it was made from (not a defence
+// against a forger, a check against a mix-up or damage).
+inline uint64_t Fnv1a(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 class ByteWriter {
  public:
   void U64(uint64_t v) {

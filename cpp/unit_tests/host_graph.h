@@ -51,6 +51,10 @@ class GraphBuilder {
   mps::Graph graph_;
 };
 
+// Runs a compiled executable once on these input bytes, in memory from `executor`.
+StatusOr<std::vector<std::vector<uint8_t>>> RunExecutable(exec::Executor& executor, exec::Executable& executable,
+                                                          const mps::Graph& graph,
+                                                          const std::vector<std::vector<uint8_t>>& inputs);
 // Compiles the graph on a fresh host executor and runs it once on these input bytes.
 StatusOr<std::vector<std::vector<uint8_t>>> RunOnHost(const mps::Graph& graph,
                                                       const std::vector<std::vector<uint8_t>>& inputs);

@@ -128,7 +128,7 @@ JMP_TEST(HostAssumptions, IntegerMatMulWrapsAround) {
   GraphBuilder b;
   int x = b.Input(DType::kI32, {1, 2});
   int y = b.Input(DType::kI32, {2, 1});
-  b.Output(b.Apply(OpKind::kMatMul, {x, y}, DType::kI32, {1, 1}));
+  b.Output(b.Apply(OpKind::kIntegerMatMul, {x, y}, DType::kI32, {1, 1}));
   auto r = RunOnHost(b.graph(), {Bytes(std::vector<int32_t>{1 << 30, 1 << 30}), Bytes(std::vector<int32_t>{2, 3})});
   ASSERT_OK(r);
   // 2^31 + 3 * 2^30 = 5 * 2^30, which is 2^30 modulo 2^32.

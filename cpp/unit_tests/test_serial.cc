@@ -176,8 +176,9 @@ JMP_TEST(PackageArchive, PathsThatLeaveTheDirectoryAreRefused) {
   exec::RemoveDirectoryTree(*dir);
 }
 
-// The placed executor (a Mac's cuts, host executors) serializes a two-segment program as a list of its
-// segments' bytes and loads it back to the same results; a list of the wrong length is refused.
+// The placed executor (a Mac's cuts, host executors) serializes a two-segment program as its placement's
+// fingerprint and its segments' bytes, and loads it back to the same results; bytes made for another
+// placement, or that are no such list, are not loaded into these segments: the program is compiled again.
 JMP_TEST(SegmentedExecutor, LoadsWhatItSerialized) {
   GraphBuilder b;
   int x = b.Input(DType::kF64, {4});
@@ -189,14 +190,30 @@ JMP_TEST(SegmentedExecutor, LoadsWhatItSerialized) {
   ASSERT_OK(compiled);
   StatusOr<std::string> bytes = (*compiled)->Serialize();
   ASSERT_OK(bytes);
-  StatusOr<std::unique_ptr<exec::Executable>> loaded = executor->Load(b.graph(), *bytes);
-  ASSERT_OK(loaded);
-  EXPECT_SAME((*loaded)->device_graphs_per_run, (*compiled)->device_graphs_per_run);
   EXPECT_SAME((*compiled)->device_graphs_per_run, 1);  // the float32 exp: one Metal segment after a host one
+  const std::vector<double> in = {0.5, -1, 2, 0};
+  auto fresh = RunExecutable(*executor, **compiled, b.graph(), {Bytes(in)});
+  ASSERT_OK(fresh);
+  const std::vector<float> want = Values<float>(fresh.value()[0]);  // a load computes as the compile does
+  EXPECT_TRUE(want[1] > 2.7f && want[1] < 2.72f);                   // exp(1)
+  GraphBuilder other;  // one segment only: its bytes are another placement's
+  int o = other.Input(DType::kF64, {4});
+  other.Output(other.Apply(OpKind::kNegative, {o}, DType::kF64, {4}));
+  auto other_compiled = executor->Compile(other.graph());
+  ASSERT_OK(other_compiled);
+  auto other_bytes = (*other_compiled)->Serialize();
+  ASSERT_OK(other_bytes);
   ByteWriter wrong;
   wrong.U64(5);
   for (int i = 0; i < 5; ++i) wrong.Bytes("");
-  EXPECT_ERROR(executor->Load(b.graph(), wrong.str()).status(), "segments");
+  for (const std::string& serialized : {*bytes, *other_bytes, wrong.str()}) {
+    StatusOr<std::unique_ptr<exec::Executable>> loaded = executor->Load(b.graph(), serialized);
+    ASSERT_OK(loaded);
+    EXPECT_SAME((*loaded)->device_graphs_per_run, 1);
+    auto r = RunExecutable(*executor, **loaded, b.graph(), {Bytes(in)});
+    ASSERT_OK(r);
+    EXPECT_SAME(Values<float>(r.value()[0]), want);
+  }
 }
 
 }  // namespace

@@ -32,6 +32,24 @@ JMP_TEST(VerifyGraph, RejectsValueIdsOutOfRange) {
   EXPECT_ERROR(mps::VerifyGraph(c.graph()), "bad output");
 }
 
+// MPSGraph types a predicate's result bool (the lowering once typed a NaN test like its operand).
+JMP_TEST(VerifyGraph, RejectsAPredicateWhoseResultIsNotBool) {
+  for (OpKind kind : {OpKind::kIsNaN, OpKind::kIsFinite}) {
+    GraphBuilder b;
+    int x = b.Input(DType::kF32, {4});
+    b.Output(b.Apply(kind, {x}, DType::kF32, {4}));
+    EXPECT_ERROR(mps::VerifyGraph(b.graph()), "must be bool");
+  }
+  GraphBuilder c;
+  int x = c.Input(DType::kI32, {4});
+  c.Output(c.Apply(OpKind::kLessThan, {x, x}, DType::kI32, {4}));
+  EXPECT_ERROR(mps::VerifyGraph(c.graph()), "must be bool");
+  GraphBuilder ok;
+  int y = ok.Input(DType::kF32, {4});
+  ok.Output(ok.Apply(OpKind::kIsNaN, {y}, DType::kBool, {4}));
+  ASSERT_OK(mps::VerifyGraph(ok.graph()));
+}
+
 JMP_TEST(VerifyGraph, RejectsAnOpWithoutOutputs) {
   GraphBuilder b;
   int x = b.Input(DType::kF32, {4});

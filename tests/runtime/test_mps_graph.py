@@ -8,6 +8,7 @@ from jax import lax
 
 import jax_metal_plugin
 from jax_metal_plugin import _native, tools
+from jaxcompare import check, eps
 
 
 def graph(fn, *args):
@@ -48,6 +49,20 @@ def test_scan_is_a_while_with_subgraphs():
     text = graph(f, jnp.ones(5))
     assert "While(" in text
     assert text.count("graph(") >= 3  # the executable's, the condition's and the body's
+
+
+def test_a_loop_keeps_its_scalar_constants_inside():
+    # JAX's serializer may hoist a loop body's constants out of it; captured, each would be a loop
+    # carry that no executor can fold, and its broadcast would run on every iteration.
+    def f(x):
+        return lax.fori_loop(0, 1000, lambda i, c: c * 0.999 + 1.0, x)
+
+    text = graph(f, jnp.ones(8))
+    whiles = [line for line in text.splitlines() if "While(" in line]
+    assert len(whiles) == 1
+    assert whiles[0].split(" = While(")[0].count("%") == 2  # the counter and the carry, nothing else
+    # Each step rounds at most twice and damps earlier errors by 0.999: relative error below 2n eps.
+    check(f, np.ones(8, np.float32), rtol=2 * 1000 * eps(np.float32))
 
 
 def test_dynamic_update_slice_is_one_scatter_of_the_update():

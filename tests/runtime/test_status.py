@@ -24,7 +24,7 @@ def test_status_lists_every_patch_and_lowering():
     jax.devices("metal")  # JAX has initialised the plugin
     status = jax_metal_plugin.status()
     by_kind = {kind: {f.name for f in status if f.kind == kind} for kind in ("platform", "patch", "lowering")}
-    assert by_kind == {"platform": {"metal"}, "patch": PATCHES, "lowering": LOWERINGS}
+    assert by_kind == {"platform": {"metal", "executor"}, "patch": PATCHES, "lowering": LOWERINGS}
     # tests/tooling/test_jax_internals.py proves every internal is there, so nothing is off here.
     assert status.off == (), str(status)
     text = str(status)

@@ -36,6 +36,8 @@ def test_plugin_cross_builds_for_arm64_macos(tmp_path):
     r = subprocess.run([str(ROOT / "scripts" / "build-macos.sh"), str(tmp_path)], capture_output=True, text=True,
                        env=env, timeout=1500)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    # build-macos.sh ran scripts/check_neon.py: every hot loop of the host executor is NEON vector code
+    assert "TanhF32: " in r.stderr and "FmaF64: " in r.stderr, r.stderr[-4000:]
     dylib = tmp_path / "libjax_metal_pjrt.dylib"
     data = dylib.read_bytes()
     magic, cputype = struct.unpack("<II", data[:8])

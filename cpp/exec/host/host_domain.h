@@ -16,8 +16,10 @@ namespace jmp::exec::host {
 namespace domain_table {
 
 struct Classes {
-  int floats;  // as mps::DTypeDomain: 0 none, 1 every float type, 2 f32 and f64, 3 f16, bf16 and f32
-  bool ints, bools, complexes;
+  int floats;  // as mps::DTypeDomain: 0 none, 1 every float type, 2 f32 and f64, 3 f16, bf16 and f32,
+               // 4 f16, f32 and f64
+  int ints;    // 0 none, 1 every integer type, 2 int32 and int64
+  bool bools, complexes;
 };
 inline constexpr Classes kRows[] = {
 #define JMP_MPS_OP(name, macos, selector, domain) JMP_DOMAIN_##domain(JMP_DOMAIN_FIELDS, ),
@@ -30,13 +32,15 @@ constexpr bool Has(mps::OpKind kind) {
   if constexpr (kIsFloat<T>) {
     constexpr bool wide = std::is_same_v<T, float> || std::is_same_v<T, double>;
     constexpr bool narrow = !std::is_same_v<T, double>;
-    return c.floats == 1 || (c.floats == 2 && wide) || (c.floats == 3 && narrow);
+    return c.floats == 1 || (c.floats == 2 && wide) || (c.floats == 3 && narrow) ||
+           (c.floats == 4 && !std::is_same_v<T, bf16>);
   } else if constexpr (kIsComplex<T>) {
     return c.complexes;
   } else if constexpr (kIsBool<T>) {
     return c.bools;
   } else {
-    return kIsInt<T> && c.ints;
+    constexpr bool wide = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+    return kIsInt<T> && (c.ints == 1 || (c.ints == 2 && wide));
   }
 }
 
@@ -50,8 +54,10 @@ inline constexpr bool kInDomain = (domain_table::Has<T>(kinds) || ...);
 static_assert(kInDomain<f16, mps::OpKind::kMaxPool4D> && !kInDomain<double, mps::OpKind::kMaxPool4D>);
 static_assert(kInDomain<double, mps::OpKind::kRealToHermiteanFFT> &&
               !kInDomain<bf16, mps::OpKind::kRealToHermiteanFFT>);
-static_assert(kInDomain<boolean, mps::OpKind::kSort> && !kInDomain<c64, mps::OpKind::kSort, mps::OpKind::kArgSort>);
-static_assert(kInDomain<int8_t, mps::OpKind::kTopK> && !kInDomain<boolean, mps::OpKind::kTopK>);
+static_assert(kInDomain<int64_t, mps::OpKind::kSort> && kInDomain<double, mps::OpKind::kSort> &&
+              !kInDomain<c64, mps::OpKind::kSort, mps::OpKind::kArgSort>);
+static_assert(!kInDomain<int8_t, mps::OpKind::kTopK> && !kInDomain<uint32_t, mps::OpKind::kTopK> &&
+              !kInDomain<bf16, mps::OpKind::kTopK> && !kInDomain<boolean, mps::OpKind::kTopK>);
 
 inline Status OutsideDomain(const OpArgs& a) { return a.Unsupported("is outside its row's dtype domain"); }
 

@@ -47,15 +47,15 @@ void MapPredicate(const OpArgs& a, F f) {
   });
 }
 
-JMP_VECTOR_CLONES void ExpF32(const float* x, float* y, int64_t begin, int64_t end) {
+JMP_VECTOR_LOOP(ExpF32, (const float* x, float* y, int64_t begin, int64_t end), (x, y, begin, end), {
   for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Exp(x[i]);
-}
-JMP_VECTOR_CLONES void TanhF32(const float* x, float* y, int64_t begin, int64_t end) {
+})
+JMP_VECTOR_LOOP(TanhF32, (const float* x, float* y, int64_t begin, int64_t end), (x, y, begin, end), {
   for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Tanh(x[i]);
-}
-JMP_VECTOR_CLONES void SigmoidF32(const float* x, float* y, int64_t begin, int64_t end) {
+})
+JMP_VECTOR_LOOP(SigmoidF32, (const float* x, float* y, int64_t begin, int64_t end), (x, y, begin, end), {
   for (int64_t i = begin; i < end; ++i) y[i] = fastmath::Sigmoid(x[i]);
-}
+})
 
 using F32Loop = void (*)(const float*, float*, int64_t, int64_t);
 

@@ -64,7 +64,8 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
     case K::kConcat: return RunConcat(a);
     case K::kPad: return RunPad(a);
     case K::kReverse: return RunReverse(a);
-    case K::kMatMul: return RunMatMul(a);
+    case K::kMatMul:
+    case K::kIntegerMatMul: return RunMatMul(a);
     case K::kReductionSum: return RunReduction(a, Reduction::kSum);
     case K::kReductionProduct: return RunReduction(a, Reduction::kProduct);
     case K::kReductionMaximum: return RunReduction(a, Reduction::kMaximum);

@@ -12,24 +12,15 @@
 #include <limits>
 #include <type_traits>
 
-// Always inlined: the loops calling them are also built for AVX2 (JMP_VECTOR_CLONES), and GCC will not
-// inline a plain function into such a clone on its own; called out of line, they run one element at a time.
+#include "exec/host/host_isa.h"
+
+// Always inlined: the loops calling them are built once per instruction-set level (JMP_VECTOR_LOOP,
+// exec/host/host_isa.h), and GCC will not inline a plain function into a build for another level on its
+// own; called out of line, they run one element at a time.
 #if defined(__GNUC__)
 #define JMP_FASTMATH inline __attribute__((always_inline))
 #else
 #define JMP_FASTMATH inline
-#endif
-
-// The float32 hot loops (transcendentals, binary arithmetic, row sums) are also built for AVX2+FMA and
-// for AVX-512 (XLA:CPU generates AVX-512 code where the CPU has it, twice the vector width), picked at
-// load time, where the compiler supports function multi-versioning (GCC on x86-64 Linux). The clone is
-// chosen by ISA level (x86-64-v3, -v4), not by CPU model: "arch=haswell" is only picked on Intel parts.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
-#define JMP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define JMP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define JMP_VECTOR_CLONES
 #endif
 
 namespace jmp::exec::host::fastmath {

@@ -11,14 +11,15 @@ namespace jmp::exec::host {
 
 namespace {
 
-JMP_VECTOR_CLONES void FmaF32(const float* a, const float* b, const float* c, float* y, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-}
+JMP_VECTOR_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t begin, int64_t end),
+                (a, b, c, y, begin, end), {
+                  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+                })
 
-JMP_VECTOR_CLONES void FmaF64(const double* a, const double* b, const double* c, double* y, int64_t begin,
-                              int64_t end) {
-  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-}
+JMP_VECTOR_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t begin, int64_t end),
+                (a, b, c, y, begin, end), {
+                  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+                })
 
 template <typename T, typename Loop>
 void Run(const OpArgs& a, Loop loop) {

@@ -70,7 +70,7 @@ std::vector<T> KeptThenReduced(const T* x, const Shape& shape, const std::vector
 }
 
 // Sums of rows r0..r1 of n floats, in double, eight lanes at a time (the lanes become two AVX2 registers).
-JMP_VECTOR_CLONES void RowSumsF32(const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
+JMP_VECTOR_LOOP(RowSumsF32, (const float* x, float* y, int64_t r0, int64_t r1, int64_t n), (x, y, r0, r1, n), {
   for (int64_t r = r0; r < r1; ++r) {
     const float* row = x + r * n;
     double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -82,22 +82,23 @@ JMP_VECTOR_CLONES void RowSumsF32(const float* x, float* y, int64_t r0, int64_t 
     for (double l : lanes) acc += l;
     y[r] = static_cast<float>(acc);
   }
-}
+})
 
 // Sums of columns c0..c1 of a [rows, cols] float matrix, in double, row by row.
-JMP_VECTOR_CLONES void ColumnSumsF32(const float* x, float* y, int64_t c0, int64_t c1, int64_t rows, int64_t cols) {
-  constexpr int64_t kBlock = 256;  // the accumulators stay in L1
-  double acc[kBlock];
-  for (int64_t b0 = c0; b0 < c1; b0 += kBlock) {
-    const int64_t b1 = std::min(c1, b0 + kBlock);
-    for (int64_t j = b0; j < b1; ++j) acc[j - b0] = 0.0;
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* row = x + i * cols;
-      for (int64_t j = b0; j < b1; ++j) acc[j - b0] += row[j];
-    }
-    for (int64_t j = b0; j < b1; ++j) y[j] = static_cast<float>(acc[j - b0]);
-  }
-}
+JMP_VECTOR_LOOP(ColumnSumsF32, (const float* x, float* y, int64_t c0, int64_t c1, int64_t rows, int64_t cols),
+                (x, y, c0, c1, rows, cols), {
+                  constexpr int64_t kBlock = 256;  // the accumulators stay in L1
+                  double acc[kBlock];
+                  for (int64_t b0 = c0; b0 < c1; b0 += kBlock) {
+                    const int64_t b1 = std::min(c1, b0 + kBlock);
+                    for (int64_t j = b0; j < b1; ++j) acc[j - b0] = 0.0;
+                    for (int64_t i = 0; i < rows; ++i) {
+                      const float* row = x + i * cols;
+                      for (int64_t j = b0; j < b1; ++j) acc[j - b0] += row[j];
+                    }
+                    for (int64_t j = b0; j < b1; ++j) y[j] = static_cast<float>(acc[j - b0]);
+                  }
+                })
 
 // float32 sums, maxima and minima whose reduced dims are all after, or all before, the kept ones (size-1
 // dims aside): no relayout, split across threads. Sums accumulate in double, eight lanes at a time.

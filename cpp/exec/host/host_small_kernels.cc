@@ -235,14 +235,14 @@ void SelectWhole(const uint8_t* const* in, uint8_t* out, int64_t bytes) {
   std::memcpy(out, in[0][0] != 0 ? in[1] : in[2], static_cast<size_t>(bytes));
 }
 
-// MultiplyAdd: only the sum rounded (std::fma), as host_multiply_add.cc; built for AVX2+FMA too, where
-// it is one instruction rather than a call into libm per element.
-JMP_VECTOR_CLONES void FmaF32(const float* a, const float* b, const float* c, float* y, int64_t n) {
+// MultiplyAdd: only the sum rounded (std::fma), as host_multiply_add.cc; built per instruction-set level,
+// and from AVX2 up (which has FMA) it is one instruction rather than a call into libm per element.
+JMP_VECTOR_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t n), (a, b, c, y, n), {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-}
-JMP_VECTOR_CLONES void FmaF64(const double* a, const double* b, const double* c, double* y, int64_t n) {
+})
+JMP_VECTOR_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t n), (a, b, c, y, n), {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-}
+})
 template <typename T>
 void MultiplyAdd(const uint8_t* const* in, uint8_t* out, int64_t n) {
   const T* a = reinterpret_cast<const T*>(in[0]);

@@ -1,7 +1,7 @@
-// Elementwise loops built for AVX2 too (JMP_VECTOR_CLONES; the generic loops, one function per op and
-// type behind the type dispatch, are SSE2 only): float32 add, subtract, multiply, divide, maximum and
-// minimum, the loops every elementwise chain is made of; the same in float64, and the 32/64-bit
-// integer ones: a float64 random normal is threefry's uint32 arithmetic, a uint64 to float64
+// Elementwise loops built once per instruction-set level, SSE2 to AVX-512 (JMP_VECTOR_LOOP; the generic
+// loops, one function per op and type behind the type dispatch, are built for the baseline only): float32 add,
+// subtract, multiply, divide, maximum and minimum, the loops every elementwise chain is made of; the same in float64,
+// and the 32/64-bit integer ones: a float64 random normal is threefry's uint32 arithmetic, a uint64 to float64
 // conversion and erf_inv's float64 polynomials chosen by selects, and the generic loops ran those at
 // half the vector width XLA:CPU uses. Each loop computes what the generic kernel computes, with the
 // same expression; maximum and minimum keep its NaN and signed-zero rules, written so that they
@@ -83,18 +83,19 @@ JMP_FASTMATH T ShrI(T x, T y) {
 }
 
 // `uniform`: 0 both operands are arrays, 1 x is one element, 2 y is.
-#define JMP_BINARY_LOOP_TO(Name, T, R, Op)                                                             \
-  JMP_VECTOR_CLONES void Name(const T* x, const T* y, R* z, int64_t begin, int64_t end, int uniform) { \
-    if (uniform == 2) {                                                                                \
-      const T b = y[0];                                                                                \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                                        \
-    } else if (uniform == 1) {                                                                         \
-      const T b = x[0];                                                                                \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(b, y[i]);                                        \
-    } else {                                                                                           \
-      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);                                     \
-    }                                                                                                  \
-  }
+#define JMP_BINARY_LOOP_TO(Name, T, R, Op)                                                       \
+  JMP_VECTOR_LOOP(Name, (const T* x, const T* y, R* z, int64_t begin, int64_t end, int uniform), \
+                  (x, y, z, begin, end, uniform), {                                              \
+                    if (uniform == 2) {                                                          \
+                      const T b = y[0];                                                          \
+                      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], b);                  \
+                    } else if (uniform == 1) {                                                   \
+                      const T b = x[0];                                                          \
+                      for (int64_t i = begin; i < end; ++i) z[i] = Op(b, y[i]);                  \
+                    } else {                                                                     \
+                      for (int64_t i = begin; i < end; ++i) z[i] = Op(x[i], y[i]);               \
+                    }                                                                            \
+                  })
 #define JMP_BINARY_LOOP(Name, T, Op) JMP_BINARY_LOOP_TO(Name, T, T, Op)
 #define JMP_FLOAT_LOOPS(Suffix, T)         \
   JMP_BINARY_LOOP(Add##Suffix, T, AddF<T>) \
@@ -166,10 +167,10 @@ bool RunCompareF64(const OpArgs& a, BinOp op) {
 JMP_FASTMATH double NegD(double x) { return -x; }
 JMP_FASTMATH double AbsD(double x) { return std::fabs(x); }
 JMP_FASTMATH double SqrtD(double x) { return std::sqrt(x); }
-#define JMP_UNARY_LOOP(Name, T, Op)                                           \
-  JMP_VECTOR_CLONES void Name(const T* x, T* y, int64_t begin, int64_t end) { \
-    for (int64_t i = begin; i < end; ++i) y[i] = Op(x[i]);                    \
-  }
+#define JMP_UNARY_LOOP(Name, T, Op)                                                           \
+  JMP_VECTOR_LOOP(Name, (const T* x, T* y, int64_t begin, int64_t end), (x, y, begin, end), { \
+    for (int64_t i = begin; i < end; ++i) y[i] = Op(x[i]);                                    \
+  })
 JMP_UNARY_LOOP(LogF64, double, fastmath::Log)
 JMP_UNARY_LOOP(SqrtF64, double, SqrtD)
 JMP_UNARY_LOOP(NegF64, double, NegD)
@@ -227,22 +228,22 @@ JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
 // coefficient from two of them, and reading whole tiles of them would stream them through the cache).
 // With a splat the plain conditional compiles to a byte compare and blends, about twice as fast as the
 // mask arithmetic (which widens each byte through a chain of shuffles); with two arrays the mask is faster.
-#define JMP_SELECT_LOOP(Name, W)                                                                          \
-  JMP_VECTOR_CLONES void Name(const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, \
-                              int uniform) {                                                              \
-    if (uniform == 3) {                                                                                   \
-      const W a = x[0], b = y[0];                                                                         \
-      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : b;                                          \
-    } else if (uniform == 1) {                                                                            \
-      const W a = x[0];                                                                                   \
-      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : y[i];                                       \
-    } else if (uniform == 2) {                                                                            \
-      const W b = y[0];                                                                                   \
-      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? x[i] : b;                                       \
-    } else {                                                                                              \
-      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                             \
-    }                                                                                                     \
-  }
+#define JMP_SELECT_LOOP(Name, W)                                                                                   \
+  JMP_VECTOR_LOOP(Name, (const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, int uniform), \
+                  (p, x, y, z, begin, end, uniform), {                                                             \
+                    if (uniform == 3) {                                                                            \
+                      const W a = x[0], b = y[0];                                                                  \
+                      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : b;                                   \
+                    } else if (uniform == 1) {                                                                     \
+                      const W a = x[0];                                                                            \
+                      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : y[i];                                \
+                    } else if (uniform == 2) {                                                                     \
+                      const W b = y[0];                                                                            \
+                      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? x[i] : b;                                \
+                    } else {                                                                                       \
+                      for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                      \
+                    }                                                                                              \
+                  })
 JMP_SELECT_LOOP(Select32, uint32_t)
 JMP_SELECT_LOOP(Select64, uint64_t)
 #undef JMP_SELECT_LOOP
