@@ -2,6 +2,7 @@
 
 #include "lower/lower_context.h"
 #include "lower/lower_multiply_add.h"
+#include "lower/sharding.h"
 #include "mps/verify.h"
 #include "stablehlo/passes/narrow_types.h"
 
@@ -9,26 +10,67 @@ namespace jmp::mps {
 
 namespace {
 
-StatusOr<Graph> LowerMain(const shlo::Module& module);
+StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning);
 StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
+
+// How each of @main's arguments (results) lies on the devices: its sdy.sharding or mhlo.sharding,
+// replicated when it has none. Only partitions split values; replicas (pmap's old form) are not supported.
+StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, const std::vector<std::string>& texts,
+                                                const Graph& graph, const std::vector<int>& values,
+                                                const Partitioning& partitioning) {
+  if (partitioning.num_replicas > 1)
+    return Unimplemented("programs with several replicas (num_replicas " + std::to_string(partitioning.num_replicas) +
+                         ") are not supported; the metal platform runs partitioned (SPMD) programs");
+  std::vector<TileSharding> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string text = i < texts.size() ? texts[i] : "";
+    if (text.empty()) {
+      out.emplace_back();
+      continue;
+    }
+    const size_t rank = graph.type(values[i]).shape.size();
+    StatusOr<TileSharding> s = InvalidArgument("no sharding");
+    if (text.rfind("#sdy", 0) == 0) {
+      Meshes meshes;
+      if (!module.sdy_meshes.empty()) {
+        JMP_ASSIGN_OR_RETURN(meshes, ParseSdyMeshes(module.sdy_meshes));
+      }
+      StatusOr<SdySharding> sdy = ParseSdySharding(text, meshes);
+      s = sdy.ok() ? TilesOf(*sdy, rank, partitioning.num_devices()) : StatusOr<TileSharding>(sdy.status());
+    } else {
+      s = ParseHloSharding(text, rank, partitioning.num_devices());
+    }
+    if (!s.ok()) return InvalidArgument("@main value " + std::to_string(i) + ": " + s.status().message());
+    out.push_back(std::move(*s));
+  }
+  return out;
+}
 
 }  // namespace
 
 // A program that reads fine can still be inconsistent (a corrupted artifact: an attribute index past
 // its operand's rank, ...); bounds-checked accessors then throw, and that is a bad-input error.
-StatusOr<LoweredProgram> LowerModule(const shlo::Module& module) {
+StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partitioning& partitioning) {
   try {
     LoweredProgram program;
     if (!shlo::HasNarrowTypes(module)) {
-      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(module));
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(module, partitioning));
     } else {
       JMP_ASSIGN_OR_RETURN(shlo::Module legal, shlo::LegalizeNarrowTypes(module));
-      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal));
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal, partitioning));
     }
     ContractMultiplyAdds(program.graph);
     JMP_RETURN_IF_ERROR(VerifyGraph(program.graph));
     JMP_ASSIGN_OR_RETURN(program.signature,
                          SignatureOf(*module.FindFunc("main"), program.graph));  // LowerMain found it
+    if (partitioning.num_devices() > 1) {
+      JMP_ASSIGN_OR_RETURN(program.signature.input_shardings,
+                           ShardingsOf(module, module.FindFunc("main")->arg_shardings, program.graph,
+                                       program.graph.inputs, partitioning));
+      JMP_ASSIGN_OR_RETURN(program.signature.output_shardings,
+                           ShardingsOf(module, module.FindFunc("main")->result_shardings, program.graph,
+                                       program.graph.outputs, partitioning));
+    }
     return program;
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("inconsistent program: ") + e.what());
@@ -37,7 +79,7 @@ StatusOr<LoweredProgram> LowerModule(const shlo::Module& module) {
 
 namespace {
 
-StatusOr<Graph> LowerMain(const shlo::Module& module) {
+StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning) {
   const shlo::Func* main = module.FindFunc("main");
   if (!main) return InvalidArgument("the module has no function @main");
   if (main->body.blocks.size() != 1) return Unimplemented("@main must have exactly one block");
@@ -58,7 +100,7 @@ StatusOr<Graph> LowerMain(const shlo::Module& module) {
     graph.inputs.push_back(v);
     scope.env[block.args[i]] = v;
   }
-  LowerContext cx(module);
+  LowerContext cx(module, partitioning);
   cx.SwapScope(&scope);
   JMP_ASSIGN_OR_RETURN(const shlo::Op* ret, cx.LowerBlock(block));
   JMP_ASSIGN_OR_RETURN(graph.outputs, cx.Values(ret->operands));

@@ -12,6 +12,22 @@
 
 namespace jmp::mps {
 
+// How an argument or result of a program for several devices lies on them: cut into tiles[k] pieces
+// along dimension k (tiles numbered row-major), the device at position d of the executable's devices
+// holding tile device_tile[d]. Empty `tiles`: every device holds the whole array.
+struct TileSharding {
+  std::vector<int64_t> tiles;
+  std::vector<int64_t> device_tile;
+};
+
+// The devices a program is compiled for (XLA's build options): partitions of one program (SPMD, what
+// jit and shard_map compile) times replicas of it.
+struct Partitioning {
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
+  int64_t num_devices() const { return num_replicas * num_partitions; }
+};
+
 // What a caller of the lowered program sees of @main, as the module declares it: the graph computes
 // on narrow types (int4, float8) in their storage type, but buffers hold them as declared.
 struct Signature {
@@ -24,6 +40,9 @@ struct Signature {
   // -1, and whether the input is donated at all (aliased or jax.buffer_donor).
   std::vector<int64_t> aliased_output;
   std::vector<bool> donated;
+  // For a program over several devices, per input and per output: how it lies on them. Empty for one.
+  std::vector<TileSharding> input_shardings;
+  std::vector<TileSharding> output_shardings;
 };
 
 struct LoweredProgram {
@@ -31,7 +50,8 @@ struct LoweredProgram {
   Signature signature;
 };
 
-// Lowers the module's public "main" function (func.call is inlined).
-StatusOr<LoweredProgram> LowerModule(const shlo::Module& module);
+// Lowers the module's public "main" function (func.call is inlined). For several devices, @main takes and
+// returns global values and its manual regions are unrolled once per device (lower_manual.cc).
+StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partitioning& partitioning = {});
 
 }  // namespace jmp::mps

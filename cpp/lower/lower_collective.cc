@@ -1,9 +1,10 @@
-// Collectives on the plugin's one device: psum, all_gather, psum_scatter, all_to_all, ppermute and
-// axis_index under pmap or shard_map over a mesh of one. Every executable has one replica and one
-// partition (api_executables.cc), so each replica group is {0} and a collective over it is the
-// identity: a group of one combines nothing (XLA applies no reduction body to a single member),
-// gathers and scatters along a dimension of size x1. collective_permute is the one exception: a
-// device that no pair sends to receives zeros, so without a (0, 0) pair the result is zeros.
+// Collectives where one device takes part: psum, all_gather, psum_scatter, all_to_all, ppermute and
+// axis_index under pmap or shard_map over a mesh of one, or in a manual computation whose body has one
+// copy. Each replica group is {0} and a collective over it is the identity: a group of one combines
+// nothing (XLA applies no reduction body to a single member), gathers and scatters along a dimension of
+// size x1. collective_permute is the one exception: a device that no pair sends to receives zeros, so
+// without a (0, 0) pair the result is zeros. Over several devices, lower_manual.cc lowers collectives
+// across the body's copies; one that reaches these rules there (inside a loop or a branch) is refused.
 #include "lower/lower_context.h"
 
 namespace jmp::mps {
@@ -27,7 +28,19 @@ StatusOr<std::vector<int64_t>> DeviceIds(LowerContext& cx, const char* name) {
   return cx.Unsupported(std::string("attribute ") + name + " is not a list of device ids");
 }
 
+// A collective here must combine one device only.
+Status OneDevice(LowerContext& cx) {
+  if (cx.manual_copies() > 1)
+    return cx.Unsupported("a collective inside a loop or a branch of a manual computation over " +
+                          std::to_string(cx.manual_copies()) + " devices is not supported");
+  if (cx.manual_copies() == 0 && cx.partitioning().num_devices() > 1)
+    return cx.Unsupported("a collective outside a manual computation (shard_map) in a program for " +
+                          std::to_string(cx.partitioning().num_devices()) + " devices is not supported");
+  return Status::Ok();
+}
+
 Status OnlyDeviceZero(LowerContext& cx, const char* name) {
+  JMP_RETURN_IF_ERROR(OneDevice(cx));
   JMP_ASSIGN_OR_RETURN(std::vector<int64_t> ids, DeviceIds(cx, name));
   for (int64_t id : ids)
     if (id > 0) return cx.Unsupported(std::string(name) + " names a device other than 0 (metal has one device)");
@@ -61,6 +74,7 @@ Status AllToAll(LowerContext& cx) {
 }
 
 Status CollectivePermute(LowerContext& cx) {
+  JMP_RETURN_IF_ERROR(OneDevice(cx));
   JMP_ASSIGN_OR_RETURN(std::vector<int64_t> pairs, DeviceIds(cx, "source_target_pairs"));
   if (pairs.size() % 2) return cx.Unsupported("source_target_pairs of odd length");
   bool to_self = false;
@@ -77,13 +91,24 @@ Status CollectivePermute(LowerContext& cx) {
   return Status::Ok();
 }
 
-// replica_id and partition_id (axis_index under pmap or shard_map): the one device is 0.
-Status DeviceZero(LowerContext& cx) {
+// replica_id and partition_id (axis_index under pmap or shard_map): in a manual computation's body, the
+// device of the copy being lowered; with one device, 0. There is one replica.
+Status DeviceId(LowerContext& cx, bool partition) {
   if (cx.op().results.size() != 1) return cx.Unsupported("malformed device id");
+  int64_t id = 0;
+  if (partition && cx.manual_device() >= 0) {
+    id = cx.manual_device();
+  } else if (partition && cx.partitioning().num_devices() > 1) {
+    return cx.Unsupported("partition_id outside a manual computation (shard_map) in a program for " +
+                          std::to_string(cx.partitioning().num_devices()) + " devices is not supported");
+  }
   const shlo::Type& out = cx.OutType(0);
-  cx.Bind(0, cx.Splat(out.dtype, out.shape, 0));
+  cx.Bind(0, cx.Splat(out.dtype, out.shape, static_cast<double>(id)));
   return Status::Ok();
 }
+
+Status PartitionId(LowerContext& cx) { return DeviceId(cx, true); }
+Status ReplicaId(LowerContext& cx) { return DeviceId(cx, false); }
 
 }  // namespace
 
@@ -94,8 +119,8 @@ void RegisterCollectiveRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.all_to_all", &AllToAll);
   RegisterRule(r, "stablehlo.collective_broadcast", &OverGroups);
   RegisterRule(r, "stablehlo.collective_permute", &CollectivePermute);
-  RegisterRule(r, "stablehlo.replica_id", &DeviceZero);
-  RegisterRule(r, "stablehlo.partition_id", &DeviceZero);
+  RegisterRule(r, "stablehlo.replica_id", &ReplicaId);
+  RegisterRule(r, "stablehlo.partition_id", &PartitionId);
 }
 
 }  // namespace jmp::mps

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lower/lower.h"
 #include "mps/graph.h"
 #include "mps/op_attrs.h"
 #include "stablehlo/ir.h"
@@ -37,9 +38,23 @@ struct Scope {
 
 class LowerContext {
  public:
-  explicit LowerContext(const shlo::Module& module) : module_(module) {}
+  explicit LowerContext(const shlo::Module& module, Partitioning partitioning = {})
+      : module_(module), partitioning_(partitioning) {}
 
   const shlo::Module& module() const { return module_; }
+  // The devices the program is compiled for.
+  const Partitioning& partitioning() const { return partitioning_; }
+  // While a manual computation's body is lowered once per device (lower_manual.cc): the device (its
+  // partition id) of the copy being lowered and how many copies there are; -1 and 0 elsewhere.
+  int64_t manual_device() const { return manual_device_; }
+  int64_t manual_copies() const { return manual_copies_; }
+  void SetManual(int64_t device, int64_t copies) {
+    manual_device_ = device;
+    manual_copies_ = copies;
+  }
+  // Makes `op` the op being lowered (In, OutType, Bind and errors refer to it) without lowering it: for
+  // lowerings that handle one StableHLO op in several scopes.
+  void SetOp(const shlo::Op& op) { op_ = &op; }
   Scope& scope() { return *scope_; }
   Graph& graph() { return *scope_->graph; }
 
@@ -154,6 +169,9 @@ class LowerContext {
   StatusOr<int> LookupUnbroadcast(Scope* s, int shlo_id);
 
   const shlo::Module& module_;
+  Partitioning partitioning_;
+  int64_t manual_device_ = -1;
+  int64_t manual_copies_ = 0;
   Scope* scope_ = nullptr;
   const shlo::Op* op_ = nullptr;
   int inline_depth_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lower/lower_context.h"
+#include "lower/lower_families.h"
 
 namespace jmp::mps {
 
@@ -176,6 +177,7 @@ Status CallFunc(LowerContext& cx, const std::string& callee_name) {
 Status Call(LowerContext& cx) {
   const shlo::Attr* callee = cx.op().Find("callee");
   if (!callee) return cx.Unsupported("call without a callee");
+  if (IsManualComputationBody(callee->s)) return LowerRules().at(kManualComputationRule)(cx);
   return CallFunc(cx, callee->s);
 }
 

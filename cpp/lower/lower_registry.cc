@@ -27,6 +27,7 @@ void RegisterRandomRules(Rules& rules);
 void RegisterCallbackRules(Rules& rules);
 void RegisterLapackRules(Rules& rules);
 void RegisterCollectiveRules(Rules& rules);
+void RegisterManualRules(Rules& rules);
 void RegisterMetalKernelRules(Rules& rules);
 
 const Rules& LowerRules() {
@@ -54,6 +55,7 @@ const Rules& LowerRules() {
     RegisterMetalKernelRules(*r);
     RegisterLapackRules(*r);
     RegisterCollectiveRules(*r);
+    RegisterManualRules(*r);
     return r;
   }();
   return *rules;

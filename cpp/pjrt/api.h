@@ -95,7 +95,7 @@ Status BufferToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args);
 Status BufferCopyToDevice(PJRT_Buffer_CopyToDevice_Args* args);
 Status BufferCopyToMemory(PJRT_Buffer_CopyToMemory_Args* args);
 
-// The PJRT_Buffer handle JAX receives for a buffer of this client.
-PJRT_Buffer* NewHandle(std::shared_ptr<BufferState> state, PJRT_Client* client);
+// The PJRT_Buffer handle JAX receives for a buffer on this device.
+PJRT_Buffer* NewHandle(std::shared_ptr<BufferState> state, PJRT_Device* device);
 
 }  // namespace jmp::pjrt

@@ -9,8 +9,8 @@
 
 namespace jmp::pjrt {
 
-PJRT_Buffer* NewHandle(std::shared_ptr<BufferState> state, PJRT_Client* client) {
-  return new PJRT_Buffer{std::move(state), client};
+PJRT_Buffer* NewHandle(std::shared_ptr<BufferState> state, PJRT_Device* device) {
+  return new PJRT_Buffer{std::move(state), device->description.client, device};
 }
 
 Status ClientBufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
@@ -25,17 +25,23 @@ Status ClientBufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
   host.dims.assign(args->dims, args->dims + args->num_dims);
   host.byte_strides = args->byte_strides;
   host.num_byte_strides = args->num_byte_strides;
-  JMP_REQUIRE(!args->device || args->device == &args->client->device, "the device does not belong to this client");
+  JMP_REQUIRE(!args->device || args->device->description.client == args->client,
+              "the device does not belong to this client");
   JMP_REQUIRE(!args->memory || args->memory->client == args->client, "the memory does not belong to this client");
+  JMP_REQUIRE(!args->device || !args->memory || args->memory->device == args->device,
+              "the memory is not one of the device's");
+  PJRT_Device* device = args->memory   ? args->memory->device
+                        : args->device ? args->device
+                                       : args->client->device_list[0];
   if (args->device_layout && !IsDenseRowMajor(*args->device_layout, host.dims.size()))
     return Unimplemented("device layouts other than dense row-major are not supported");
-  ClientState& client = *args->client->state;
+  DeviceState& state = *device->state;
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> buffer,
-                       BufferFromHost(*client.executor, client.counters, std::move(host)));
+                       BufferFromHost(*state.executor, state.counters, std::move(host)));
   if (args->memory) buffer->space = args->memory->space;  // else the device's default memory
   // The host data was copied during the call, whatever the semantics asked: it is free now.
   args->done_with_host_buffer = new PJRT_Event{CompletedEvent(Status::Ok())};
-  args->buffer = NewHandle(std::move(buffer), args->client);
+  args->buffer = NewHandle(std::move(buffer), device);
   return Status::Ok();
 }
 
@@ -91,13 +97,13 @@ Status BufferOnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args* args) {
 
 Status BufferDevice(PJRT_Buffer_Device_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  args->device = &args->buffer->client->device;
+  args->device = args->buffer->device;
   return Status::Ok();
 }
 
 Status BufferMemory(PJRT_Buffer_Memory_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  args->memory = &args->buffer->client->memories[static_cast<size_t>(args->buffer->state->space)];
+  args->memory = &args->buffer->device->memories[static_cast<size_t>(args->buffer->state->space)];
   return Status::Ok();
 }
 
@@ -177,30 +183,34 @@ Status BufferToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
 
 Status BufferCopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_device, "PJRT_Buffer_CopyToDevice: buffer or device is null");
-  JMP_REQUIRE(args->dst_device == &args->buffer->client->device, "the destination device belongs to another client");
+  JMP_REQUIRE(args->dst_device->description.client == args->buffer->client,
+              "the destination device belongs to another client");
+  DeviceState& dst = *args->dst_device->state;
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> copy,
-                       CopyBuffer(*args->buffer->client->state->executor, *args->buffer->state, MemorySpace::kDevice));
-  args->dst_buffer = NewHandle(std::move(copy), args->buffer->client);
+                       CopyBuffer(*dst.executor, dst.counters, *args->buffer->state, MemorySpace::kDevice));
+  args->dst_buffer = NewHandle(std::move(copy), args->dst_device);
   return Status::Ok();
 }
 
-// Into another memory kind the new buffer shares the source's memory (all kinds are one unified memory;
-// docs/execution-and-memory.md); into the same kind it is a copy, as asked.
+// Into another memory kind of the same device the new buffer shares the source's memory (all kinds are
+// one unified memory; docs/execution-and-memory.md); into the same kind, or another device's memory, it is
+// a copy, as asked.
 Status BufferCopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_memory, "PJRT_Buffer_CopyToMemory: buffer or memory is null");
   JMP_REQUIRE(args->dst_memory->client == args->buffer->client, "the destination memory belongs to another client");
-  ClientState& client = *args->buffer->client->state;
+  PJRT_Device* device = args->dst_memory->device;
+  DeviceState& state = *device->state;
   BufferState& source = *args->buffer->state;
   const MemorySpace space = args->dst_memory->space;
   std::shared_ptr<BufferState> made;
-  if (space == source.space) {
-    JMP_ASSIGN_OR_RETURN(made, CopyBuffer(*client.executor, source, space));
+  if (space == source.space || device != args->buffer->device) {
+    JMP_ASSIGN_OR_RETURN(made, CopyBuffer(*state.executor, state.counters, source, space));
   } else {
     // Under the submit lock: an execution that found the source undonated cannot donate it meanwhile.
-    std::lock_guard<std::mutex> submit(client.submit_mu);
+    std::lock_guard<std::mutex> submit(state.submit_mu);
     JMP_ASSIGN_OR_RETURN(made, AliasBuffer(source, space));
   }
-  args->dst_buffer = NewHandle(std::move(made), args->buffer->client);
+  args->dst_buffer = NewHandle(std::move(made), device);
   return Status::Ok();
 }
 

@@ -1,4 +1,5 @@
-// Entry points of the client, of its one device and of the device's memories (memory_spaces.h).
+// Entry points of the client, of its devices (JAX_METAL_NUM_DEVICES logical devices on the one GPU) and of
+// each device's memories (memory_spaces.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -25,26 +26,44 @@ std::vector<ClientState*>& LiveClients() {
 size_t TrimMemoryPools() {
   std::lock_guard<std::mutex> lock(g_clients_mu);
   size_t bytes = 0;
-  for (ClientState* c : LiveClients()) bytes += c->executor->TrimMemoryPool();
+  for (ClientState* c : LiveClients())
+    for (auto& d : c->devices) bytes += d->executor->TrimMemoryPool();
   return bytes;
 }
 
 int64_t PoolFreshAllocs() {
   std::lock_guard<std::mutex> lock(g_clients_mu);
   int64_t n = 0;
-  for (ClientState* c : LiveClients()) n += c->executor->MemoryPoolStats().fresh_allocs;
+  for (ClientState* c : LiveClients())
+    for (auto& d : c->devices) n += d->executor->MemoryPoolStats().fresh_allocs;
   return n;
 }
 
+StatusOr<int> NumDevicesRequested() {
+  const char* env = std::getenv("JAX_METAL_NUM_DEVICES");
+  if (!env || !*env) return 1;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end || n < 1 || n > kMaxDevices)
+    return InvalidArgument("JAX_METAL_NUM_DEVICES='" + std::string(env) + "': expected a number of devices from 1 to " +
+                           std::to_string(kMaxDevices));
+  return static_cast<int>(n);
+}
+
 Status ClientCreate(PJRT_Client_Create_Args* args) {
-  JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
+  JMP_ASSIGN_OR_RETURN(int num_devices, NumDevicesRequested());
   auto state = std::make_unique<ClientState>();
-  state->executor = std::move(executor);
-  state->device_kind = state->executor->name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
+  for (int d = 0; d < num_devices; ++d) {
+    JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
+    state->devices.push_back(std::make_unique<DeviceState>());
+    state->devices.back()->executor = std::move(executor);
+  }
+  const exec::Executor& executor = *state->devices[0]->executor;
+  state->device_kind = executor.name() == "metal" ? "Apple GPU (MPSGraph)" : "Metal plugin host executor (CPU)";
   // JAX hashes the platform version into its persistent-cache keys: the build and the executor choice
   // (placed and host runs make different executables on the same "host" executor) belong in it.
   const char* choice = std::getenv("JAX_METAL_EXECUTOR");
-  state->platform_version = "jax-metal-plugin 0.1.0 (" + state->executor->name() + " executor" +
+  state->platform_version = "jax-metal-plugin 0.1.0 (" + executor.name() + " executor" +
                             (choice && *choice ? std::string(", JAX_METAL_EXECUTOR=") + choice : std::string()) +
                             "; build " + BuildId() + ")";
   {
@@ -53,11 +72,22 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   }
   auto* client = new PJRT_Client;
   client->state = std::move(state);
-  client->device.description.client = client;
-  client->device_list[0] = &client->device;
-  for (size_t i = 0; i < kNumMemorySpaces; ++i) {
-    client->memories[i] = PJRT_Memory{client, static_cast<MemorySpace>(i)};
-    client->memory_list[i] = &client->memories[i];
+  for (int d = 0; d < num_devices; ++d) {
+    auto device = std::make_unique<PJRT_Device>();
+    device->description = PJRT_DeviceDescription{client, d, "MetalDevice(id=" + std::to_string(d) + ")"};
+    device->state = client->state->devices[static_cast<size_t>(d)].get();
+    device->self[0] = device.get();
+    for (size_t i = 0; i < kNumMemorySpaces; ++i) {
+      const int id = d * static_cast<int>(kNumMemorySpaces) + static_cast<int>(i);
+      const auto space = static_cast<MemorySpace>(i);
+      device->memories[i] =
+          PJRT_Memory{client, device.get(), space, id,
+                      "MetalMemory(id=" + std::to_string(id) + ", kind=" + std::string(KindName(space)) + ")"};
+      device->memory_list[i] = &device->memories[i];
+      client->memory_list.push_back(&device->memories[i]);
+    }
+    client->device_list.push_back(device.get());
+    client->devices.push_back(std::move(device));
   }
   args->client = client;
   return Status::Ok();
@@ -95,47 +125,54 @@ Status ClientPlatformVersion(PJRT_Client_PlatformVersion_Args* args) {
 
 Status ClientDevices(PJRT_Client_Devices_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_Devices: client is null");
-  args->devices = args->client->device_list;
-  args->num_devices = 1;
+  args->devices = args->client->device_list.data();
+  args->num_devices = args->client->device_list.size();
   return Status::Ok();
 }
 
 Status ClientAddressableDevices(PJRT_Client_AddressableDevices_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_AddressableDevices: client is null");
-  args->addressable_devices = args->client->device_list;
-  args->num_addressable_devices = 1;
+  args->addressable_devices = args->client->device_list.data();
+  args->num_addressable_devices = args->client->device_list.size();
   return Status::Ok();
 }
 
 Status ClientLookupDevice(PJRT_Client_LookupDevice_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_LookupDevice: client is null");
-  if (args->id != 0) return NotFound("no device with id " + std::to_string(args->id));
-  args->device = &args->client->device;
+  if (args->id < 0 || static_cast<size_t>(args->id) >= args->client->devices.size())
+    return NotFound("no device with id " + std::to_string(args->id));
+  args->device = args->client->device_list[static_cast<size_t>(args->id)];
   return Status::Ok();
 }
 
 Status ClientLookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_LookupAddressableDevice: client is null");
-  if (args->local_hardware_id != 0)
+  if (args->local_hardware_id < 0 || static_cast<size_t>(args->local_hardware_id) >= args->client->devices.size())
     return NotFound("no device with local id " + std::to_string(args->local_hardware_id));
-  args->addressable_device = &args->client->device;
+  args->addressable_device = args->client->device_list[static_cast<size_t>(args->local_hardware_id)];
   return Status::Ok();
 }
 
 Status ClientAddressableMemories(PJRT_Client_AddressableMemories_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_AddressableMemories: client is null");
-  args->addressable_memories = args->client->memory_list;
-  args->num_addressable_memories = kNumMemorySpaces;
+  args->addressable_memories = args->client->memory_list.data();
+  args->num_addressable_memories = args->client->memory_list.size();
   return Status::Ok();
 }
 
 Status ClientDefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_DefaultDeviceAssignment: client is null");
-  JMP_REQUIRE(args->num_replicas == 1 && args->num_partitions == 1,
-              "the metal platform has one device: one replica, one partition");
-  JMP_REQUIRE(args->default_assignment && args->default_assignment_size >= 1,
+  const size_t n = args->client->devices.size();
+  JMP_REQUIRE(args->num_replicas >= 1 && args->num_partitions >= 1 &&
+                  static_cast<size_t>(args->num_replicas) * static_cast<size_t>(args->num_partitions) <= n,
+              "the metal platform has " + std::to_string(n) + " devices (JAX_METAL_NUM_DEVICES): too few for " +
+                  std::to_string(args->num_replicas) + " replicas of " + std::to_string(args->num_partitions) +
+                  " partitions");
+  const size_t count = static_cast<size_t>(args->num_replicas) * static_cast<size_t>(args->num_partitions);
+  JMP_REQUIRE(args->default_assignment && args->default_assignment_size >= count,
               "PJRT_Client_DefaultDeviceAssignment: no room for the assignment");
-  args->default_assignment[0] = 0;
+  // As XLA places them: replica r, partition p on device r * num_partitions + p.
+  for (size_t i = 0; i < count; ++i) args->default_assignment[i] = static_cast<int>(i);
   return Status::Ok();
 }
 
@@ -147,7 +184,7 @@ Status ClientTopologyDescription(PJRT_Client_TopologyDescription_Args* args) {
 
 Status DeviceDescriptionId(PJRT_DeviceDescription_Id_Args* args) {
   JMP_REQUIRE(args->device_description, "device_description is null");
-  args->id = 0;
+  args->id = args->device_description->id;
   return Status::Ok();
 }
 
@@ -172,19 +209,17 @@ Status DeviceDescriptionKind(PJRT_DeviceDescription_Kind_Args* args) {
   return Status::Ok();
 }
 
-static const char kDeviceString[] = "MetalDevice(id=0)";
-
 Status DeviceDescriptionDebugString(PJRT_DeviceDescription_DebugString_Args* args) {
   JMP_REQUIRE(args->device_description, "device_description is null");
-  args->debug_string = kDeviceString;
-  args->debug_string_size = sizeof(kDeviceString) - 1;
+  args->debug_string = args->device_description->text.c_str();
+  args->debug_string_size = args->device_description->text.size();
   return Status::Ok();
 }
 
 Status DeviceDescriptionToString(PJRT_DeviceDescription_ToString_Args* args) {
   JMP_REQUIRE(args->device_description, "device_description is null");
-  args->to_string = kDeviceString;
-  args->to_string_size = sizeof(kDeviceString) - 1;
+  args->to_string = args->device_description->text.c_str();
+  args->to_string_size = args->device_description->text.size();
   return Status::Ok();
 }
 
@@ -204,26 +239,26 @@ Status DeviceIsAddressable(PJRT_Device_IsAddressable_Args* args) {
 
 Status DeviceLocalHardwareId(PJRT_Device_LocalHardwareId_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->local_hardware_id = 0;
+  args->local_hardware_id = args->device->description.id;
   return Status::Ok();
 }
 
 Status DeviceAddressableMemories(PJRT_Device_AddressableMemories_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->memories = args->device->description.client->memory_list;
+  args->memories = args->device->memory_list;
   args->num_memories = kNumMemorySpaces;
   return Status::Ok();
 }
 
 Status DeviceDefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->memory = &args->device->description.client->memories[static_cast<size_t>(MemorySpace::kDevice)];
+  args->memory = &args->device->memories[static_cast<size_t>(MemorySpace::kDevice)];
   return Status::Ok();
 }
 
 Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  ClientState& state = *args->device->description.client->state;
+  DeviceState& state = *args->device->state;
   const MemoryCounters& c = state.counters;
   const exec::PoolStats pool = state.executor->MemoryPoolStats();
   const int64_t limit = state.executor->MemoryLimit();
@@ -252,7 +287,7 @@ Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
 
 Status MemoryId(PJRT_Memory_Id_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->id = static_cast<int>(args->memory->space);
+  args->id = args->memory->id;
   return Status::Ok();
 }
 
@@ -272,7 +307,7 @@ Status MemoryKindId(PJRT_Memory_Kind_Id_Args* args) {
 
 Status MemoryDebugString(PJRT_Memory_DebugString_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  const std::string& text = DescribeSpace(args->memory->space);
+  const std::string& text = args->memory->text;
   args->debug_string = text.c_str();
   args->debug_string_size = text.size();
   return Status::Ok();
@@ -280,7 +315,7 @@ Status MemoryDebugString(PJRT_Memory_DebugString_Args* args) {
 
 Status MemoryToString(PJRT_Memory_ToString_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  const std::string& text = DescribeSpace(args->memory->space);
+  const std::string& text = args->memory->text;
   args->to_string = text.c_str();
   args->to_string_size = text.size();
   return Status::Ok();
@@ -288,7 +323,7 @@ Status MemoryToString(PJRT_Memory_ToString_Args* args) {
 
 Status MemoryAddressableByDevices(PJRT_Memory_AddressableByDevices_Args* args) {
   JMP_REQUIRE(args->memory, "memory is null");
-  args->devices = args->memory->client->device_list;
+  args->devices = args->memory->device->self;
   args->num_devices = 1;
   return Status::Ok();
 }

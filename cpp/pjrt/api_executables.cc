@@ -6,16 +6,70 @@
 
 #include "pjrt/api.h"
 #include "pjrt/compile_options.h"
+#include "pjrt/execute_sharded.h"
 #include "pjrt/program_serial.h"
 
 namespace jmp::pjrt {
 
 namespace {
 
-PJRT_LoadedExecutable* Load(PJRT_Client* client, std::shared_ptr<CompiledProgram> program) {
+void PutVarint(std::string& out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(v));
+}
+
+// DeviceAssignmentProto{replica_count, computation_count, computation_devices: [{replica_device_ids}]}
+// in protobuf wire format, from the devices listed replica-major.
+std::string SerializeAssignment(const std::vector<PJRT_Device*>& devices, int64_t replicas, int64_t partitions) {
+  std::string out;
+  out.push_back(0x08);
+  PutVarint(out, static_cast<uint64_t>(replicas));
+  out.push_back(0x10);
+  PutVarint(out, static_cast<uint64_t>(partitions));
+  for (int64_t p = 0; p < partitions; ++p) {
+    std::string ids;
+    for (int64_t r = 0; r < replicas; ++r)
+      PutVarint(ids, static_cast<uint64_t>(devices[static_cast<size_t>(r * partitions + p)]->description.id));
+    std::string computation;
+    computation.push_back(0x0A);
+    PutVarint(computation, ids.size());
+    computation += ids;
+    out.push_back(0x1A);
+    PutVarint(out, computation.size());
+    out += computation;
+  }
+  return out;
+}
+
+// The devices a program compiled with `options` runs on, replica-major: its device assignment, else
+// the device ordinal's device, else the first devices in order.
+StatusOr<std::vector<PJRT_Device*>> AssignedDevices(PJRT_Client* client, const BuildOptions& options) {
+  const size_t n = client->device_list.size();
+  const size_t count = static_cast<size_t>(options.num_replicas * options.num_partitions);
+  std::vector<int64_t> ids = options.device_assignment;
+  if (ids.empty() && count == 1 && options.device_ordinal >= 0) ids.push_back(options.device_ordinal);
+  if (ids.empty())
+    for (size_t i = 0; i < count; ++i) ids.push_back(static_cast<int64_t>(i));
+  std::vector<PJRT_Device*> devices;
+  for (int64_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= n)
+      return InvalidArgument("the program is assigned device " + std::to_string(id) + ", but the metal platform has " +
+                             std::to_string(n) + " devices (JAX_METAL_NUM_DEVICES)");
+    for (PJRT_Device* d : devices)
+      if (d->description.id == id)
+        return InvalidArgument("the program's device assignment names device " + std::to_string(id) + " twice");
+    devices.push_back(client->device_list[static_cast<size_t>(id)]);
+  }
+  return devices;
+}
+
+PJRT_LoadedExecutable* Load(PJRT_Client* client, std::shared_ptr<CompiledProgram> program,
+                            std::vector<PJRT_Device*> devices) {
   auto* loaded = new PJRT_LoadedExecutable;
+  loaded->device_assignment = SerializeAssignment(devices, program->num_replicas, program->num_partitions);
   loaded->program = std::move(program);
   loaded->client = client;
+  loaded->devices = std::move(devices);
   return loaded;
 }
 
@@ -26,13 +80,15 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   const PJRT_Program* p = args->program;
   std::string_view format(p->format ? p->format : "", p->format ? p->format_size : 0);
   JMP_REQUIRE(p->code || !p->code_size, "PJRT_Client_Compile: program code is null");
-  JMP_RETURN_IF_ERROR(
-      CheckCompileOptions(reinterpret_cast<const uint8_t*>(args->compile_options), args->compile_options_size));
-  JMP_ASSIGN_OR_RETURN(
-      std::shared_ptr<CompiledProgram> program,
-      CompileProgram(*args->client->state->executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size));
+  const auto* options = reinterpret_cast<const uint8_t*>(args->compile_options);
+  JMP_RETURN_IF_ERROR(CheckCompileOptions(options, args->compile_options_size));
+  JMP_ASSIGN_OR_RETURN(BuildOptions build, ReadBuildOptions(options, args->compile_options_size));
+  JMP_ASSIGN_OR_RETURN(std::vector<PJRT_Device*> devices, AssignedDevices(args->client, build));
+  JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
+                       CompileProgram(*devices[0]->state->executor, format, reinterpret_cast<const uint8_t*>(p->code),
+                                      p->code_size, mps::Partitioning{build.num_replicas, build.num_partitions}));
   program->platform_version = args->client->state->platform_version;
-  args->executable = Load(args->client, std::move(program));
+  args->executable = Load(args->client, std::move(program), std::move(devices));
   return Status::Ok();
 }
 
@@ -52,13 +108,13 @@ Status ExecutableName(PJRT_Executable_Name_Args* args) {
 
 Status ExecutableNumReplicas(PJRT_Executable_NumReplicas_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  args->num_replicas = 1;
+  args->num_replicas = args->executable->program->num_replicas;
   return Status::Ok();
 }
 
 Status ExecutableNumPartitions(PJRT_Executable_NumPartitions_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  args->num_partitions = 1;
+  args->num_partitions = args->executable->program->num_partitions;
   return Status::Ok();
 }
 
@@ -144,25 +200,35 @@ Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args) {
   return Status::Ok();
 }
 
-// The compile options (one device, one replica) are the same for every program this plugin runs, so
-// overridden ones change nothing. The program is rebuilt from its serialized op graph: no StableHLO is
-// read or lowered.
+// The program is rebuilt from its serialized op graph: no StableHLO is read or lowered. Overridden
+// compile options may assign other devices, never another number of them.
 Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Executable_DeserializeAndLoad: client is null");
   JMP_REQUIRE(args->serialized_executable || !args->serialized_executable_size,
               "PJRT_Executable_DeserializeAndLoad: serialized_executable is null");
   constexpr size_t kOverridesEnd =
       offsetof(PJRT_Executable_DeserializeAndLoad_Args, overridden_serialized_compile_options_size) + sizeof(size_t);
-  if (args->struct_size >= kOverridesEnd)
-    JMP_RETURN_IF_ERROR(
-        CheckCompileOptions(reinterpret_cast<const uint8_t*>(args->overridden_serialized_compile_options),
-                            args->overridden_serialized_compile_options_size));
-  JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
-                       DeserializeProgram(*args->client->state->executor, args->client->state->platform_version,
-                                          reinterpret_cast<const uint8_t*>(args->serialized_executable),
-                                          args->serialized_executable_size));
+  BuildOptions build;
+  if (args->struct_size >= kOverridesEnd) {
+    const auto* options = reinterpret_cast<const uint8_t*>(args->overridden_serialized_compile_options);
+    JMP_RETURN_IF_ERROR(CheckCompileOptions(options, args->overridden_serialized_compile_options_size));
+    if (options) {
+      JMP_ASSIGN_OR_RETURN(build, ReadBuildOptions(options, args->overridden_serialized_compile_options_size));
+    }
+  }
+  JMP_ASSIGN_OR_RETURN(
+      std::shared_ptr<CompiledProgram> program,
+      DeserializeProgram(*args->client->device_list[0]->state->executor, args->client->state->platform_version,
+                         reinterpret_cast<const uint8_t*>(args->serialized_executable),
+                         args->serialized_executable_size));
+  if (build.num_replicas * build.num_partitions != program->num_replicas * program->num_partitions) {
+    build = BuildOptions{};
+    build.num_replicas = program->num_replicas;
+    build.num_partitions = program->num_partitions;
+  }
+  JMP_ASSIGN_OR_RETURN(std::vector<PJRT_Device*> devices, AssignedDevices(args->client, build));
   program->platform_version = args->client->state->platform_version;
-  args->loaded_executable = Load(args->client, std::move(program));
+  args->loaded_executable = Load(args->client, std::move(program), std::move(devices));
   return Status::Ok();
 }
 
@@ -181,8 +247,8 @@ Status LoadedExecutableGetExecutable(PJRT_LoadedExecutable_GetExecutable_Args* a
 
 Status LoadedExecutableAddressableDevices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  args->addressable_devices = args->executable->client->device_list;
-  args->num_addressable_devices = 1;
+  args->addressable_devices = args->executable->devices.data();
+  args->num_addressable_devices = args->executable->devices.size();
   return Status::Ok();
 }
 
@@ -198,13 +264,10 @@ Status LoadedExecutableIsDeleted(PJRT_LoadedExecutable_IsDeleted_Args* args) {
   return Status::Ok();
 }
 
-// DeviceAssignmentProto{replica_count: 1, computation_count: 1, computation_devices: [{replica_device_ids: [0]}]}
-// in protobuf wire format: one replica, one partition, device 0.
 Status LoadedExecutableGetDeviceAssignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  static const char kAssignment[] = {0x08, 0x01, 0x10, 0x01, 0x1A, 0x03, 0x0A, 0x01, 0x00};
-  args->serialized_bytes = kAssignment;
-  args->serialized_bytes_size = sizeof(kAssignment);
+  args->serialized_bytes = args->executable->device_assignment.data();
+  args->serialized_bytes_size = args->executable->device_assignment.size();
   args->serialized_device_assignment = nullptr;
   args->serialized_device_assignment_deleter = [](PJRT_DeviceAssignmentSerialized*) {};
   return Status::Ok();
@@ -217,20 +280,29 @@ Status LoadedExecutableFingerprint(PJRT_LoadedExecutable_Fingerprint_Args* args)
   return Status::Ok();
 }
 
-// One device: argument_lists[0] and output_lists[0] are the lists. Either may be null when it would be
-// empty (no arguments; a computation without results, as jit(lambda x: ()) has).
+// argument_lists[d] and output_lists[d] are device d's lists, d in the executable's device order. Either
+// may be null when it would be empty (no arguments; a computation without results, as jit(lambda x: ())
+// has).
 Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
   PJRT_LoadedExecutable* loaded = args->executable;
   JMP_REQUIRE(loaded, "PJRT_LoadedExecutable_Execute: executable is null");
   if (loaded->deleted) return FailedPrecondition("the executable has been deleted");
-  JMP_REQUIRE(args->num_devices == 1, "the metal platform executes on exactly one device");
-  JMP_REQUIRE(args->num_args == 0 || (args->argument_lists && args->argument_lists[0]), "argument_lists is null");
+  const size_t num_devices = loaded->devices.size();
+  JMP_REQUIRE(args->num_devices == num_devices, "the executable runs on " + std::to_string(num_devices) +
+                                                    " devices, but Execute was given " +
+                                                    std::to_string(args->num_devices) + " argument lists");
   const std::shared_ptr<CompiledProgram>& program = loaded->program;
   const size_t n = args->num_args, m = program->graph.outputs.size();
   JMP_RETURN_IF_ERROR(CheckArgumentCount(*program, n));
-  JMP_REQUIRE(
-      m == 0 || (args->output_lists && args->output_lists[0]),
-      "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " + std::to_string(m) + " outputs");
+  for (size_t d = 0; d < num_devices; ++d) {
+    JMP_REQUIRE(n == 0 || (args->argument_lists && args->argument_lists[d]), "argument_lists is null");
+    JMP_REQUIRE(
+        m == 0 || (args->output_lists && args->output_lists[d]),
+        "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " + std::to_string(m) + " outputs");
+  }
+  constexpr size_t kExecuteDeviceEnd = offsetof(PJRT_LoadedExecutable_Execute_Args, execute_device) + sizeof(void*);
+  JMP_REQUIRE(num_devices == 1 || args->struct_size < kExecuteDeviceEnd || !args->execute_device,
+              "the metal platform runs a program for several devices on all of them at once, not on one");
 
   const PJRT_ExecuteOptions* options = args->options;
   const int64_t* non_donatable = nullptr;
@@ -242,18 +314,36 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
     num_non_donatable = options->num_non_donatable_input_indices;
   }
 
-  std::vector<BufferState*> arguments(n);
-  for (size_t i = 0; i < n; ++i) {
-    PJRT_Buffer* b = args->argument_lists[0][i];
-    arguments[i] = b ? b->state.get() : nullptr;
+  std::vector<std::vector<BufferState*>> arguments(num_devices, std::vector<BufferState*>(n));
+  for (size_t d = 0; d < num_devices; ++d)
+    for (size_t i = 0; i < n; ++i) {
+      PJRT_Buffer* b = args->argument_lists[d][i];
+      arguments[d][i] = b ? b->state.get() : nullptr;
+    }
+  if (num_devices == 1) {
+    PJRT_Device* device = loaded->devices[0];
+    if (args->struct_size >= kExecuteDeviceEnd && args->execute_device) {
+      JMP_REQUIRE(args->execute_device->description.client == loaded->client,
+                  "execute_device belongs to another client");
+      device = args->execute_device;
+    }
+    std::vector<std::shared_ptr<BufferState>> outputs;
+    std::shared_ptr<EventState> done;
+    JMP_RETURN_IF_ERROR(Execute(device->state->execution_context(), program, arguments[0], non_donatable,
+                                num_non_donatable, outputs, done));
+    for (size_t j = 0; j < m; ++j) args->output_lists[0][j] = NewHandle(std::move(outputs[j]), device);
+    if (args->device_complete_events) args->device_complete_events[0] = new PJRT_Event{std::move(done)};
+    return Status::Ok();
   }
-  PJRT_Client* client = loaded->client;
-  std::vector<std::shared_ptr<BufferState>> outputs;
-  std::shared_ptr<EventState> done;
-  JMP_RETURN_IF_ERROR(
-      Execute(client->state->execution_context(), program, arguments, non_donatable, num_non_donatable, outputs, done));
-  for (size_t j = 0; j < m; ++j) args->output_lists[0][j] = NewHandle(std::move(outputs[j]), client);
-  if (args->device_complete_events) args->device_complete_events[0] = new PJRT_Event{std::move(done)};
+  std::vector<ExecutionContext> contexts;
+  for (PJRT_Device* device : loaded->devices) contexts.push_back(device->state->execution_context());
+  std::vector<std::vector<std::shared_ptr<BufferState>>> outputs;
+  std::vector<std::shared_ptr<EventState>> done;
+  JMP_RETURN_IF_ERROR(ExecuteSharded(contexts, program, arguments, non_donatable, num_non_donatable, outputs, done));
+  for (size_t d = 0; d < num_devices; ++d) {
+    for (size_t j = 0; j < m; ++j) args->output_lists[d][j] = NewHandle(std::move(outputs[d][j]), loaded->devices[d]);
+    if (args->device_complete_events) args->device_complete_events[d] = new PJRT_Event{std::move(done[d])};
+  }
   return Status::Ok();
 }
 

@@ -159,11 +159,12 @@ StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst,
   return done;
 }
 
-StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source, MemorySpace space) {
+StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, MemoryCounters& counters,
+                                                  BufferState& source, MemorySpace space) {
   auto read = std::make_shared<HostRead>(source);
   JMP_RETURN_IF_ERROR(read->status());
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> copy, executor.Allocate(source.bytes));
-  auto buffer = MakeBuffer(*source.counters, source.dtype, source.dims, copy);
+  auto buffer = MakeBuffer(counters, source.dtype, source.dims, copy);
   buffer->space = space;
   const size_t bytes = source.bytes;
   std::shared_ptr<EventState> ready = buffer->ready;

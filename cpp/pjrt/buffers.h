@@ -73,8 +73,10 @@ StatusOr<std::shared_ptr<BufferState>> BufferFromHost(exec::Executor& executor, 
 // the returned event completes with the contents' status. A deleted or donated buffer is an error.
 StatusOr<std::shared_ptr<EventState>> CopyToHost(BufferState& buffer, void* dst, size_t dst_size);
 
-// A copy of the buffer in new memory of `space`, counted with the same client; ready with the source.
-StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, BufferState& source, MemorySpace space);
+// A copy of the buffer in new memory of `space` from `executor` (the destination device's), counted in
+// `counters` (that device's); ready with the source.
+StatusOr<std::shared_ptr<BufferState>> CopyBuffer(exec::Executor& executor, MemoryCounters& counters,
+                                                  BufferState& source, MemorySpace space);
 
 // A buffer of `space` over the source's own memory (no copy: every space is the same unified memory),
 // ready with the source. The two are separate buffers to JAX (each deleted on its own), so neither is

@@ -10,6 +10,7 @@
 #include "exec/work_estimate.h"
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
+#include "pjrt/execute_sharded.h"
 #include "stablehlo/ir.h"
 #include "support/byte_stream.h"
 #include "support/trace.h"
@@ -71,13 +72,16 @@ std::string Fingerprint(const uint8_t* code, size_t code_size) {
 }  // namespace
 
 StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
-                                                          const uint8_t* code, size_t code_size) {
+                                                          const uint8_t* code, size_t code_size,
+                                                          const mps::Partitioning& partitioning) {
   if (format != "mlir")
     return Unimplemented("program format '" + std::string(format) + "' is not supported; expected 'mlir'");
   trace::Scope scope(trace::Line::kCompile, "compile");
   JMP_ASSIGN_OR_RETURN(shlo::Module module, shlo::ReadArtifact(code, code_size));
   auto program = std::make_shared<CompiledProgram>();
-  JMP_ASSIGN_OR_RETURN(mps::LoweredProgram lowered, mps::LowerModule(module));
+  JMP_ASSIGN_OR_RETURN(mps::LoweredProgram lowered, mps::LowerModule(module, partitioning));
+  program->num_replicas = partitioning.num_replicas;
+  program->num_partitions = partitioning.num_partitions;
   program->graph = std::move(lowered.graph);
   program->signature = std::move(lowered.signature);
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Compile(program->graph));
@@ -107,7 +111,13 @@ void DescribeOutputs(CompiledProgram& p) {
     const mps::TensorType& t = p.graph.type(p.graph.outputs[j]);
     p.output_types.push_back(ToBufferType(p.signature.output_dtypes.at(j)));
     p.output_ranks.push_back(t.shape.size());
-    p.output_dims_flat.insert(p.output_dims_flat.end(), t.shape.begin(), t.shape.end());
+    // Over several devices, what each device holds: its shard.
+    std::vector<int64_t> dims = t.shape;
+    if (j < p.signature.output_shardings.size()) {
+      StatusOr<std::vector<int64_t>> shard = TileDims(t.shape, p.signature.output_shardings[j].tiles);
+      if (shard.ok()) dims = *shard;
+    }
+    p.output_dims_flat.insert(p.output_dims_flat.end(), dims.begin(), dims.end());
     const std::string_view kind = KindName(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
     p.output_memory_kinds.push_back(kind.data());  // the names are literals: NUL-terminated and static
     p.output_memory_kind_sizes.push_back(kind.size());

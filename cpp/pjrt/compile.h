@@ -28,7 +28,7 @@ struct CompiledProgram {
   std::unique_ptr<exec::Executable> executable;
   // Per output, in the forms the C API hands out by pointer.
   std::vector<PJRT_Buffer_Type> output_types;
-  std::vector<int64_t> output_dims_flat;
+  std::vector<int64_t> output_dims_flat;  // each device's shard of the output, for several devices
   std::vector<size_t> output_ranks;
   // The memory each output is placed in: the kind @main's result asks for (mhlo.memory_kind), else the
   // device's. Empty (a program built by hand): every output in device memory.
@@ -44,11 +44,15 @@ struct CompiledProgram {
   // Holds a Python callback: Execute returns once the run is done, as XLA:CPU's does, so that what the
   // callback prints or raises happens within the call that ran it.
   bool calls_python = false;
+  // The devices it is compiled for; the signature's shardings say how arguments and results lie on them.
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
 StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
-                                                          const uint8_t* code, size_t code_size);
+                                                          const uint8_t* code, size_t code_size,
+                                                          const mps::Partitioning& partitioning = {});
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes) and runs_inline from
 // the graph, its signature's output dtypes and output_spaces: the same for a program compiled or loaded

@@ -9,7 +9,8 @@ namespace jmp::pjrt {
 namespace {
 
 // Protobuf's wire format, just what reading CompileOptionsProto's field 7 (map<string,
-// OptionOverrideProto> env_option_overrides) needs; every other field is skipped.
+// OptionOverrideProto> env_option_overrides) and the device fields of its field 3 (executable build
+// options) needs; every other field is skipped.
 class Wire {
  public:
   Wire(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
@@ -196,20 +197,107 @@ const char* TypeName(Type type) {
   return "?";
 }
 
-}  // namespace
+// Appends a repeated int64 field's values, packed (wire type 2) or one by one (wire type 0).
+bool AppendInts(uint32_t wire, Wire packed, uint64_t scalar, std::vector<int64_t>* out) {
+  if (wire == 0) {
+    out->push_back(static_cast<int64_t>(scalar));
+    return true;
+  }
+  if (wire != 2) return false;
+  while (!packed.done()) {
+    uint64_t v;
+    if (!packed.Varint(&v)) return false;
+    out->push_back(static_cast<int64_t>(v));
+  }
+  return true;
+}
 
-StatusOr<std::vector<OptionOverride>> ReadOptionOverrides(const uint8_t* bytes, size_t size) {
-  std::vector<OptionOverride> out;
+// DeviceAssignmentProto{replica_count = 1, computation_count = 2, computation_devices = 3
+// {replica_device_ids = 1}}: devices by partition, then replica; returned replica-major.
+Status ReadDeviceAssignment(Wire w, BuildOptions* o) {
+  uint32_t field, wire;
+  uint64_t scalar = 0;
+  Wire sub(nullptr, 0);
+  int64_t replicas = 0, partitions = 0;
+  std::vector<std::vector<int64_t>> by_partition;
+  while (!w.done()) {
+    if (!w.Next(&field, &wire, &sub, &scalar)) return Malformed();
+    if (field == 1 && wire == 0) replicas = static_cast<int64_t>(scalar);
+    if (field == 2 && wire == 0) partitions = static_cast<int64_t>(scalar);
+    if (field != 3 || wire != 2) continue;
+    by_partition.emplace_back();
+    Wire device = sub;
+    while (!device.done()) {
+      if (!device.Next(&field, &wire, &sub, &scalar)) return Malformed();
+      if (field == 1 && !AppendInts(wire, sub, scalar, &by_partition.back())) return Malformed();
+    }
+  }
+  if (replicas < 1 || partitions < 1 || static_cast<int64_t>(by_partition.size()) != partitions)
+    return InvalidArgument("compile options: a device assignment of " + std::to_string(replicas) + " replicas and " +
+                           std::to_string(partitions) + " partitions lists " + std::to_string(by_partition.size()) +
+                           " partitions");
+  for (const auto& ids : by_partition)
+    if (static_cast<int64_t>(ids.size()) != replicas)
+      return InvalidArgument("compile options: a device assignment's partition does not list one device per replica");
+  o->device_assignment.clear();
+  for (int64_t r = 0; r < replicas; ++r)
+    for (int64_t p = 0; p < partitions; ++p)
+      o->device_assignment.push_back(by_partition[static_cast<size_t>(p)][static_cast<size_t>(r)]);
+  return Status::Ok();
+}
+
+// Calls `each` with every length-delimited field `wanted` of a CompileOptionsProto.
+template <typename Each>
+Status ForEachMessage(const uint8_t* bytes, size_t size, uint32_t wanted, Each each) {
   Wire wire(bytes, size);
   uint32_t field, type;
   uint64_t scalar = 0;
   Wire sub(nullptr, 0);
   while (!wire.done()) {
     if (!wire.Next(&field, &type, &sub, &scalar)) return Malformed();
-    if (field != 7 || type != 2) continue;
-    JMP_ASSIGN_OR_RETURN(OptionOverride o, ReadEntry(sub));
-    out.push_back(std::move(o));
+    if (field == wanted && type == 2) JMP_RETURN_IF_ERROR(each(sub));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<BuildOptions> ReadBuildOptions(const uint8_t* bytes, size_t size) {
+  BuildOptions o;
+  // ExecutableBuildOptionsProto (field 3): device_ordinal = 1, num_replicas = 4, num_partitions = 5,
+  // device_assignment = 9.
+  JMP_RETURN_IF_ERROR(ForEachMessage(bytes, size, 3, [&o](Wire build) -> Status {
+    uint32_t field, type;
+    uint64_t scalar = 0;
+    Wire sub(nullptr, 0);
+    while (!build.done()) {
+      if (!build.Next(&field, &type, &sub, &scalar)) return Malformed();
+      if (type == 0 && field == 1) o.device_ordinal = static_cast<int64_t>(scalar);
+      if (type == 0 && field == 4) o.num_replicas = static_cast<int64_t>(scalar);
+      if (type == 0 && field == 5) o.num_partitions = static_cast<int64_t>(scalar);
+      if (type == 2 && field == 9) JMP_RETURN_IF_ERROR(ReadDeviceAssignment(sub, &o));
+    }
+    return Status::Ok();
+  }));
+  if (o.num_replicas < 1) o.num_replicas = 1;  // 0: unset, as XLA reads it
+  if (o.num_partitions < 1) o.num_partitions = 1;
+  if (o.num_replicas > 1024 || o.num_partitions > 1024)
+    return InvalidArgument("compile options: " + std::to_string(o.num_replicas) + " replicas of " +
+                           std::to_string(o.num_partitions) + " partitions is more than any device count");
+  if (!o.device_assignment.empty() &&
+      static_cast<int64_t>(o.device_assignment.size()) != o.num_replicas * o.num_partitions)
+    return InvalidArgument("compile options: the device assignment does not match " + std::to_string(o.num_replicas) +
+                           " replicas of " + std::to_string(o.num_partitions) + " partitions");
+  return o;
+}
+
+StatusOr<std::vector<OptionOverride>> ReadOptionOverrides(const uint8_t* bytes, size_t size) {
+  std::vector<OptionOverride> out;
+  JMP_RETURN_IF_ERROR(ForEachMessage(bytes, size, 7, [&out](Wire entry) -> Status {
+    JMP_ASSIGN_OR_RETURN(OptionOverride o, ReadEntry(entry));
+    out.push_back(std::move(o));
+    return Status::Ok();
+  }));
   return out;
 }
 

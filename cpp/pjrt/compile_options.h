@@ -1,7 +1,8 @@
 // The compile options JAX passes (a serialized xla.CompileOptionsProto), checked as XLA checks them:
 // each of env_option_overrides (jit's `compiler_options`) must name a known option and carry a value of
-// its type; otherwise compiling fails with an error naming the option. One device and one replica are
-// all this plugin runs, so no option changes what it compiles.
+// its type; otherwise compiling fails with an error naming the option. Of the build options, the
+// replicas, partitions and device assignment decide where a program runs; no option changes what it
+// compiles.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,17 @@ struct OptionOverride {
 
 // The overrides in a serialized CompileOptionsProto; InvalidArgument when the bytes are not one.
 StatusOr<std::vector<OptionOverride>> ReadOptionOverrides(const uint8_t* bytes, size_t size);
+
+// What ExecutableBuildOptionsProto (CompileOptionsProto field 3) says about devices.
+struct BuildOptions {
+  int64_t num_replicas = 1;
+  int64_t num_partitions = 1;
+  int64_t device_ordinal = -1;  // -1: not set
+  // The device assignment's device ids, replica-major (replica r, partition p at r * num_partitions + p);
+  // empty when the options carry none.
+  std::vector<int64_t> device_assignment;
+};
+StatusOr<BuildOptions> ReadBuildOptions(const uint8_t* bytes, size_t size);
 
 // Ok, or InvalidArgument naming the first override with an unknown name or a value of the wrong type.
 Status CheckCompileOptions(const uint8_t* bytes, size_t size);

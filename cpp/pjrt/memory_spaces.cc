@@ -12,16 +12,6 @@ constexpr std::array<std::string_view, kNumMemorySpaces> kKinds = {"device", "pi
 
 std::string_view KindName(MemorySpace space) { return kKinds[static_cast<size_t>(space)]; }
 
-const std::string& DescribeSpace(MemorySpace space) {
-  static const auto* names = [] {
-    auto* n = new std::array<std::string, kNumMemorySpaces>;  // never destroyed: read by clients outliving statics
-    for (size_t i = 0; i < kNumMemorySpaces; ++i)
-      (*n)[i] = "MetalMemory(id=" + std::to_string(i) + ", kind=" + std::string(kKinds[i]) + ")";
-    return n;
-  }();
-  return (*names)[static_cast<size_t>(space)];
-}
-
 StatusOr<MemorySpace> SpaceOfKind(std::string_view kind) {
   for (size_t i = 0; i < kNumMemorySpaces; ++i)
     if (kKinds[i] == kind) return static_cast<MemorySpace>(i);

@@ -18,8 +18,6 @@ inline constexpr size_t kNumMemorySpaces = 3;
 
 // Its kind as JAX spells it ("pinned_host").
 std::string_view KindName(MemorySpace space);
-// How PJRT_Memory_DebugString / ToString show it ("MetalMemory(id=1, kind=pinned_host)").
-const std::string& DescribeSpace(MemorySpace space);
 // The space of a kind name; InvalidArgument naming the kind and the ones offered for any other.
 StatusOr<MemorySpace> SpaceOfKind(std::string_view kind);
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "exec/executor.h"
 #include "pjrt/buffers.h"
@@ -23,17 +24,27 @@ struct PJRT_Error {
 
 namespace jmp::pjrt {
 
-struct ClientState {
+// One logical device: its own executor (and so its own memory pool), queue, limit of runs in flight and
+// memory statistics. JAX_METAL_NUM_DEVICES of them share the one GPU (here, the host).
+struct DeviceState {
   InflightLimit inflight{MaxRunsInFlight()};  // first: destroyed last, after runs the executor still completes
   std::unique_ptr<exec::Executor> executor;
-  std::string device_kind;
-  std::string platform_version;
   MemoryCounters counters;
   std::mutex submit_mu;  // see ExecutionContext::submit_mu
   WorkQueue queue;
 
   ExecutionContext execution_context() { return ExecutionContext{*executor, counters, submit_mu, queue, inflight}; }
 };
+
+struct ClientState {
+  std::vector<std::unique_ptr<DeviceState>> devices;  // by device id
+  std::string device_kind;
+  std::string platform_version;
+};
+
+// How many logical devices a client has: JAX_METAL_NUM_DEVICES (1 to kMaxDevices), else 1.
+inline constexpr int kMaxDevices = 64;
+StatusOr<int> NumDevicesRequested();
 
 // Gives back the memory every live client's device pool keeps free (an explicit trim, as on
 // jax.clear_caches()); returns the bytes released.
@@ -48,24 +59,33 @@ struct PJRT_Event {
 };
 struct PJRT_DeviceDescription {
   PJRT_Client* client;
-};
-struct PJRT_Device {
-  PJRT_DeviceDescription description;
+  int id;
+  std::string text;  // "MetalDevice(id=3)"
 };
 struct PJRT_Memory {
   PJRT_Client* client;
+  PJRT_Device* device;
   jmp::pjrt::MemorySpace space;
+  int id;            // unique in the client: device id * kNumMemorySpaces + space
+  std::string text;  // "MetalMemory(id=4, kind=pinned_host)"
+};
+struct PJRT_Device {
+  PJRT_DeviceDescription description;
+  jmp::pjrt::DeviceState* state;
+  PJRT_Memory memories[jmp::pjrt::kNumMemorySpaces];  // indexed by MemorySpace; memories[0] is the default
+  PJRT_Memory* memory_list[jmp::pjrt::kNumMemorySpaces];
+  PJRT_Device* self[1];  // the one device its memories are addressable by
 };
 struct PJRT_Client {
   std::unique_ptr<jmp::pjrt::ClientState> state;
-  PJRT_Device device;
-  PJRT_Memory memories[jmp::pjrt::kNumMemorySpaces];  // indexed by MemorySpace; memories[0] is the default
-  PJRT_Device* device_list[1];
-  PJRT_Memory* memory_list[jmp::pjrt::kNumMemorySpaces];
+  std::vector<std::unique_ptr<PJRT_Device>> devices;  // by device id
+  std::vector<PJRT_Device*> device_list;
+  std::vector<PJRT_Memory*> memory_list;  // every device's, device by device
 };
 struct PJRT_Buffer {
   std::shared_ptr<jmp::pjrt::BufferState> state;
   PJRT_Client* client;
+  PJRT_Device* device;
 };
 struct PJRT_Executable {
   std::shared_ptr<jmp::pjrt::CompiledProgram> program;
@@ -76,6 +96,10 @@ struct PJRT_SerializedExecutable {
 struct PJRT_LoadedExecutable {
   std::shared_ptr<jmp::pjrt::CompiledProgram> program;
   PJRT_Client* client;
+  // The devices it runs on, by partition (replica-major when there are several replicas): Execute's
+  // argument and output lists come in this order.
+  std::vector<PJRT_Device*> devices;
+  std::string device_assignment;  // DeviceAssignmentProto, serialized
   std::atomic<bool> deleted{false};
 };
 

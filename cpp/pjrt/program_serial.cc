@@ -12,7 +12,7 @@ namespace jmp::pjrt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '4'};
+constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '5'};
 constexpr char kWhat[] = "serialized executable";
 
 void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
@@ -49,6 +49,34 @@ StatusOr<std::vector<MemorySpace>> ReadSpaces(ByteReader& in, size_t expected) {
   return v;
 }
 
+void WriteShardings(const std::vector<mps::TileSharding>& v, ByteWriter& out) {
+  out.U64(v.size());
+  for (const mps::TileSharding& s : v) {
+    out.I64s(s.tiles);
+    out.I64s(s.device_tile);
+  }
+}
+
+StatusOr<std::vector<mps::TileSharding>> ReadShardings(ByteReader& in, size_t expected, int64_t devices) {
+  JMP_ASSIGN_OR_RETURN(size_t n, in.Count(16));
+  if (n != expected && n != 0) return in.Malformed("shardings do not match the graph");
+  std::vector<mps::TileSharding> v(n);
+  for (mps::TileSharding& s : v) {
+    JMP_ASSIGN_OR_RETURN(s.tiles, in.I64s());
+    JMP_ASSIGN_OR_RETURN(s.device_tile, in.I64s());
+    int64_t tiles = 1;
+    for (int64_t t : s.tiles) {
+      if (t < 1 || t > devices) return in.Malformed("a sharding's tile count is out of range");
+      tiles *= t;
+    }
+    if (!s.tiles.empty() && static_cast<int64_t>(s.device_tile.size()) != devices)
+      return in.Malformed("a sharding does not place every device");
+    for (int64_t t : s.device_tile)
+      if (t < 0 || t >= tiles) return in.Malformed("a sharding's device holds no tile");
+  }
+  return v;
+}
+
 }  // namespace
 
 StatusOr<std::string> SerializeProgram(const CompiledProgram& program, const std::string& platform_version) {
@@ -69,6 +97,10 @@ StatusOr<std::string> SerializeProgram(const CompiledProgram& program, const std
   out.I64s(program.signature.aliased_output);
   out.U64(program.signature.donated.size());
   for (bool d : program.signature.donated) out.U64(d ? 1 : 0);
+  out.U64(static_cast<uint64_t>(program.num_replicas));
+  out.U64(static_cast<uint64_t>(program.num_partitions));
+  WriteShardings(program.signature.input_shardings, out);
+  WriteShardings(program.signature.output_shardings, out);
   out.Bytes(compiled);
   return std::move(out.str());
 }
@@ -104,6 +136,17 @@ StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& ex
     JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
     program->signature.donated.push_back(d != 0);
   }
+  JMP_ASSIGN_OR_RETURN(uint64_t replicas, in.U64());
+  JMP_ASSIGN_OR_RETURN(uint64_t partitions, in.U64());
+  if (replicas < 1 || partitions < 1 || replicas * partitions > 4096) return in.Malformed("device counts out of range");
+  program->num_replicas = static_cast<int64_t>(replicas);
+  program->num_partitions = static_cast<int64_t>(partitions);
+  const int64_t devices = program->num_replicas * program->num_partitions;
+  JMP_ASSIGN_OR_RETURN(program->signature.input_shardings, ReadShardings(in, n, devices));
+  JMP_ASSIGN_OR_RETURN(program->signature.output_shardings, ReadShardings(in, program->graph.outputs.size(), devices));
+  if (devices > 1 && (program->signature.input_shardings.size() != n ||
+                      program->signature.output_shardings.size() != program->graph.outputs.size()))
+    return in.Malformed("a program for several devices without its shardings");
   JMP_ASSIGN_OR_RETURN(std::string_view compiled, in.Bytes());
   if (in.left() != 0) return in.Malformed("bytes after its end");
   JMP_ASSIGN_OR_RETURN(program->executable, executor.Load(program->graph, compiled));

@@ -125,6 +125,8 @@ StatusOr<const Attr*> AttrTypeTable::AttrAt(uint64_t index, int depth) {
     status = DecodeVhloAttr(*this, r, attr.get(), depth + 1);
   } else if (names_.IsDialect(e.dialect, "builtin")) {
     status = DecodeBuiltinAttr(r, attr.get(), depth + 1);
+  } else if (names_.IsDialect(e.dialect, "sdy")) {
+    status = DecodeSdyAttr(r, attr.get(), depth + 1);
   } else {
     // Another dialect's attribute (sdy shardings, ...): kept opaque; nothing we lower reads it.
     attr->kind = Attr::Kind::kUnit;
@@ -165,6 +167,146 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
 StatusOr<const Attr*> AttrTypeTable::DictValue(const Attr& entry) {
   if (entry.kind == Attr::Kind::kUnit && entry.s == kAttrIndexRef) return AttrAt(static_cast<uint64_t>(entry.i), 0);
   return &entry;
+}
+
+// Shardy's bytecode (its dialect's attribute codes): each attribute a code, then its parameters; nested
+// attributes by reference, strings by their index in the string section.
+Status AttrTypeTable::DecodeSdyAttr(ByteReader& r, Attr* out, int depth) {
+  enum : uint64_t {
+    kManualAxes = 0,
+    kMeshAxis = 1,
+    kMesh = 2,
+    kSubAxisInfo = 3,
+    kAxisRef = 4,
+    kDimSharding = 5,
+    kShardingV1 = 6,
+    kPerValueV1 = 7,
+    kShardingV2 = 15,
+    kPerValueV2 = 16,
+    kShardingV3 = 17,
+  };
+  uint64_t code;
+  JMP_RETURN_IF_ERROR(r.VarInt(&code));
+  out->kind = Attr::Kind::kString;
+  auto quoted = [](std::string_view s) { return "\"" + std::string(s) + "\""; };
+  // A list: its count, then each element by reference, as text joined by ", ".
+  auto list = [&](std::string* text) -> Status {
+    uint64_t n;
+    JMP_RETURN_IF_ERROR(r.Count(&n));
+    for (uint64_t i = 0; i < n; ++i) {
+      JMP_ASSIGN_OR_RETURN(const Attr* a, ReadAttrRef(r, depth));
+      if (a->kind != Attr::Kind::kString) return r.Error("a Shardy attribute holds one it does not know");
+      *text += (i ? ", " : "") + a->s;
+    }
+    return Status::Ok();
+  };
+  switch (code) {
+    case kManualAxes: {  // Array<StringAttr>
+      uint64_t n;
+      JMP_RETURN_IF_ERROR(r.Count(&n));
+      std::string text = "#sdy<manual_axes{";
+      for (uint64_t i = 0; i < n; ++i) {
+        JMP_ASSIGN_OR_RETURN(const Attr* a, ReadAttrRef(r, depth));
+        text += (i ? ", " : "") + quoted(a->s);
+      }
+      out->s = text + "}>";
+      return Status::Ok();
+    }
+    case kMeshAxis: {  // name, size
+      JMP_ASSIGN_OR_RETURN(std::string_view name, names_.ReadStringRef(r));
+      int64_t size;
+      JMP_RETURN_IF_ERROR(r.SignedVarInt(&size));
+      out->s = quoted(name) + "=" + std::to_string(size);
+      return Status::Ok();
+    }
+    case kMesh: {  // axes, device_ids
+      std::string text = "#sdy.mesh<[";
+      JMP_RETURN_IF_ERROR(list(&text));
+      text += "]";
+      uint64_t n;
+      JMP_RETURN_IF_ERROR(r.Count(&n));
+      if (n) {
+        text += ", device_ids=[";
+        for (uint64_t i = 0; i < n; ++i) {
+          int64_t id;
+          JMP_RETURN_IF_ERROR(r.SignedVarInt(&id));
+          text += (i ? ", " : "") + std::to_string(id);
+        }
+        text += "]";
+      }
+      out->s = text + ">";
+      return Status::Ok();
+    }
+    case kSubAxisInfo: {  // pre_size, size
+      int64_t pre, size;
+      JMP_RETURN_IF_ERROR(r.SignedVarInt(&pre));
+      JMP_RETURN_IF_ERROR(r.SignedVarInt(&size));
+      out->s = "(" + std::to_string(pre) + ")" + std::to_string(size);
+      return Status::Ok();
+    }
+    case kAxisRef: {  // name, optional sub-axis
+      JMP_ASSIGN_OR_RETURN(std::string_view name, names_.ReadStringRef(r));
+      out->s = quoted(name);
+      uint64_t index;
+      bool present;
+      JMP_RETURN_IF_ERROR(r.VarIntWithFlag(&index, &present));
+      if (present) {
+        JMP_ASSIGN_OR_RETURN(const Attr* sub, AttrAt(index, depth));
+        out->s += ":" + sub->s;
+      }
+      return Status::Ok();
+    }
+    case kDimSharding: {  // axes, is_closed, optional priority
+      std::string text = "{";
+      JMP_RETURN_IF_ERROR(list(&text));
+      uint64_t closed;
+      JMP_RETURN_IF_ERROR(r.VarInt(&closed));
+      if (!closed) text += text.size() > 1 ? ", ?" : "?";
+      text += "}";
+      uint64_t priority;
+      bool present;
+      JMP_RETURN_IF_ERROR(r.VarIntWithFlag(&priority, &present));
+      if (present) text += "p" + std::to_string(priority);
+      out->s = text;
+      return Status::Ok();
+    }
+    case kShardingV1:
+    case kShardingV2:
+    case kShardingV3: {  // mesh or @name, dims, replicated axes[, unreduced axes[, reduction]]
+      JMP_ASSIGN_OR_RETURN(const Attr* mesh, ReadAttrRef(r, depth));
+      std::string text = "#sdy.sharding<";
+      if (mesh->kind == Attr::Kind::kSymbol)
+        text += "@" + mesh->s;
+      else if (mesh->kind == Attr::Kind::kString && mesh->s.rfind("#sdy.mesh", 0) == 0)
+        text += mesh->s.substr(5);  // "mesh<...>"
+      else
+        return r.Error("a Shardy sharding without a mesh");
+      text += ", [";
+      JMP_RETURN_IF_ERROR(list(&text));
+      text += "]";
+      std::string replicated;
+      JMP_RETURN_IF_ERROR(list(&replicated));
+      if (!replicated.empty()) text += ", replicated={" + replicated + "}";
+      if (code != kShardingV1) {
+        std::string unreduced;
+        JMP_RETURN_IF_ERROR(list(&unreduced));
+        if (!unreduced.empty()) text += ", unreduced={" + unreduced + "}";
+      }
+      out->s = text + ">";
+      return Status::Ok();
+    }
+    case kPerValueV1:
+    case kPerValueV2: {
+      std::string text = "#sdy.sharding_per_value<[";
+      JMP_RETURN_IF_ERROR(list(&text));
+      out->s = text + "]>";
+      return Status::Ok();
+    }
+    default:
+      out->kind = Attr::Kind::kUnit;
+      out->s = "attribute of dialect sdy";
+      return Status::Ok();
+  }
 }
 
 Status AttrTypeTable::DecodeBuiltinAttr(ByteReader& r, Attr* out, int depth) {

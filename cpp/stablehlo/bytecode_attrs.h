@@ -61,6 +61,9 @@ class AttrTypeTable {
   };
 
   Status DecodeBuiltinAttr(ByteReader& r, Attr* out, int depth);
+  // Shardy's attributes (meshes, shardings, manual axes) as their text ("#sdy.sharding<@mesh, [{\"x\"}]>"),
+  // which the lowering parses; other Shardy attributes stay opaque.
+  Status DecodeSdyAttr(ByteReader& r, Attr* out, int depth);
 
   const uint8_t* data_;
   const BytecodeNames& names_;

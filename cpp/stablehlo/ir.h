@@ -51,7 +51,7 @@ struct Attr {
   double f = 0;    // kFloat
   std::string s;   // kString; kSymbol: the name without '@'; kEnum: StableHLO spelling ("LT", "TOTALORDER", "RFFT")
   std::vector<int64_t> ints;  // kInts
-  Type type;                  // kType; kTensor: the tensor's type; kInt/kFloat: the element type
+  Type type;  // kType; kTensor: the tensor's type; kInt/kFloat: the element type; kInts from a tensor: its type
   std::vector<uint8_t> data;  // kTensor: little-endian elements, i1 one byte per element (0/1), i4/ui4 one byte per
                               // element holding the value (sign-/zero-extended), f8 one byte (its bits), every element
                               // present (small splats expanded), or one element when `splat`
@@ -106,6 +106,10 @@ struct Func {
   // argument's memory) and `jax.buffer_donor` (kBool). Empty maps when the function has none.
   std::vector<AttrMap> arg_attrs;
   std::vector<AttrMap> result_attrs;
+  // Per argument / per result: its `mhlo.sharding` (an HloSharding string, "{devices=[2]<=[2]}"), or ""
+  // when it has none. Programs for several devices read them.
+  std::vector<std::string> arg_shardings;
+  std::vector<std::string> result_shardings;
   Region body;
   // Value ids are unique across the function and every region nested in it; this gives each one's type.
   std::vector<Type> value_types;
@@ -115,6 +119,9 @@ struct Module {
   std::string producer;        // "StableHLO_v1.9.0"
   int version[3] = {0, 0, 0};  // from the producer string
   std::vector<Func> funcs;
+  // The Shardy meshes the module's manual computations name, as text ("{mesh = #sdy.mesh<[\"x\"=4]>}",
+  // the module's frontend attribute xla.sdy.meshes); "" when it has none.
+  std::string sdy_meshes;
 
   const Func* FindFunc(const std::string& name) const;  // "main" is the entry point
 };

@@ -16,6 +16,7 @@ StatusOr<Module> ReadArtifact(const uint8_t* data, size_t size) {
   VhloNormalizer normalizer;
   JMP_RETURN_IF_ERROR(reader.ReadIR(normalizer));
   module.funcs = std::move(normalizer.funcs());
+  module.sdy_meshes = std::move(normalizer.sdy_meshes());
   if (module.funcs.empty()) return InvalidArgument("malformed artifact: no functions");
   return module;
 }

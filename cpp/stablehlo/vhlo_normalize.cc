@@ -38,14 +38,25 @@ Status ReadProducer(std::string_view producer, Module* module) {
   return Status::Ok();
 }
 
-// Other dialects' discardable attributes (shardings, layouts, JAX's bookkeeping) are never decoded.
+// Other dialects' discardable attributes (layouts, JAX's bookkeeping) are never decoded; of shardings,
+// the forms XLA's own parser reads back (HloSharding strings, Shardy's exported text) are kept.
 bool VhloNormalizer::KeepAttribute(const std::string& name) const {
+  if (name == "mhlo.sharding" || name == "mhlo.frontend_attributes") return true;
   return name.rfind("mhlo.", 0) != 0 && name.rfind("sdy.", 0) != 0 && name.rfind("jax.", 0) != 0;
 }
 
-// A VHLO op's inherent attributes, in the sorted-name order its properties store them. Ops of other
-// dialects (builtin.module) carry nothing we use there.
+// A VHLO or Shardy op's inherent attributes, in the sorted-name order its properties store them. Ops of
+// other dialects (builtin.module) carry nothing we use there.
 const std::vector<std::string_view>* VhloNormalizer::PropertyNames(const EncodedOp& op) const {
+  if (op.dialect == "sdy") {
+    static const std::vector<std::string_view> kManual = {"in_shardings", "manual_axes", "out_shardings"};
+    static const std::vector<std::string_view> kMesh = {"mesh", "sym_name"};
+    static const std::vector<std::string_view> kSharding = {"sharding"};
+    if (op.name == "manual_computation") return &kManual;
+    if (op.name == "mesh") return &kMesh;
+    if (op.name == "sharding_constraint" || op.name == "reshard") return &kSharding;
+    return nullptr;
+  }
   const VhloOpInfo* info = op.dialect == "vhlo" ? FindVhloOp(op.name) : nullptr;
   return info ? &info->attr_names : nullptr;
 }
@@ -83,12 +94,17 @@ Status VhloNormalizer::FinishFunc(const AttrMap& attrs, Func* func, const std::s
       if (dict.kind != Attr::Kind::kDict)
         return InvalidArgument("malformed artifact: " + std::string(key) + "[" + std::to_string(i) + "] of @" +
                                func->name + " is not a dictionary (" + where + ")");
-      for (const auto& [name, value] : dict.dict)
+      for (const auto& [name, value] : dict.dict) {
         if ((name.rfind("sdy.", 0) != 0 && name.rfind("mhlo.", 0) != 0) || name == "mhlo.memory_kind")
           (*out)[i][name] = value;
+        if ((name == "mhlo.sharding" || name == "sdy.sharding") && value.kind == Attr::Kind::kString)
+          (out == &func->arg_attrs ? func->arg_shardings : func->result_shardings)[i] = value.s;
+      }
     }
     return Status::Ok();
   };
+  func->arg_shardings.assign(func->arg_types.size(), "");
+  func->result_shardings.assign(func->result_types.size(), "");
   JMP_RETURN_IF_ERROR(per_value_attrs("arg_attrs", func->arg_types.size(), &func->arg_attrs));
   JMP_RETURN_IF_ERROR(per_value_attrs("res_attrs", func->result_types.size(), &func->result_attrs));
   return Status::Ok();
@@ -99,6 +115,12 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
   Func* func = e.place.func;
   AttrMap& attrs = e.attrs;
   if (full == "builtin.module") {
+    auto frontend = attrs.find("mhlo.frontend_attributes");
+    if (frontend != attrs.end() && frontend->second.kind == Attr::Kind::kDict) {
+      auto meshes = frontend->second.dict.find("xla.sdy.meshes");
+      if (meshes != frontend->second.dict.end() && meshes->second.kind == Attr::Kind::kString)
+        sdy_meshes_ = meshes->second.s;
+    }
     std::vector<Region> body;
     return regions.Read(&body, nullptr, false);
   }
@@ -112,6 +134,16 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
     JMP_RETURN_IF_ERROR(FinishFunc(attrs, &f, full + " at byte " + std::to_string(e.offset)));
     funcs_.push_back(std::move(f));
     return Status::Ok();
+  }
+  if (!func && full == "sdy.mesh") {
+    // A mesh that shardings name: kept as text ("{mesh = #sdy.mesh<...>, ...}"), as Shardy's export
+    // writes a module's meshes.
+    auto name = attrs.find("sym_name");
+    auto mesh = attrs.find("mesh");
+    if (name != attrs.end() && mesh != attrs.end() && mesh->second.kind == Attr::Kind::kString) {
+      if (!sdy_meshes_.empty()) sdy_meshes_.pop_back();
+      sdy_meshes_ += (sdy_meshes_.empty() ? "{" : ", ") + name->second.s + " = " + mesh->second.s + "}";
+    }
   }
   if (!func) {
     // Module-level ops other than functions (sdy.mesh, ...) carry nothing we run.
@@ -141,6 +173,7 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
         (IsInteger(value.type.dtype) || value.type.dtype == DType::kBool)) {
       Attr ints;
       ints.kind = Attr::Kind::kInts;
+      ints.type = value.type;  // the shape of a 2-D list (replica_groups, source_target_pairs)
       size_t width = ByteSize(value.type.dtype);
       if (value.splat) {
         value.data = value.ExpandedData();
@@ -184,10 +217,13 @@ Status VhloNormalizer::Finish(EncodedOp& e, RegionReader& regions) {
   }
   // Sharding round trips leave casts between a tensor and the same tensor in builtin types: the
   // result is the operand.
+  // A Shardy op's values have builtin types, cast to and from VHLO's; the cast gives them theirs.
   if ((full == "builtin.unrealized_conversion_cast" || full == "sdy.sharding_constraint" || full == "sdy.reshard") &&
       op.operands.size() == 1 && op.results.size() == 1) {
     Type& result = func->value_types[static_cast<size_t>(op.results[0])];
-    if (result.kind != Type::Kind::kTensor) result = func->value_types[static_cast<size_t>(op.operands[0])];
+    Type& operand = func->value_types[static_cast<size_t>(op.operands[0])];
+    if (result.kind != Type::Kind::kTensor) result = operand;
+    if (operand.kind == Type::Kind::kOther && result.kind == Type::Kind::kTensor) operand = result;
   }
   op.attrs = std::move(attrs);
   JMP_RETURN_IF_ERROR(regions.Read(&op.regions, func, false));

@@ -1,6 +1,7 @@
 // From VHLO, as the bytecode reader hands it over, to our IR: every op version (`*_v1`, `*_v2`) becomes
 // its StableHLO op in the newest form, functions become Funcs, other dialects' discardable attributes
-// (sdy.*, mhlo.*, jax.*) and module-level ops are dropped.
+// (sdy.*, mhlo.*, jax.*) and module-level ops are dropped, but for shardings: mhlo.sharding and
+// mhlo.frontend_attributes (where Shardy's export leaves its meshes and manual computations' shardings).
 #pragma once
 
 #include <string>
@@ -24,11 +25,14 @@ class VhloNormalizer : public OpSink {
 
   // The functions read so far, in the artifact's order.
   std::vector<Func>& funcs() { return funcs_; }
+  // The module's xla.sdy.meshes frontend attribute, or "".
+  std::string& sdy_meshes() { return sdy_meshes_; }
 
  private:
   Status FinishFunc(const AttrMap& attrs, Func* func, const std::string& where);
 
   std::vector<Func> funcs_;
+  std::string sdy_meshes_;
 };
 
 }  // namespace jmp::shlo

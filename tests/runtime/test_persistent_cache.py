@@ -81,7 +81,7 @@ def entries(cache_dir):
     return [os.path.join(cache_dir, f) for f in os.listdir(cache_dir) if f.endswith("-cache")]
 
 
-MAGIC = b"JMPXEC04"
+MAGIC = b"JMPXEC05"
 
 
 def read_entries(cache_dir):

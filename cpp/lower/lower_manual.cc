@@ -1,0 +1,583 @@
+// Manual computations (shard_map, pmap), in the two forms a plugin receives: Shardy's op
+//   %o = sdy.manual_computation(%g) in_shardings=[...] out_shardings=[...] manual_axes={...} ({body})
+// and Shardy's export for XLA:
+//   %l = custom_call @xla.sdy.GlobalToLocalShape(%g)
+//   %r = call @xla.sdy.manual_computation_body(%l) {mhlo.frontend_attributes = {xla.sdy.in_shardings,
+//            xla.sdy.out_shardings, xla.sdy.manual_axes}}
+//   %o = custom_call @xla.sdy.LocalToGlobalShape(%r)
+// The program stays one global graph: the body is lowered once per device, on that device's slice of
+// each argument, and the results are assembled from the devices' pieces. Collectives in the body become
+// data movement between the copies (an all_reduce reduces the copies' operands in group order, as each
+// device would), partition_id is each copy's device. With auto axes beside the manual ones, a copy
+// stands for the devices that differ only along the auto axes (they compute the same).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "lower/lower_context.h"
+#include "lower/lower_families.h"
+#include "lower/sharding.h"
+
+namespace jmp::mps {
+
+namespace {
+
+// Whether a collective's ids are partitions (a channel: cross-partition, or flattened ids) rather than
+// replicas. VHLO carries the channel as channel_id (0: none); StableHLO as channel_handle.
+bool AcrossPartitions(const shlo::Op& op) {
+  if (op.Find("channel_handle")) return true;
+  const shlo::Attr* global = op.Find("use_global_device_ids");
+  if (global && (global->kind != shlo::Attr::Kind::kBool || global->b)) return true;
+  const shlo::Attr* id = op.Find("channel_id");
+  return id && ((id->kind == shlo::Attr::Kind::kInt && id->i > 0) ||
+                (id->kind == shlo::Attr::Kind::kInts && !id->ints.empty() && id->ints[0] > 0));
+}
+
+bool IsCollective(const std::string& name) {
+  return name == "stablehlo.all_reduce" || name == "stablehlo.all_gather" || name == "stablehlo.reduce_scatter" ||
+         name == "stablehlo.all_to_all" || name == "stablehlo.collective_permute" ||
+         name == "stablehlo.collective_broadcast";
+}
+
+bool HasCollective(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth);
+
+// Whether an op, its regions or the functions it calls hold a collective.
+bool OpHasCollective(const shlo::Module& module, const shlo::Op& op, int depth) {
+  if (depth > 64) return true;  // too deep to say: treated as holding one (it is unrolled, or refused)
+  if (IsCollective(op.name)) return true;
+  if (op.name == "func.call") {
+    const shlo::Attr* callee = op.Find("callee");
+    const shlo::Func* f = callee ? module.FindFunc(callee->s) : nullptr;
+    if (f && HasCollective(module, {f->body}, depth + 1)) return true;
+  }
+  return HasCollective(module, op.regions, depth + 1);
+}
+
+bool HasCollective(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth) {
+  for (const shlo::Region& region : regions)
+    for (const shlo::Block& block : region.blocks)
+      for (const shlo::Op& op : block.ops)
+        if (OpHasCollective(module, op, depth)) return true;
+  return false;
+}
+
+// The devices the body is lowered for: one per combination of the manual axes' coordinates, each the
+// device whose auto-axis coordinates are 0.
+struct Copies {
+  std::vector<int64_t> device;      // per copy, its device id (partition id)
+  std::vector<int> copy_of_device;  // per device id, its copy or -1
+};
+
+StatusOr<Copies> CopiesOf(const Mesh& mesh, const std::vector<int>& manual_axes) {
+  Copies c;
+  const int64_t n = mesh.size();
+  c.copy_of_device.assign(static_cast<size_t>(n), -1);
+  const size_t axes = mesh.axis_sizes.size();
+  for (int64_t position = 0; position < n; ++position) {
+    bool representative = true;
+    for (size_t a = axes, rest = static_cast<size_t>(position); a-- > 0;) {
+      const size_t coord = rest % static_cast<size_t>(mesh.axis_sizes[a]);
+      rest /= static_cast<size_t>(mesh.axis_sizes[a]);
+      const bool manual = std::find(manual_axes.begin(), manual_axes.end(), static_cast<int>(a)) != manual_axes.end();
+      if (!manual && coord != 0) representative = false;
+    }
+    if (!representative) continue;
+    c.copy_of_device[static_cast<size_t>(mesh.DeviceAt(position))] = static_cast<int>(c.device.size());
+    c.device.push_back(mesh.DeviceAt(position));
+  }
+  return c;
+}
+
+// Lowers a body once per copy, op by op, so that a collective sees every copy's operands.
+class Unroller {
+ public:
+  Unroller(LowerContext& cx, const Copies& copies) : cx_(cx), copies_(copies) {}
+
+  // Lowers `func`'s body in each copy on `args[c]`; returns each copy's results.
+  StatusOr<std::vector<std::vector<int>>> Call(const shlo::Func& func, const std::vector<std::vector<int>>& args,
+                                               int depth) {
+    if (func.body.blocks.size() != 1) return cx_.Unsupported("functions with several blocks are not supported");
+    return Run(func, func.body.blocks[0], args, depth, nullptr);
+  }
+
+  // Lowers `block` (of `func`) in each copy on `args[c]`. `outer`: the scope a region's block reads
+  // other values from (null for a function's body).
+  StatusOr<std::vector<std::vector<int>>> Run(const shlo::Func& func, const shlo::Block& block,
+                                              const std::vector<std::vector<int>>& args, int depth,
+                                              Scope* outer_scope) {
+    if (depth > 64) return cx_.Unsupported("calls nest too deeply in a manual computation");
+    const size_t n = copies_.device.size();
+    std::vector<Scope> scopes(n);
+    for (size_t c = 0; c < n; ++c) {
+      scopes[c].graph = &cx_.graph();
+      scopes[c].func = &func;
+      scopes[c].parent = outer_scope;
+      scopes[c].shares_parent_graph = outer_scope != nullptr;
+      if (args[c].size() != block.args.size())
+        return InvalidArgument("a manual computation's body takes another number of arguments");
+      for (size_t i = 0; i < args[c].size(); ++i) scopes[c].env[block.args[i]] = args[c][i];
+    }
+    Scope* outer = &cx_.scope();
+    Status status = Block(block, scopes, depth);
+    std::vector<std::vector<int>> results(n);
+    for (size_t c = 0; status.ok() && c < n; ++c) {
+      cx_.SwapScope(&scopes[c]);
+      StatusOr<std::vector<int>> r = cx_.Values(block.ops.back().operands);
+      if (!r.ok()) status = r.status();
+      if (r.ok()) results[c] = std::move(*r);
+    }
+    cx_.SwapScope(outer);
+    cx_.SetManual(-1, 0);
+    if (!status.ok()) return status;
+    return results;
+  }
+
+ private:
+  Status Block(const shlo::Block& block, std::vector<Scope>& scopes, int depth) {
+    if (block.ops.empty() || (block.ops.back().name != "func.return" && block.ops.back().name != "stablehlo.return" &&
+                              block.ops.back().name != "sdy.return"))
+      return InvalidArgument("a manual computation's body ends without a return");
+    for (const shlo::Op& op : block.ops) {
+      if (&op == &block.ops.back()) break;
+      if (IsCollective(op.name)) {
+        JMP_RETURN_IF_ERROR(Collective(op, scopes));
+        continue;
+      }
+      const bool holds = OpHasCollective(cx_.module(), op, 0);
+      if (holds && op.name == "func.call") {
+        JMP_RETURN_IF_ERROR(Inline(op, scopes, depth));
+        continue;
+      }
+      for (size_t c = 0; c < scopes.size(); ++c) {
+        cx_.SwapScope(&scopes[c]);
+        cx_.SetManual(copies_.device[c], static_cast<int64_t>(copies_.device.size()));
+        JMP_RETURN_IF_ERROR(cx_.LowerOp(op));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Inline(const shlo::Op& op, std::vector<Scope>& scopes, int depth) {
+    const shlo::Func* callee = cx_.module().FindFunc(op.Find("callee")->s);
+    if (!callee) {
+      cx_.SetOp(op);
+      return cx_.Unsupported("call to an unknown function");
+    }
+    std::vector<std::vector<int>> args(scopes.size());
+    for (size_t c = 0; c < scopes.size(); ++c) {
+      cx_.SwapScope(&scopes[c]);
+      JMP_ASSIGN_OR_RETURN(args[c], cx_.Values(op.operands));
+    }
+    JMP_ASSIGN_OR_RETURN(std::vector<std::vector<int>> results, Call(*callee, args, depth + 1));
+    for (size_t c = 0; c < scopes.size(); ++c) {
+      if (results[c].size() != op.results.size())
+        return InvalidArgument("@" + callee->name + " returns the wrong number of values");
+      for (size_t j = 0; j < op.results.size(); ++j) scopes[c].env[op.results[j]] = results[c][j];
+    }
+    return Status::Ok();
+  }
+
+  // The groups of copies a collective combines, each in the order its ids list them. Ids are partition
+  // ids (channel_handle or use_global_device_ids: cross-partition or flattened ids, the same with one
+  // replica); without either the groups are of replicas, and with one replica each device is alone.
+  StatusOr<std::vector<std::vector<size_t>>> Groups(const shlo::Op& op, const char* attr) {
+    const size_t n = copies_.device.size();
+    std::vector<std::vector<size_t>> groups;
+    if (!AcrossPartitions(op)) {
+      for (size_t c = 0; c < n; ++c) groups.push_back({c});
+      return groups;
+    }
+    const shlo::Attr* a = op.Find(attr);
+    std::vector<int64_t> ids;
+    size_t width = 0;
+    if (a && a->kind == shlo::Attr::Kind::kInts) {
+      ids = a->ints;
+      width = a->type.shape.size() == 2 ? static_cast<size_t>(a->type.shape[1]) : ids.size();
+    } else if (a) {
+      return cx_.Unsupported(std::string(attr) + " is not a list of device ids");
+    }
+    if (ids.empty()) {
+      groups.emplace_back();
+      for (size_t c = 0; c < n; ++c) groups.back().push_back(c);
+      return groups;
+    }
+    if (width == 0 || ids.size() % width) return cx_.Unsupported(std::string("malformed ") + attr);
+    std::vector<bool> seen(n, false);
+    for (size_t g = 0; g < ids.size() / width; ++g) {
+      std::vector<size_t> group;
+      bool others = false;  // devices no copy stands for: their group repeats a represented one
+      for (size_t k = 0; k < width; ++k) {
+        const int64_t id = ids[g * width + k];
+        if (id < 0) continue;  // padding of ragged groups
+        if (static_cast<size_t>(id) >= copies_.copy_of_device.size())
+          return cx_.Unsupported(std::string(attr) + " names device " + std::to_string(id) + ", beyond the program's " +
+                                 std::to_string(copies_.copy_of_device.size()));
+        const int c = copies_.copy_of_device[static_cast<size_t>(id)];
+        if (c < 0) {
+          others = true;
+          continue;
+        }
+        group.push_back(static_cast<size_t>(c));
+      }
+      if (others && !group.empty())
+        return cx_.Unsupported(std::string(attr) + " groups devices across the manual computation's auto axes");
+      if (others) continue;
+      for (size_t c : group) {
+        if (seen[c]) return cx_.Unsupported(std::string(attr) + " names a device twice");
+        seen[c] = true;
+      }
+      groups.push_back(std::move(group));
+    }
+    for (size_t c = 0; c < n; ++c)
+      if (!seen[c]) return cx_.Unsupported(std::string(attr) + " leaves a device out of every group");
+    return groups;
+  }
+
+  // Reduces values[0..] in order with the op's body, applied elementwise.
+  StatusOr<int> Reduce(const shlo::Op& op, const std::vector<int>& values, Scope& scope) {
+    if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1)
+      return cx_.Unsupported("collective without a reduction body");
+    cx_.SwapScope(&scope);
+    cx_.SetOp(op);
+    int acc = values[0];
+    for (size_t k = 1; k < values.size(); ++k) {
+      JMP_ASSIGN_OR_RETURN(std::vector<int> r, cx_.LowerBlockInline(op.regions[0].blocks[0], {acc, values[k]}));
+      if (r.size() != 1) return cx_.Unsupported("a reduction body with several results");
+      acc = r[0];
+    }
+    return acc;
+  }
+
+  int Concat(const std::vector<int>& parts, int64_t dim) {
+    if (parts.size() == 1) return parts[0];
+    TensorType t = cx_.Type(parts[0]);
+    for (size_t k = 1; k < parts.size(); ++k)
+      t.shape[static_cast<size_t>(dim)] += cx_.ShapeOf(parts[k])[static_cast<size_t>(dim)];
+    return cx_.Emit(OpKind::kConcat, parts, t.dtype, t.shape, AxisAttrs{dim});
+  }
+
+  // Part `index` of `count` equal parts of v along dim.
+  int Part(int v, int64_t dim, int64_t index, int64_t count) {
+    Shape shape = cx_.ShapeOf(v);
+    Shape starts(shape.size(), 0), ends = shape;
+    const int64_t size = shape[static_cast<size_t>(dim)] / count;
+    starts[static_cast<size_t>(dim)] = index * size;
+    ends[static_cast<size_t>(dim)] = (index + 1) * size;
+    return cx_.Slice(v, starts, ends);
+  }
+
+  Status Collective(const shlo::Op& op, std::vector<Scope>& scopes) {
+    const size_t n = scopes.size();
+    // Each copy's operands.
+    std::vector<std::vector<int>> in(n);
+    for (size_t c = 0; c < n; ++c) {
+      cx_.SwapScope(&scopes[c]);
+      cx_.SetOp(op);
+      JMP_ASSIGN_OR_RETURN(in[c], cx_.Values(op.operands));
+    }
+    cx_.SetOp(op);
+    std::vector<std::vector<int>> out(n, std::vector<int>(op.results.size(), -1));
+    const std::string& name = op.name;
+    if (name == "stablehlo.collective_permute") {
+      JMP_RETURN_IF_ERROR(Permute(op, in, out));
+    } else {
+      JMP_ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> groups,
+                           Groups(op, name == "stablehlo.collective_broadcast" ? "replica_groups" : "replica_groups"));
+      for (const std::vector<size_t>& group : groups) {
+        if (group.empty()) continue;
+        for (size_t i = 0; i < op.operands.size(); ++i) {
+          std::vector<int> values;
+          for (size_t c : group) values.push_back(in[c][i]);
+          JMP_RETURN_IF_ERROR(Combine(op, i, group, values, scopes, out));
+        }
+      }
+    }
+    for (size_t c = 0; c < n; ++c) {
+      cx_.SwapScope(&scopes[c]);
+      cx_.SetOp(op);
+      for (size_t j = 0; j < op.results.size(); ++j) {
+        if (out[c][j] < 0) return cx_.Unsupported("collective with results its operands do not give");
+        const shlo::Type& t = cx_.OutType(j);
+        if (cx_.ShapeOf(out[c][j]) != t.shape || cx_.DTypeOf(out[c][j]) != t.dtype)
+          return cx_.Unsupported("collective whose result type does not follow from its operands");
+        cx_.Bind(j, out[c][j]);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // One operand i over one group: each member's result i.
+  Status Combine(const shlo::Op& op, size_t i, const std::vector<size_t>& group, const std::vector<int>& values,
+                 std::vector<Scope>& scopes, std::vector<std::vector<int>>& out) {
+    const std::string& name = op.name;
+    const int64_t size = static_cast<int64_t>(group.size());
+    if (i >= op.results.size()) return cx_.Unsupported("collective with fewer results than operands");
+    if (name == "stablehlo.all_reduce") {
+      JMP_ASSIGN_OR_RETURN(int r, Reduce(op, values, scopes[group[0]]));
+      for (size_t c : group) out[c][i] = r;
+    } else if (name == "stablehlo.collective_broadcast") {
+      for (size_t c : group) out[c][i] = values[0];
+    } else if (name == "stablehlo.all_gather") {
+      JMP_ASSIGN_OR_RETURN(int64_t dim, cx_.IntAttr("all_gather_dim"));
+      if (dim < 0 || static_cast<size_t>(dim) >= cx_.ShapeOf(values[0]).size())
+        return cx_.Unsupported("all_gather_dim out of range");
+      const int r = Concat(values, dim);
+      for (size_t c : group) out[c][i] = r;
+    } else if (name == "stablehlo.reduce_scatter") {
+      JMP_ASSIGN_OR_RETURN(int64_t dim, cx_.IntAttr("scatter_dimension"));
+      const Shape shape = cx_.ShapeOf(values[0]);
+      if (dim < 0 || static_cast<size_t>(dim) >= shape.size() || shape[static_cast<size_t>(dim)] % size)
+        return cx_.Unsupported("scatter_dimension does not split evenly over the group");
+      JMP_ASSIGN_OR_RETURN(int r, Reduce(op, values, scopes[group[0]]));
+      cx_.SetOp(op);
+      for (size_t k = 0; k < group.size(); ++k) out[group[k]][i] = Part(r, dim, static_cast<int64_t>(k), size);
+    } else if (name == "stablehlo.all_to_all") {
+      JMP_ASSIGN_OR_RETURN(int64_t split, cx_.IntAttr("split_dimension"));
+      JMP_ASSIGN_OR_RETURN(int64_t concat, cx_.IntAttr("concat_dimension"));
+      const Shape shape = cx_.ShapeOf(values[0]);
+      if (split < 0 || concat < 0 || static_cast<size_t>(split) >= shape.size() ||
+          static_cast<size_t>(concat) >= shape.size() || shape[static_cast<size_t>(split)] % size)
+        return cx_.Unsupported("all_to_all dimensions do not split evenly over the group");
+      if (op.Find("split_count")) {
+        JMP_ASSIGN_OR_RETURN(int64_t count, cx_.IntAttr("split_count"));
+        if (count != size) return cx_.Unsupported("split_count differs from the group's size");
+      }
+      // Member k receives part k of every member's operand, in group order.
+      for (size_t k = 0; k < group.size(); ++k) {
+        std::vector<int> parts;
+        for (int v : values) parts.push_back(Part(v, split, static_cast<int64_t>(k), size));
+        out[group[k]][i] = Concat(parts, concat);
+      }
+    } else {
+      return cx_.Unsupported("collective not supported in a manual computation");
+    }
+    return Status::Ok();
+  }
+
+  // source_target_pairs: each target receives its source's operand; a copy no pair targets, zeros.
+  Status Permute(const shlo::Op& op, const std::vector<std::vector<int>>& in, std::vector<std::vector<int>>& out) {
+    if (op.operands.size() != 1 || op.results.size() != 1) return cx_.Unsupported("malformed collective_permute");
+    const shlo::Attr* a = op.Find("source_target_pairs");
+    std::vector<int64_t> pairs = a && a->kind == shlo::Attr::Kind::kInts ? a->ints : std::vector<int64_t>{};
+    if (pairs.size() % 2) return cx_.Unsupported("source_target_pairs of odd length");
+    const bool across_partitions = AcrossPartitions(op);
+    const size_t n = in.size();
+    for (size_t k = 0; k < pairs.size(); k += 2) {
+      int64_t source = pairs[k], target = pairs[k + 1];
+      if (!across_partitions) {
+        // Replica ids: with one replica only 0 exists, and each device sends to itself.
+        if (source != 0 || target != 0) return cx_.Unsupported("source_target_pairs names a replica other than 0");
+        for (size_t c = 0; c < n; ++c) out[c][0] = in[c][0];
+        continue;
+      }
+      for (int64_t id : {source, target})
+        if (id < 0 || static_cast<size_t>(id) >= copies_.copy_of_device.size())
+          return cx_.Unsupported("source_target_pairs names device " + std::to_string(id) + ", beyond the program's " +
+                                 std::to_string(copies_.copy_of_device.size()));
+      const int s = copies_.copy_of_device[static_cast<size_t>(source)];
+      const int t = copies_.copy_of_device[static_cast<size_t>(target)];
+      if (s < 0 || t < 0) continue;  // between devices no copy stands for: a repeat of a represented pair
+      if (out[static_cast<size_t>(t)][0] >= 0) return cx_.Unsupported("source_target_pairs names a target twice");
+      out[static_cast<size_t>(t)][0] = in[static_cast<size_t>(s)][0];
+    }
+    for (size_t c = 0; c < n; ++c)
+      if (out[c][0] < 0) {
+        const shlo::Type& t = cx_.OutType(0);
+        out[c][0] = cx_.Splat(t.dtype, t.shape, 0);
+      }
+    return Status::Ok();
+  }
+
+  LowerContext& cx_;
+  const Copies& copies_;
+};
+
+// A frontend attribute of the op being lowered, as text.
+StatusOr<std::string> Frontend(LowerContext& cx, const char* name) {
+  const shlo::Attr* attrs = cx.op().Find("mhlo.frontend_attributes");
+  if (attrs && attrs->kind == shlo::Attr::Kind::kDict) {
+    auto it = attrs->dict.find(name);
+    if (it != attrs->dict.end() && it->second.kind == shlo::Attr::Kind::kString) return it->second.s;
+  }
+  return cx.Unsupported(std::string("manual computation without its ") + name);
+}
+
+// "#sdy<manual_axes{\"x\", \"y\"}>": the axes' indices in `mesh`.
+StatusOr<std::vector<int>> ManualAxes(LowerContext& cx, const std::string& text, const Mesh& mesh) {
+  std::vector<int> axes;
+  size_t at = text.find('{');
+  const size_t end = text.rfind('}');
+  if (at == std::string::npos || end == std::string::npos || end < at) return cx.Unsupported("malformed manual_axes");
+  while (true) {
+    size_t open = text.find('"', at);
+    if (open == std::string::npos || open > end) break;
+    size_t close = text.find('"', open + 1);
+    if (close == std::string::npos || close > end) return cx.Unsupported("malformed manual_axes");
+    std::string name = text.substr(open + 1, close - open - 1);
+    if (!name.empty() && name.back() == '\\') name.pop_back();
+    const int k = mesh.AxisIndex(name);
+    if (k < 0) return cx.Unsupported("manual axis '" + name + "' is not an axis of the mesh");
+    axes.push_back(k);
+    at = close + 1;
+  }
+  return axes;
+}
+
+// Device d's tile of a global value.
+int Slice(LowerContext& cx, int global, const TileSharding& s, int64_t device) {
+  if (s.tiles.empty()) return global;
+  Shape shape = cx.ShapeOf(global);
+  Shape starts(shape.size()), ends(shape.size());
+  int64_t tile = s.device_tile.at(static_cast<size_t>(device));
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t size = shape[k] / s.tiles[k];
+    starts[k] = (tile % s.tiles[k]) * size;
+    ends[k] = starts[k] + size;
+    tile /= s.tiles[k];
+  }
+  return cx.Slice(global, starts, ends);
+}
+
+// The global value from the copies' tiles: each tile from the first copy holding it.
+StatusOr<int> Assemble(LowerContext& cx, const std::vector<int>& local, const TileSharding& s, const Copies& copies) {
+  if (s.tiles.empty()) return local[0];
+  int64_t count = 1;
+  for (int64_t t : s.tiles) count *= t;
+  std::vector<int> tile_value(static_cast<size_t>(count), -1);
+  for (size_t c = 0; c < copies.device.size(); ++c) {
+    const int64_t tile = s.device_tile.at(static_cast<size_t>(copies.device[c]));
+    if (tile_value[static_cast<size_t>(tile)] < 0) tile_value[static_cast<size_t>(tile)] = local[c];
+  }
+  for (int v : tile_value)
+    if (v < 0) return cx.Unsupported("a manual computation's result sharding leaves a piece on no device");
+  // Concatenated along the last dimension first, then outwards.
+  const size_t rank = s.tiles.size();
+  std::vector<int> level = tile_value;
+  for (size_t k = rank; k-- > 0;) {
+    const size_t t = static_cast<size_t>(s.tiles[k]);
+    std::vector<int> next;
+    for (size_t g = 0; g < level.size() / t; ++g) {
+      std::vector<int> parts(level.begin() + static_cast<std::ptrdiff_t>(g * t),
+                             level.begin() + static_cast<std::ptrdiff_t>((g + 1) * t));
+      if (parts.size() == 1) {
+        next.push_back(parts[0]);
+        continue;
+      }
+      TensorType type = cx.Type(parts[0]);
+      type.shape[k] *= static_cast<int64_t>(t);
+      next.push_back(cx.Emit(OpKind::kConcat, parts, type.dtype, type.shape, AxisAttrs{static_cast<int64_t>(k)}));
+    }
+    level = std::move(next);
+  }
+  return level[0];
+}
+
+// The op's attribute `name` as text (Shardy's attributes arrive as their text).
+StatusOr<std::string> TextAttr(LowerContext& cx, const char* name) {
+  const shlo::Attr* a = cx.op().Find(name);
+  if (a && a->kind == shlo::Attr::Kind::kString) return a->s;
+  return cx.Unsupported(std::string("manual computation without its ") + name);
+}
+
+// Either form: the call to an outlined body with frontend attributes, or sdy.manual_computation.
+Status ManualComputation(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (cx.manual_copies() > 0) return cx.Unsupported("a manual computation nested in another one is not supported");
+  const bool region = op.name == "sdy.manual_computation";
+  const shlo::Func* body = nullptr;
+  std::string in_text, out_text, axes_text;
+  if (region) {
+    if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1)
+      return cx.Unsupported("a manual computation without one body");
+    JMP_ASSIGN_OR_RETURN(in_text, TextAttr(cx, "in_shardings"));
+    JMP_ASSIGN_OR_RETURN(out_text, TextAttr(cx, "out_shardings"));
+    JMP_ASSIGN_OR_RETURN(axes_text, TextAttr(cx, "manual_axes"));
+  } else {
+    const shlo::Attr* callee_attr = op.Find("callee");
+    body = callee_attr ? cx.module().FindFunc(callee_attr->s) : nullptr;
+    if (!body) return cx.Unsupported("call to an unknown function");
+    JMP_ASSIGN_OR_RETURN(in_text, Frontend(cx, "xla.sdy.in_shardings"));
+    JMP_ASSIGN_OR_RETURN(out_text, Frontend(cx, "xla.sdy.out_shardings"));
+    JMP_ASSIGN_OR_RETURN(axes_text, Frontend(cx, "xla.sdy.manual_axes"));
+  }
+  Meshes meshes;
+  if (!cx.module().sdy_meshes.empty()) {
+    StatusOr<Meshes> m = ParseSdyMeshes(cx.module().sdy_meshes);
+    if (!m.ok()) return cx.Unsupported(m.status().message());
+    meshes = std::move(*m);
+  }
+  StatusOr<std::vector<SdySharding>> ins = ParseSdyShardings(in_text, meshes);
+  if (!ins.ok()) return cx.Unsupported(ins.status().message());
+  StatusOr<std::vector<SdySharding>> outs = ParseSdyShardings(out_text, meshes);
+  if (!outs.ok()) return cx.Unsupported(outs.status().message());
+  if (ins->size() != op.operands.size() || outs->size() != op.results.size())
+    return cx.Unsupported("a manual computation's shardings do not match its operands and results");
+  // The mesh: the shardings', else the module's only one.
+  const Mesh* mesh = nullptr;
+  if (!ins->empty()) mesh = &(*ins)[0].mesh;
+  if (!mesh && !outs->empty()) mesh = &(*outs)[0].mesh;
+  if (!mesh && meshes.size() == 1) mesh = &meshes.begin()->second;
+  if (!mesh) return cx.Unsupported("a manual computation without a mesh");
+  const int64_t devices = cx.partitioning().num_devices();
+  if (mesh->size() != devices)
+    return cx.Unsupported("a manual computation over " + std::to_string(mesh->size()) +
+                          " devices in a program compiled for " + std::to_string(devices));
+  JMP_ASSIGN_OR_RETURN(std::vector<int> manual_axes, ManualAxes(cx, axes_text, *mesh));
+  JMP_ASSIGN_OR_RETURN(Copies copies, CopiesOf(*mesh, manual_axes));
+
+  // Each copy's slice of each operand.
+  const size_t n = copies.device.size();
+  std::vector<std::vector<int>> args(n);
+  std::vector<int> results_ids = op.results;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    JMP_ASSIGN_OR_RETURN(int global, cx.In(i));
+    const Shape shape = cx.ShapeOf(global);
+    StatusOr<TileSharding> s = TilesOf((*ins)[i], shape.size(), devices);
+    if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
+    const shlo::Type& local = region ? cx.ShloType(op.regions[0].blocks[0].args.at(i)) : cx.InType(i);
+    for (size_t k = 0; k < shape.size(); ++k) {
+      const int64_t t = s->tiles.empty() ? 1 : s->tiles[k];
+      if (shape[k] % t != 0 || shape[k] / t != local.shape.at(k))
+        return cx.Unsupported("operand " + std::to_string(i) + " of global shape " + cx.Type(global).ToString() +
+                              " does not split into the body's argument " + local.ToString());
+    }
+    for (size_t c = 0; c < n; ++c) args[c].push_back(Slice(cx, global, *s, copies.device[c]));
+  }
+  const shlo::Op* call = &op;
+  Unroller unroller(cx, copies);
+  Scope* outer = &cx.scope();
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int>> results,
+      region ? unroller.Run(*outer->func, op.regions[0].blocks[0], args, 0, outer) : unroller.Call(*body, args, 0));
+  cx.SetOp(*call);
+  for (size_t j = 0; j < results_ids.size(); ++j) {
+    std::vector<int> local(n);
+    for (size_t c = 0; c < n; ++c) local[c] = results[c].at(j);
+    const Shape local_shape = cx.ShapeOf(local[0]);
+    StatusOr<TileSharding> s = TilesOf((*outs)[j], local_shape.size(), devices);
+    if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
+    JMP_ASSIGN_OR_RETURN(int global, Assemble(cx, local, *s, copies));
+    cx.BindShlo(results_ids[j], global);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsManualComputationBody(const std::string& callee) {
+  return callee.rfind("xla.sdy.manual_computation_body", 0) == 0;
+}
+
+void RegisterManualRules(std::map<std::string, LowerRule>& r) {
+  // The shape conversions around the outlined body: the call takes and gives global values (it slices
+  // and assembles them), so both pass their operands through.
+  RegisterRule(r, "custom_call:xla.sdy.GlobalToLocalShape", &PassThrough);
+  RegisterRule(r, "custom_call:xla.sdy.LocalToGlobalShape", &PassThrough);
+  // Shardy's export marks a function's results with their shardings; @main's are read from its
+  // attributes.
+  RegisterRule(r, "custom_call:xla.sdy.FuncResultSharding", &PassThrough);
+  RegisterRule(r, kManualComputationRule, &ManualComputation);
+  RegisterRule(r, "sdy.manual_computation", &ManualComputation);
+}
+
+}  // namespace jmp::mps

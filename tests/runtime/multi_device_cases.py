@@ -1,0 +1,260 @@
+"""Programs over four devices, each run on four metal devices and on four cpu devices and compared: values,
+and which device holds which shard. JAX fixes its device count per process, so test_multi_device.py
+runs this file in a process of its own (JAX_METAL_NUM_DEVICES=4 and four XLA:CPU devices); it is not
+collected otherwise (no test_ prefix)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jaxcompare import assert_close
+
+N = 4
+PLATFORMS = ("metal", "cpu")
+
+# Results sharded along a dimension other than the first come back to JAX with the whole array's shape
+# per device although the plugin returns each device its shard (the executable's output shapes and its
+# buffers are the shards'): not understood yet. strict: the mark fails once they pass.
+DIM1_OUTPUT = pytest.mark.xfail(strict=True, reason="results sharded along a later dimension reach JAX whole")
+
+
+def make_mesh(platform, shape=(N,), names=("x",)):
+    return Mesh(np.array(jax.devices(platform)[:N]).reshape(shape), names)
+
+
+def shard_map(fn, **kwargs):
+    """shard_map without the replication check (bodies here vary by device on purpose); the same call on
+    both platforms."""
+    sm = getattr(jax, "shard_map", None)
+    if sm is None:  # JAX releases before jax.shard_map
+        from jax.experimental.shard_map import shard_map as sm
+        return sm(fn, check_rep=False, **kwargs)
+    return sm(fn, check_vma=False, **kwargs)
+
+
+def layout(out):
+    """Per result: (position of the device in its platform's list, the shard's index, its data)."""
+    result = []
+    for leaf in jax.tree.leaves(out):
+        devices = list(jax.devices(next(iter(leaf.devices())).platform))
+        shards = sorted((devices.index(s.device), str(s.index), np.asarray(s.data)) for s in leaf.addressable_shards)
+        result.append((np.asarray(leaf), [(d, i) for d, i, _ in shards], [x for _, _, x in shards]))
+    return result
+
+
+def compare(build, *args, exact=False):
+    """build(mesh_of_platform) -> (fn, argument shardings); runs fn on both platforms' meshes."""
+    got = {}
+    for platform in PLATFORMS:
+        fn, shardings = build(platform)
+        placed = [jax.device_put(a, s) for a, s in zip(args, shardings)]
+        got[platform] = layout(fn(*placed))
+    assert len(got["metal"]) == len(got["cpu"])
+    for (mv, mplaces, mshards), (cv, cplaces, cshards) in zip(got["metal"], got["cpu"]):
+        assert_close(mv, cv, exact=exact, what="global value")
+        assert mplaces == cplaces, f"shards on {mplaces}, cpu has them on {cplaces}"
+        for m, c in zip(mshards, cshards):
+            assert_close(m, c, exact=exact, what="shard")
+
+
+X = np.arange(64, dtype=np.float32).reshape(8, 8) / 7.0
+I = np.arange(32, dtype=np.int32).reshape(8, 4)
+
+
+def test_devices_are_numbered_and_separate():
+    metal = jax.devices("metal")
+    assert [d.id for d in metal] == list(range(N))
+    assert len(jax.local_devices(backend="metal")) == N
+    arrays = [jax.device_put(np.full(3, k, np.float32), d) for k, d in enumerate(metal)]
+    for k, (a, d) in enumerate(zip(arrays, metal)):
+        assert a.devices() == {d}
+        np.testing.assert_array_equal(np.asarray(a), np.full(3, k, np.float32))
+    # Each device counts its own memory.
+    before = [d.memory_stats()["bytes_in_use"] for d in metal]
+    big = jax.device_put(np.ones(1 << 16, np.float32), metal[2])
+    after = [d.memory_stats()["bytes_in_use"] for d in metal]
+    assert after[2] - before[2] >= big.nbytes
+    assert after[0] == before[0] and after[1] == before[1] and after[3] == before[3]
+    del big
+
+
+def test_jit_runs_on_the_device_of_its_arguments():
+    metal = jax.devices("metal")
+    for d in metal:
+        x = jax.device_put(X, d)
+        y = jax.jit(lambda v: jnp.sin(v) @ v)(x)
+        assert y.devices() == {d}
+        assert_close(np.asarray(y), np.sin(X) @ X, rtol=1e-5, atol=1e-5)
+
+
+def test_copies_between_devices():
+    metal = jax.devices("metal")
+    x = jax.device_put(X, metal[1])
+    y = jax.device_put(x, metal[3])
+    assert y.devices() == {metal[3]}
+    np.testing.assert_array_equal(np.asarray(y), X)
+    z = jax.jit(lambda a, b: a + b)(jax.device_put(x, metal[0]), jax.device_put(y, metal[0]))
+    np.testing.assert_array_equal(np.asarray(z), 2 * X)
+
+
+@pytest.mark.parametrize("spec", [P("x"), P(None, "x"), P()])
+def test_device_put_with_named_sharding(spec):
+    compare(lambda p: (lambda a: a, [NamedSharding(make_mesh(p), spec)]), X, exact=True)
+
+
+@pytest.mark.parametrize("spec_in,spec_out", [(P("x"), P()), (P("x"), P("x")),
+                                              pytest.param(P(), P(None, "x"), marks=DIM1_OUTPUT),
+                                              (P(None, "x"), P("x"))])
+def test_jit_with_shardings(spec_in, spec_out):
+    def build(p):
+        m = make_mesh(p)
+        fn = jax.jit(lambda a: jnp.tanh(a) * 2 + a.sum(0), in_shardings=NamedSharding(m, spec_in),
+                     out_shardings=NamedSharding(m, spec_out))
+        return fn, [NamedSharding(m, spec_in)]
+
+    compare(build, X)
+
+
+@pytest.mark.parametrize("spec", [pytest.param(P("x", "y"), marks=DIM1_OUTPUT),
+                                  pytest.param(P("y", "x"), marks=DIM1_OUTPUT),
+                                  pytest.param(P(None, "y"), marks=DIM1_OUTPUT), P(("x", "y")), P("x", None)])
+def test_jit_on_a_2d_mesh(spec):
+    def build(p):
+        m = make_mesh(p, (2, 2), ("x", "y"))
+        s = NamedSharding(m, spec)
+        fn = jax.jit(lambda a, b: (a @ a.T + 1, (a * b).sum(1)), in_shardings=(s, s),
+                     out_shardings=(s, NamedSharding(m, P(spec[0]))))
+        return fn, [s, s]
+
+    compare(build, X, X[::-1].copy())
+
+
+def test_with_sharding_constraint():
+    def build(p):
+        m = make_mesh(p)
+
+        def f(a):
+            b = jax.lax.with_sharding_constraint(a * 3, NamedSharding(m, P(None, "x")))
+            return jnp.cumsum(b, axis=0)
+
+        return jax.jit(f, out_shardings=NamedSharding(m, P("x"))), [NamedSharding(m, P("x"))]
+
+    compare(build, X)
+
+
+def smap_case(body, in_specs, out_specs, mesh_shape=(N,), names=("x",)):
+    def build(p):
+        m = make_mesh(p, mesh_shape, names)
+        # out_shardings given: the plugin does not report the shardings XLA would choose for a jit.
+        fn = jax.jit(shard_map(body, mesh=m, in_specs=in_specs, out_specs=out_specs),
+                     out_shardings=NamedSharding(m, out_specs))
+        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,)
+        return fn, [NamedSharding(m, s) for s in specs]
+
+    return build
+
+
+@pytest.mark.parametrize("name,body,out_spec", [
+    ("psum", lambda a: jax.lax.psum(a, "x"), P()),
+    ("pmax", lambda a: jax.lax.pmax(a, "x"), P()),
+    ("pmean", lambda a: jax.lax.pmean(a, "x"), P()),
+    ("axis_index", lambda a: a * jax.lax.axis_index("x"), P("x")),
+    ("all_gather", lambda a: jax.lax.all_gather(a, "x"), P()),
+    ("all_gather_tiled", lambda a: jax.lax.all_gather(a, "x", axis=1, tiled=True), P()),
+    pytest.param("psum_scatter", lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True),
+                 P(None, "x"), marks=DIM1_OUTPUT),
+    ("ppermute_ring", lambda a: jax.lax.ppermute(a, "x", [(i, (i + 1) % N) for i in range(N)]), P("x")),
+    ("ppermute_partial", lambda a: jax.lax.ppermute(a, "x", [(0, 2), (1, 3)]), P("x")),
+    ("all_to_all", lambda a: jax.lax.all_to_all(a, "x", 1, 0, tiled=True), P("x")),
+])
+def test_shard_map_collectives(name, body, out_spec):
+    compare(smap_case(body, P("x"), out_spec), X)
+
+
+def test_shard_map_integer_psum_is_exact():
+    compare(smap_case(lambda a: jax.lax.psum(a * 3 - 1, "x"), P("x"), P()), I, exact=True)
+
+
+# Over a 2-D mesh the values differ from cpu's: not investigated yet.
+MESH_2D = pytest.mark.xfail(strict=True, reason="shard_map over a 2-D mesh differs from cpu")
+
+
+@pytest.mark.parametrize("axes,out_spec", [pytest.param("x", P(None, "y"), marks=MESH_2D),
+                                           pytest.param("y", P("x"), marks=MESH_2D),
+                                           pytest.param(("x", "y"), P(), marks=MESH_2D)])
+def test_shard_map_on_a_2d_mesh(axes, out_spec):
+    def body(a):
+        s = jax.lax.psum(a, axes)
+        return s + jax.lax.axis_index("x") * 10 + jax.lax.axis_index("y")
+
+    compare(smap_case(body, P("x", "y"), out_spec, (2, 2), ("x", "y")), X)
+
+
+def test_shard_map_mixes_with_global_code():
+    def build(p):
+        m = make_mesh(p)
+        inner = shard_map(lambda a, b: jax.lax.psum(a @ b, "x"), mesh=m, in_specs=(P(None, "x"), P("x")),
+                          out_specs=P())
+        fn = jax.jit(lambda a, b: jnp.exp(inner(a * 2, b) / 100) + a, out_shardings=NamedSharding(m, P()))
+        return fn, [NamedSharding(m, P()), NamedSharding(m, P("x"))]
+
+    compare(build, X, X.T.copy())
+
+
+def test_pmap_collectives():
+    got = {}
+    for platform in PLATFORMS:
+        devices = jax.devices(platform)[:N]
+
+        def f(a):
+            ring = jax.lax.ppermute(a, "i", [(k, (k + 1) % N) for k in range(N)])
+            return jax.lax.psum(a, "i") + ring * jax.lax.axis_index("i")
+
+        out = jax.pmap(f, axis_name="i", devices=devices)(X.reshape(N, 2, 8))
+        got[platform] = np.asarray(out)
+    assert_close(got["metal"], got["cpu"])
+
+
+def test_data_parallel_training_step():
+    """An MLP trained with the batch split over the devices and replicated parameters: the losses and
+    the parameters follow cpu's."""
+    rng = np.random.default_rng(0)
+    params = {"w1": rng.normal(size=(8, 16)).astype(np.float32) / 3, "b1": np.zeros(16, np.float32),
+              "w2": rng.normal(size=(16, 1)).astype(np.float32) / 4}
+    xs = rng.normal(size=(32, 8)).astype(np.float32)
+    ys = np.sin(xs.sum(1, keepdims=True)).astype(np.float32)
+
+    def loss(p, x, y):
+        h = jnp.tanh(x @ p["w1"] + p["b1"])
+        return jnp.mean((h @ p["w2"] - y) ** 2)
+
+    results = {}
+    for platform in PLATFORMS:
+        m = make_mesh(platform)
+        replicated, batch = NamedSharding(m, P()), NamedSharding(m, P("x"))
+
+        def step_fn(p, x, y):
+            value, grads = jax.value_and_grad(loss)(p, x, y)
+            return jax.tree.map(lambda a, g: a - 0.1 * g, p, grads), value
+
+        step = jax.jit(step_fn, out_shardings=replicated)
+        p = jax.device_put(params, replicated)
+        x, y = jax.device_put(xs, batch), jax.device_put(ys, batch)
+        losses = []
+        for _ in range(5):
+            p, value = step(p, x, y)
+            losses.append(float(value))
+        results[platform] = (losses, jax.tree.map(np.asarray, p))
+    assert_close(np.array(results["metal"][0]), np.array(results["cpu"][0]), rtol=1e-5, atol=1e-6)
+    assert_close(results["metal"][1], results["cpu"][1], rtol=1e-5, atol=1e-6)
+
+
+def test_donated_shards_are_consumed():
+    m = make_mesh("metal")
+    s = NamedSharding(m, P("x"))
+    x = jax.device_put(X, s)
+    y = jax.jit(lambda a: a * 2, donate_argnums=0, in_shardings=s, out_shardings=s)(x)
+    assert x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(y), X * 2)
