@@ -314,10 +314,13 @@ class FaultyExecutor : public Executor {
   StatusOr<std::shared_ptr<DeviceMemory>> Allocate(size_t bytes) override { return device_->Allocate(bytes); }
   StatusOr<std::unique_ptr<Executable>> Compile(const mps::Graph& graph) override {
     JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, device_->Compile(WithFaults(graph, faults_)));
-    for (FaultMode mode : {FaultMode::kAbort, FaultMode::kHang})
-      if (const PairRule* rule = HeldRule(faults_, mode, graph))
-        return std::unique_ptr<Executable>(std::make_unique<FaultyExecutable>(std::move(executable), *rule));
-    return executable;
+    return Faulty(graph, std::move(executable));
+  }
+  // A cached program loads with the same faults as a fresh compile: the device sees the faulted graph,
+  // and bytes made for the graph without them are compiled again there.
+  StatusOr<std::unique_ptr<Executable>> Load(const mps::Graph& graph, std::string_view serialized) override {
+    JMP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> executable, device_->Load(WithFaults(graph, faults_), serialized));
+    return Faulty(graph, std::move(executable));
   }
   void AwaitStarted() override { device_->AwaitStarted(); }
   PoolStats MemoryPoolStats() override { return device_->MemoryPoolStats(); }
@@ -325,6 +328,13 @@ class FaultyExecutor : public Executor {
   int64_t MemoryLimit() override { return device_->MemoryLimit(); }
 
  private:
+  std::unique_ptr<Executable> Faulty(const mps::Graph& graph, std::unique_ptr<Executable> executable) const {
+    for (FaultMode mode : {FaultMode::kAbort, FaultMode::kHang})
+      if (const PairRule* rule = HeldRule(faults_, mode, graph))
+        return std::make_unique<FaultyExecutable>(std::move(executable), *rule);
+    return executable;
+  }
+
   std::unique_ptr<Executor> device_;
   std::vector<PairRule> faults_;
 };

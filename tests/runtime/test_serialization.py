@@ -2,6 +2,11 @@
 compilation cache stores and loads: a loaded executable computes what the original does, and bytes that
 are not ours are refused with an error, the process alive."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,3 +75,26 @@ def test_foreign_or_damaged_bytes_are_refused(offset, replacement, message):
     with pytest.raises(Exception, match=message):
         load(backend, corrupt(good, offset, replacement))
     np.testing.assert_array_equal(run(load(backend, good), np.ones(2, np.float32))[0], [2, 2])
+
+
+LOAD_WITH_FAULTS = """
+import jax, jax.numpy as jnp, numpy as np, sys
+sys.path.insert(0, {here!r})
+from test_serialization import serialize, load, run
+x = np.linspace(-2, 2, 8, dtype=np.float32)
+backend, executable, data = serialize(lambda x: jnp.sin(x) + x, x)
+fresh = run(load(backend, data), x)[0]
+print("SAME" if np.array_equal(fresh, np.sin(x) + x) else "FAULTED")
+"""
+
+
+def test_a_cached_program_loads_with_injected_faults(tmp_path):
+    # The self-check's fault injection wraps the Metal side: a cached program must load there as a
+    # fresh compile does, faults included (it used to be refused as unexpected bytes).
+    here = str(pathlib.Path(__file__).parent)
+    env = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_INJECT_FAULTS="Add:float32",
+               JAX_METAL_CAPABILITIES="ignore", JAX_METAL_PLUGIN_CACHE=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", LOAD_WITH_FAULTS.format(here=here)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "FAULTED", proc.stdout + proc.stderr[-2000:]
