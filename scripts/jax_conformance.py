@@ -20,7 +20,8 @@ scripts/jax_conformance_known.txt, one test id a line with its root cause; a tes
 listed, or is listed and passes, makes the script exit 1, so the list only ever shrinks on purpose. An
 entry that holds only from (or only before) a JAX release carries a marker after its test id,
 `[>=0.11.0]` or `[<0.11.0]`, and is ignored for other installed versions; an entry without a marker
-holds for every version.
+holds for every version. An entry that holds only with Metal segments on one side (JAX_METAL_EXECUTOR:
+`metal`, `standin`, `placed`, `host`) carries that side as a marker, `[placed]`.
 """
 
 from __future__ import annotations
@@ -98,23 +99,34 @@ def _version_tuple(v):
     return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
 
 
-def load_known(path, version):
-    """The entries that hold for jax `version`: `test_id [>=X.Y.Z]  # cause` (the marker is optional)."""
+SIDES = ("metal", "standin", "placed", "host")
+
+
+def load_known(path, version, side=None):
+    """The entries that hold for jax `version` with Metal segments on `side`: `test_id [>=X.Y.Z] [placed]
+    # cause` (markers optional: a version bound, and the one Metal side the entry holds on)."""
     known = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 test, _, cause = line.partition("#")
-                m = re.fullmatch(r"(\S+)(?:\s+\[(>=|<)\s*([\d.]+)\])?", test.strip())
                 if not test.strip():
                     continue
+                m = re.fullmatch(r"(\S+)((?:\s+\[[^\]]*\])*)", test.strip())
                 if not m:
                     sys.exit(f"{path}: malformed entry: {line.strip()}")
-                if m.group(2):
-                    newer = _version_tuple(version) >= _version_tuple(m.group(3))
-                    if newer != (m.group(2) == ">="):
-                        continue
-                known[m.group(1)] = cause.strip()
+                holds = True
+                for marker in re.findall(r"\[([^\]]*)\]", m.group(2)):
+                    bound = re.fullmatch(r"(>=|<)\s*([\d.]+)", marker.strip())
+                    if bound:
+                        newer = _version_tuple(version) >= _version_tuple(bound.group(2))
+                        holds = holds and newer == (bound.group(1) == ">=")
+                    elif marker.strip() in SIDES:
+                        holds = holds and marker.strip() == side
+                    else:
+                        sys.exit(f"{path}: malformed marker [{marker}]: {line.strip()}")
+                if holds:
+                    known[m.group(1)] = cause.strip()
     return known
 
 
@@ -181,13 +193,16 @@ def main():
     version = tree_version(args.jax_tree)
     if version != jax.__version__ and not args.any_version:
         sys.exit(f"the tree is jax {version}, the installed jax is {jax.__version__}: use the matching tag")
-    known = load_known(args.known, jax.__version__)
+    from jax_metal_plugin import _native
+    side = _native.metal_side()  # what the files' processes will run Metal segments on (same environment)
+    known = load_known(args.known, jax.__version__, side)
     out_dir = tempfile.mkdtemp(prefix="jax-conformance-")
     tests_dir = os.path.join(out_dir, "tests")
     shutil.copytree(os.path.join(args.jax_tree, "tests"), tests_dir)
 
     caches = "kept" if args.keep_caches else f"emptied above {args.rss_limit:g} GiB"
-    print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, JAX's caches {caches}, {len(args.files)} files, "
+    print(f"jax {jax.__version__}, JAX_PLATFORMS=metal, Metal segments on {side}, JAX's caches {caches}, "
+          f"{len(args.files)} files, "
           f"logs in {out_dir}")
     print(f"{'file':28} {'passed':>7} {'failed':>7} {'skipped':>8} {'rate':>8} {'peak RSS':>9} {'time':>7}")
     everything, problems = {}, []

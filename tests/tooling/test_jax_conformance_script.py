@@ -22,6 +22,19 @@ def test_known_list_version_markers(tmp_path):
     assert set(jc.load_known(str(path), "0.12.1")) == {"a_test::T::always", "a_test::T::from_011"}
 
 
+def test_known_list_side_markers(tmp_path):
+    path = tmp_path / "known.txt"
+    path.write_text("a_test::T::always  # cause a\n"
+                    "a_test::T::placed_only [placed]  # cause b\n"
+                    "a_test::T::both [>=0.11.0] [standin]  # cause c\n")
+    assert set(jc.load_known(str(path), "0.11.0", "placed")) == {"a_test::T::always", "a_test::T::placed_only"}
+    assert set(jc.load_known(str(path), "0.11.0", "standin")) == {"a_test::T::always", "a_test::T::both"}
+    assert set(jc.load_known(str(path), "0.10.2", "standin")) == {"a_test::T::always"}
+    path.write_text("a_test::T::x [gpu]  # no such side\n")
+    with pytest.raises(SystemExit):
+        jc.load_known(str(path), "0.11.0", "placed")
+
+
 def test_known_list_rejects_malformed_entry(tmp_path):
     path = tmp_path / "known.txt"
     path.write_text("a_test::T::x [=0.11.0]  # bad marker\n")
