@@ -213,115 +213,115 @@ class Rewriter {
   Step XlaStep(Op& op) {
     std::vector<int>& in = op.inputs;
     const std::string& loc = op.location;
-    switch (op.kind) {
-      case OpKind::kNegative: {
-        Op n;
-        if (Made(in[0], OpKind::kNegative, &n)) return Replace(op, n.inputs[0]);
-        return Step::kKeep;
-      }
-      case OpKind::kAdd: {
-        if (KnownAs(in[1], 0.0)) return Replace(op, in[0]);  // A + 0 => A (either zero)
-        if (KnownAs(in[0], 0.0)) return Replace(op, in[1]);
-        // A*C + B*C => (A+B)*C for C a power of two, when the products have no other user.
-        Op l, r;
-        if (Made(in[0], OpKind::kMultiply, &l) && Made(in[1], OpKind::kMultiply, &r) &&
-            users_[static_cast<size_t>(in[0])] == 1 && users_[static_cast<size_t>(in[1])] == 1 && in[0] != in[1])
-          for (int j : {1, 0}) {
-            const int c = l.inputs[static_cast<size_t>(j)];
-            if (!Known(c) || !PowerOfTwo(Splat(c))) continue;
-            for (int k : {0, 1}) {
-              const int d = r.inputs[static_cast<size_t>(k)];
-              if (!(d == c || (Known(d) && SameConstant(Splat(d), Splat(c))))) continue;
-              const int sum = Emit(OpKind::kAdd, {l.inputs[static_cast<size_t>(1 - j)], r.inputs[static_cast<size_t>(1 - k)]},
-                                   op.outputs[0], loc);
-              op.kind = OpKind::kMultiply;
-              in = {sum, c};
-              return Step::kChanged;
-            }
-          }
-        return Step::kKeep;
-      }
-      case OpKind::kSubtract: {
-        if (KnownAs(in[1], 0.0)) return Replace(op, in[0]);  // A - 0 => A
-        if (Known(in[1]) && !Known(in[0])) {                 // A - C => A + (-C)
-          const int c = Emit(OpKind::kNegative, {in[1]}, in[1], loc);
-          op.kind = OpKind::kAdd;
-          in = {in[0], c};
-          return Step::kChanged;
-        }
-        return Step::kKeep;
-      }
-      case OpKind::kMultiply: {
-        if (KnownAs(in[1], 1.0)) return Replace(op, in[0]);
-        if (KnownAs(in[0], 1.0)) return Replace(op, in[1]);
-        Op na, nb;
-        if (Made(in[0], OpKind::kNegative, &na) && Made(in[1], OpKind::kNegative, &nb)) {
-          in = {na.inputs[0], nb.inputs[0]};  // (-A) * (-B) => A * B
-          return Step::kChanged;
-        }
-        return Step::kKeep;
-      }
-      default:
-        return Step::kKeep;
+    // Only the four arithmetic kinds reach here (IsArithmetic); any other keeps its form.
+    if (op.kind == OpKind::kNegative) {
+      Op n;
+      if (Made(in[0], OpKind::kNegative, &n)) return Replace(op, n.inputs[0]);
+      return Step::kKeep;
     }
+    if (op.kind == OpKind::kAdd) {
+      if (KnownAs(in[1], 0.0)) return Replace(op, in[0]);  // A + 0 => A (either zero)
+      if (KnownAs(in[0], 0.0)) return Replace(op, in[1]);
+      // A*C + B*C => (A+B)*C for C a power of two, when the products have no other user.
+      Op l, r;
+      if (Made(in[0], OpKind::kMultiply, &l) && Made(in[1], OpKind::kMultiply, &r) &&
+          users_[static_cast<size_t>(in[0])] == 1 && users_[static_cast<size_t>(in[1])] == 1 && in[0] != in[1])
+        for (int j : {1, 0}) {
+          const int c = l.inputs[static_cast<size_t>(j)];
+          if (!Known(c) || !PowerOfTwo(Splat(c))) continue;
+          for (int k : {0, 1}) {
+            const int d = r.inputs[static_cast<size_t>(k)];
+            if (!(d == c || (Known(d) && SameConstant(Splat(d), Splat(c))))) continue;
+            const int sum =
+                Emit(OpKind::kAdd, {l.inputs[static_cast<size_t>(1 - j)], r.inputs[static_cast<size_t>(1 - k)]},
+                     op.outputs[0], loc);
+            op.kind = OpKind::kMultiply;
+            in = {sum, c};
+            return Step::kChanged;
+          }
+        }
+      return Step::kKeep;
+    }
+    if (op.kind == OpKind::kSubtract) {
+      if (KnownAs(in[1], 0.0)) return Replace(op, in[0]);  // A - 0 => A
+      if (Known(in[1]) && !Known(in[0])) {                 // A - C => A + (-C)
+        const int c = Emit(OpKind::kNegative, {in[1]}, in[1], loc);
+        op.kind = OpKind::kAdd;
+        in = {in[0], c};
+        return Step::kChanged;
+      }
+      return Step::kKeep;
+    }
+    if (op.kind == OpKind::kMultiply) {
+      if (KnownAs(in[1], 1.0)) return Replace(op, in[0]);
+      if (KnownAs(in[0], 1.0)) return Replace(op, in[1]);
+      Op na, nb;
+      if (Made(in[0], OpKind::kNegative, &na) && Made(in[1], OpKind::kNegative, &nb)) {
+        in = {na.inputs[0], nb.inputs[0]};  // (-A) * (-B) => A * B
+        return Step::kChanged;
+      }
+      return Step::kKeep;
+    }
+    return Step::kKeep;
   }
 
   // LLVM's instruction combiner: exact rewrites that put a negated product where an add reads it.
   Step LlvmStep(Op& op) {
     std::vector<int>& in = op.inputs;
     Op n;
-    switch (op.kind) {
-      case OpKind::kNegative:
-        if (Made(in[0], OpKind::kNegative, &n)) return Replace(op, n.inputs[0]);  // -(-X) => X
-        if (Made(in[0], OpKind::kMultiply, &n))
-          for (int j = 0; j < 2; ++j)
-            if (Known(n.inputs[static_cast<size_t>(1 - j)])) {  // -(X * C) => X * -C
-              const int c = Emit(OpKind::kNegative, {n.inputs[static_cast<size_t>(1 - j)]}, in[0], op.location);
-              op.kind = OpKind::kMultiply;
-              in = {n.inputs[static_cast<size_t>(j)], c};
-              return Step::kChanged;
-            }
-        return Step::kKeep;
-      case OpKind::kMultiply:
-        if (KnownAs(in[1], 1.0)) return Replace(op, in[0]);
-        if (KnownAs(in[0], 1.0)) return Replace(op, in[1]);
-        for (int j = 0; j < 2; ++j)  // (-X) * C => X * -C
-          if (Known(in[static_cast<size_t>(1 - j)]) && Made(in[static_cast<size_t>(j)], OpKind::kNegative, &n)) {
-            const int c = Emit(OpKind::kNegative, {in[static_cast<size_t>(1 - j)]}, op.outputs[0], op.location);
-            in = {n.inputs[0], c};
-            return Step::kChanged;
-          }
+    if (op.kind == OpKind::kNegative) {
+      if (Made(in[0], OpKind::kNegative, &n)) return Replace(op, n.inputs[0]);  // -(-X) => X
+      if (Made(in[0], OpKind::kMultiply, &n))
         for (int j = 0; j < 2; ++j)
-          if (KnownAs(in[static_cast<size_t>(1 - j)], -1.0)) {  // X * -1 => -X
-            op.kind = OpKind::kNegative;
-            in = {in[static_cast<size_t>(j)]};
+          if (Known(n.inputs[static_cast<size_t>(1 - j)])) {  // -(X * C) => X * -C
+            const int c = Emit(OpKind::kNegative, {n.inputs[static_cast<size_t>(1 - j)]}, in[0], op.location);
+            op.kind = OpKind::kMultiply;
+            in = {n.inputs[static_cast<size_t>(j)], c};
             return Step::kChanged;
           }
-        return Step::kKeep;
-      case OpKind::kAdd:
-        for (int j = 0; j < 2; ++j)
-          if (Made(in[static_cast<size_t>(j)], OpKind::kNegative, &n)) {  // -X + Y => Y - X
-            op.kind = OpKind::kSubtract;
-            in = {in[static_cast<size_t>(1 - j)], n.inputs[0]};
-            return Step::kChanged;
-          }
-        return Step::kKeep;
-      case OpKind::kSubtract:
-        if (Made(in[1], OpKind::kNegative, &n)) {  // X - (-Y) => X + Y
-          op.kind = OpKind::kAdd;
-          in = {in[0], n.inputs[0]};
-          return Step::kChanged;
-        }
-        if (Made(in[0], OpKind::kNegative, &n)) {  // (-X) - Y => -(X + Y)
-          const int sum = Emit(OpKind::kAdd, {n.inputs[0], in[1]}, op.outputs[0], op.location);
-          op.kind = OpKind::kNegative;
-          in = {sum};
-          return Step::kChanged;
-        }
-        return Step::kKeep;
-      default:
-        return Step::kKeep;
+      return Step::kKeep;
     }
+    if (op.kind == OpKind::kMultiply) {
+      if (KnownAs(in[1], 1.0)) return Replace(op, in[0]);
+      if (KnownAs(in[0], 1.0)) return Replace(op, in[1]);
+      for (int j = 0; j < 2; ++j)  // (-X) * C => X * -C
+        if (Known(in[static_cast<size_t>(1 - j)]) && Made(in[static_cast<size_t>(j)], OpKind::kNegative, &n)) {
+          const int c = Emit(OpKind::kNegative, {in[static_cast<size_t>(1 - j)]}, op.outputs[0], op.location);
+          in = {n.inputs[0], c};
+          return Step::kChanged;
+        }
+      for (int j = 0; j < 2; ++j)
+        if (KnownAs(in[static_cast<size_t>(1 - j)], -1.0)) {  // X * -1 => -X
+          op.kind = OpKind::kNegative;
+          in = {in[static_cast<size_t>(j)]};
+          return Step::kChanged;
+        }
+      return Step::kKeep;
+    }
+    if (op.kind == OpKind::kAdd) {
+      for (int j = 0; j < 2; ++j)
+        if (Made(in[static_cast<size_t>(j)], OpKind::kNegative, &n)) {  // -X + Y => Y - X
+          op.kind = OpKind::kSubtract;
+          in = {in[static_cast<size_t>(1 - j)], n.inputs[0]};
+          return Step::kChanged;
+        }
+      return Step::kKeep;
+    }
+    if (op.kind == OpKind::kSubtract) {
+      if (Made(in[1], OpKind::kNegative, &n)) {  // X - (-Y) => X + Y
+        op.kind = OpKind::kAdd;
+        in = {in[0], n.inputs[0]};
+        return Step::kChanged;
+      }
+      if (Made(in[0], OpKind::kNegative, &n)) {  // (-X) - Y => -(X + Y)
+        const int sum = Emit(OpKind::kAdd, {n.inputs[0], in[1]}, op.outputs[0], op.location);
+        op.kind = OpKind::kNegative;
+        in = {sum};
+        return Step::kChanged;
+      }
+      return Step::kKeep;
+    }
+    return Step::kKeep;
   }
 
   // Arithmetic (and the constants placed for it) that no op or result reads any more.
@@ -350,11 +350,11 @@ class Rewriter {
 
   Graph& g_;
   const bool llvm_;
-  std::vector<int> repl_;      // per value: the value standing for it now (itself if none)
-  std::vector<int> maker_;     // per value: the index of its op in the rewritten graph, -1 for none
+  std::vector<int> repl_;       // per value: the value standing for it now (itself if none)
+  std::vector<int> maker_;      // per value: the index of its op in the rewritten graph, -1 for none
   std::vector<uint8_t> known_;  // per value: a float splat constant
-  std::vector<double> splat_;  // its element
-  std::vector<int> users_;     // per value: its users as XLA counts them (distinct ops, a result once)
+  std::vector<double> splat_;   // its element
+  std::vector<int> users_;      // per value: its users as XLA counts them (distinct ops, a result once)
   std::map<std::pair<OpKind, std::vector<int>>, int> computed_;  // arithmetic by kind and operands
 };
 

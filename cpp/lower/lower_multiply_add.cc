@@ -69,8 +69,8 @@ std::vector<uint64_t> ExpressionHashes(const Graph& g, bool leaves_alike) {
     h[static_cast<size_t>(g.inputs[i])] = type_hash(leaves_alike ? 1 : Mix(1, i), g.inputs[i]);
   for (const Op& op : g.ops) {
     const bool commutes = op.kind == OpKind::kAdd || op.kind == OpKind::kMultiply || op.kind == OpKind::kMultiplyAdd;
-    const bool arithmetic = commutes || op.kind == OpKind::kSubtract || op.kind == OpKind::kNegative ||
-                            op.kind == OpKind::kConstant;
+    const bool arithmetic =
+        commutes || op.kind == OpKind::kSubtract || op.kind == OpKind::kNegative || op.kind == OpKind::kConstant;
     if (leaves_alike && !arithmetic) {
       for (int v : op.outputs) h[static_cast<size_t>(v)] = type_hash(1, v);
       continue;
@@ -83,7 +83,8 @@ std::vector<uint64_t> ExpressionHashes(const Graph& g, bool leaves_alike) {
     for (int v : op.inputs) in.push_back(h[static_cast<size_t>(v)]);
     if (commutes && in.size() >= 2) std::sort(in.begin(), in.begin() + 2);
     for (uint64_t x : in) base = Mix(base, x);
-    for (size_t j = 0; j < op.outputs.size(); ++j) h[static_cast<size_t>(op.outputs[j])] = type_hash(Mix(base, j), op.outputs[j]);
+    for (size_t j = 0; j < op.outputs.size(); ++j)
+      h[static_cast<size_t>(op.outputs[j])] = type_hash(Mix(base, j), op.outputs[j]);
   }
   return h;
 }
@@ -122,8 +123,8 @@ void ContractMultiplyAdds(Graph& g) {
     for (int v : op.inputs) {
       const int m = maker[static_cast<size_t>(v)];
       const OpKind k = m >= 0 ? g.ops[static_cast<size_t>(m)].kind : OpKind::kAdd;
-      const bool broadcast = k == OpKind::kBroadcast || k == OpKind::kCoordinateAlongAxis ||
-                             (k == OpKind::kConstant && elements(v) == 1);
+      const bool broadcast =
+          k == OpKind::kBroadcast || k == OpKind::kCoordinateAlongAxis || (k == OpKind::kConstant && elements(v) == 1);
       relevant += !broadcast && true_rank(v) >= true_rank(out);
       if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v), read += elements(v);
     }
@@ -192,7 +193,8 @@ void ContractMultiplyAdds(Graph& g) {
   for (size_t i = 0; i < n; ++i) {
     const Op& op = g.ops[i];
     if ((op.kind != OpKind::kAdd && op.kind != OpKind::kSubtract) || op.inputs.size() != 2) continue;
-    const bool c0 = contractible(op.inputs[0], static_cast<int>(i)), c1 = contractible(op.inputs[1], static_cast<int>(i));
+    const bool c0 = contractible(op.inputs[0], static_cast<int>(i)),
+               c1 = contractible(op.inputs[1], static_cast<int>(i));
     if (c0 && c1 && op.kind == OpKind::kAdd) {
       if (form.empty()) form = ExpressionHashes(g, /*leaves_alike=*/true), full = ExpressionHashes(g, false);
       const size_t a = static_cast<size_t>(op.inputs[0]), b = static_cast<size_t>(op.inputs[1]);
@@ -227,7 +229,8 @@ void ContractMultiplyAdds(Graph& g) {
   std::vector<std::pair<int, int>> factors(n);  // per contracting op: its product's operands
   for (size_t i = 0; i < n; ++i)
     if (contracts[i] >= 0) {
-      const Op& m = g.ops[static_cast<size_t>(maker[static_cast<size_t>(g.ops[i].inputs[static_cast<size_t>(contracts[i])])])];
+      const Op& m =
+          g.ops[static_cast<size_t>(maker[static_cast<size_t>(g.ops[i].inputs[static_cast<size_t>(contracts[i])])])];
       factors[i] = {m.inputs[0], m.inputs[1]};
     }
   for (size_t i = 0; i < n; ++i) {

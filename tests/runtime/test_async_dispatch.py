@@ -93,7 +93,9 @@ def test_queued_runs_keep_order_donation_and_callbacks():
     # A contraction (products with a small matrix) to a fixed point of entries near tanh(0.5): the
     # result is far from the buffer's earlier contents, and errors do not grow with the trip count.
     w = matrix(2, scale=0.01)
-    loop = lambda x: lax.fori_loop(0, 3000, lambda i, c: jnp.tanh(c @ w + 0.5), x)  # noqa: E731
+    # Long enough (tens of ms) that the two calls after it are made while it still runs: a run
+    # finished by then leaves the queue idle, and the next call may run inline.
+    loop = lambda x: lax.fori_loop(0, 200_000, lambda i, c: jnp.tanh(c @ w + 0.5), x)  # noqa: E731
     dev = device("metal")
     long = jax.jit(loop, donate_argnums=0)
     add_one = jax.jit(lambda y: y + 1.0)
