@@ -131,6 +131,7 @@ const std::map<std::string_view, Type>& KnownOptions() {
       {"xla_enable_dumping", Type::kBool},
       {"xla_enable_hlo_passes_only", Type::kString},
       {"xla_force_host_platform_device_count", Type::kInt},
+      {"xla_gpu_auto_spmd_partitioning_memory_budget_ratio", Type::kDouble},
       {"xla_gpu_autotune_level", Type::kInt},
       {"xla_gpu_cuda_data_dir", Type::kString},
       {"xla_gpu_deterministic_ops", Type::kBool},

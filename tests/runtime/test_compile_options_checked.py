@@ -27,6 +27,7 @@ GOOD = [
     {"xla_cpu_enable_fast_math": False},
     {"xla_cpu_enable_fast_math": "False"},
     {"xla_step_marker_location": 1},
+    {"xla_gpu_auto_spmd_partitioning_memory_budget_ratio": 0.5},  # a GPU option: XLA:CPU takes it too
 ]
 
 
