@@ -192,8 +192,12 @@ class Rewriter {
       if (s == Step::kReplaced) return;
       if (s == Step::kKeep) break;
     }
-    // Equal ops are one (XLA's CSE): which products an add reads alone depends on it.
-    auto [seen, fresh] = computed_.try_emplace({op.kind, op.inputs}, out);
+    // Equal ops are one (XLA's CSE), an add or a multiply whatever its operands' order: which products
+    // an add reads alone depends on it.
+    std::vector<int> key = op.inputs;
+    if ((op.kind == OpKind::kAdd || op.kind == OpKind::kMultiply) && key.size() == 2 && key[1] < key[0])
+      std::swap(key[0], key[1]);
+    auto [seen, fresh] = computed_.try_emplace({op.kind, key}, out);
     if (!fresh) {
       Replace(op, seen->second);
       return;

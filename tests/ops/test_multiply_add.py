@@ -96,6 +96,9 @@ PATTERNS = {
     "other elementwise reader": (lambda a, b, c, d: (lambda p: (p + c, jnp.exp(p * d)))(a * b), True),
     "two adds, two results": (lambda a, b, c, d: (lambda p: (p + c, p - d))(a * b), True),
     "a reader returned and reused": (_output_and_loop, True),
+    # An add and its commuted twin are one op (XLA's CSE sees through operand order): the product then
+    # has one reader, and it is contracted.
+    "an add and its commuted twin": (lambda a, b, c, d: (lambda p: (p + c) + (c + p))(a * b), True),
 }
 
 
