@@ -169,24 +169,17 @@ StatusOr<int> LowerContext::LookupUnbroadcast(Scope* s, int shlo_id) {
   // A small constant is copied into the region rather than captured: JAX's serializer hoists a loop
   // body's constants out of it, and a captured one is a parameter no executor can fold, so a loop
   // broadcast its scalar factors again on every iteration.
-  auto c = constant_at_.find({s->parent->graph, outer});
-  if (c != constant_at_.end() && c->second < s->parent->graph->ops.size()) {
-    const Op& producer = s->parent->graph->ops[c->second];
-    if (producer.kind == OpKind::kConstant && producer.outputs.size() == 1 && producer.outputs[0] == outer &&
-        type.ByteSize() <= kCopiedConstantBytes) {
-      std::vector<uint8_t> data = producer.Attrs<ConstantAttrs>().data;
-      Scope* saved = SwapScope(s);
-      int inner = ConstantData(type.dtype, type.shape, std::move(data));
-      SwapScope(saved);
-      s->env[shlo_id] = inner;
-      auto splat = splats_.find({s->parent->graph, outer});
-      if (splat != splats_.end()) splats_[{s->graph, inner}] = splat->second;
-      return inner;
-    }
+  int inner;
+  const Op* constant = ConstantOp(s->parent->graph, outer);
+  if (constant && type.ByteSize() <= kCopiedConstantBytes) {
+    Scope* saved = SwapScope(s);
+    inner = ConstantData(type.dtype, type.shape, constant->Attrs<ConstantAttrs>().data);
+    SwapScope(saved);
+  } else {
+    inner = s->graph->AddValue(type.dtype, type.shape);
+    s->graph->inputs.push_back(inner);
+    s->captures.push_back({outer, inner});
   }
-  int inner = s->graph->AddValue(type.dtype, type.shape);
-  s->graph->inputs.push_back(inner);
-  s->captures.push_back({outer, inner});
   s->env[shlo_id] = inner;
   auto splat = splats_.find({s->parent->graph, outer});
   if (splat != splats_.end()) splats_[{s->graph, inner}] = splat->second;
@@ -530,10 +523,8 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
   if (whole) return x;
   // One element of a constant (threefry's rotation amounts) is a known scalar: later ops see a splat
   // (a shift by it needs no range check).
-  auto c = constant_at_.find({&graph(), x});
-  bool still_there = c != constant_at_.end() && c->second < graph().ops.size() &&
-                     graph().ops[c->second].kind == OpKind::kConstant && graph().ops[c->second].outputs[0] == x;
-  if (still_there && !IsComplex(DTypeOf(x)) && !out.empty()) {
+  const Op* constant = ConstantOp(&graph(), x);
+  if (constant && !IsComplex(DTypeOf(x)) && !out.empty()) {
     int64_t count = 1;
     for (int64_t d : out) count *= d;
     if (count == 1) {
@@ -542,7 +533,7 @@ int LowerContext::Slice(int x, Shape starts, Shape ends, Shape strides) {
       int64_t offset = 0;
       for (size_t i = 0; i < in.size(); ++i) offset += starts[i] * in_strides[i];
       size_t width = ByteSize(DTypeOf(x));
-      const std::vector<uint8_t>& data = graph().ops[c->second].Attrs<ConstantAttrs>().data;
+      const std::vector<uint8_t>& data = constant->Attrs<ConstantAttrs>().data;
       std::vector<uint8_t> one(data.begin() + offset * static_cast<int64_t>(width),
                                data.begin() + (offset + 1) * static_cast<int64_t>(width));
       double value = DecodeScalar(DTypeOf(x), one.data());
@@ -581,6 +572,13 @@ int LowerContext::ConstantData(DType dtype, Shape shape, std::vector<uint8_t> da
 }
 
 void LowerContext::RecordSplat(int v, double value) { splats_[{&graph(), v}] = value; }
+
+const Op* LowerContext::ConstantOp(const Graph* g, int v) const {
+  auto c = constant_at_.find({g, v});
+  if (c == constant_at_.end() || c->second >= g->ops.size()) return nullptr;
+  const Op& op = g->ops[c->second];  // later passes may have moved or replaced it
+  return op.kind == OpKind::kConstant && op.outputs.size() == 1 && op.outputs[0] == v ? &op : nullptr;
+}
 
 StatusOr<std::vector<int64_t>> LowerContext::IntsAttr(const std::string& name) const {
   const shlo::Attr* a = op_->Find(name);

@@ -183,6 +183,8 @@ class LowerContext {
   // amount or a compare of two splats costs one element, not a tensor.
   std::map<std::pair<const Graph*, int>, int> one_source_;
   std::map<std::pair<const Graph*, int>, size_t> constant_at_;  // a Constant's op index in its graph
+  // The Constant op making v in g, if it still stands where it was emitted.
+  const Op* ConstantOp(const Graph* g, int v) const;
   std::map<std::pair<const Graph*, int>, std::pair<int, std::vector<int64_t>>> transpose_of_;  // operand, perm
   int OneSource(int v);
 };
