@@ -384,4 +384,23 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
   return out;
 }
 
+std::string HloShardingText(const TileSharding& sharding, int64_t num_devices) {
+  int64_t tiles = 1;
+  for (int64_t t : sharding.tiles) tiles *= t;
+  if (tiles <= 1 || sharding.device_tile.size() != static_cast<size_t>(num_devices)) return "{replicated}";
+  // Devices in tile order; the devices sharing a tile are consecutive, in ascending id.
+  std::vector<int64_t> order;
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    for (int64_t d = 0; d < num_devices; ++d)
+      if (sharding.device_tile[static_cast<size_t>(d)] == tile) order.push_back(d);
+  const int64_t copies = num_devices / tiles;
+  std::string out = "{devices=[";
+  for (size_t k = 0; k < sharding.tiles.size(); ++k) out += (k ? "," : "") + std::to_string(sharding.tiles[k]);
+  if (copies > 1) out += "," + std::to_string(copies);
+  out += "]";
+  for (size_t k = 0; k < order.size(); ++k) out += (k ? "," : "") + std::to_string(order[k]);
+  if (copies > 1) out += " last_tile_dim_replicate";
+  return out + "}";
+}
+
 }  // namespace jmp::mps

@@ -59,6 +59,7 @@ Status ExecutableGetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args* args);
 Status ExecutableOutputMemoryKinds(PJRT_Executable_OutputMemoryKinds_Args* args);
 Status ExecutableOutputElementTypes(PJRT_Executable_OutputElementTypes_Args* args);
 Status ExecutableOutputDimensions(PJRT_Executable_OutputDimensions_Args* args);
+Status ExecutableOptimizedProgram(PJRT_Executable_OptimizedProgram_Args* args);
 Status ExecutableGetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryStats_Args* args);
 Status ExecutableFingerprint(PJRT_Executable_Fingerprint_Args* args);
 Status ExecutableSerialize(PJRT_Executable_Serialize_Args* args);

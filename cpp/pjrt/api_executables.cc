@@ -1,5 +1,6 @@
 // Entry points of executables: compiling a program, describing it, and executing it.
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -178,6 +179,26 @@ Status ExecutableGetCompiledMemoryStats(PJRT_Executable_GetCompiledMemoryStats_A
   args->host_temp_size_in_bytes = 0;
   args->peak_memory_in_bytes = sizes.arguments + sizes.outputs - sizes.aliased;
   args->total_size_in_bytes = sizes.arguments + sizes.outputs - sizes.aliased;
+  return Status::Ok();
+}
+
+// Only a program for several devices has one: XLA reads its shardings from it. For one device there is
+// nothing XLA needs, and an opaque module would only stand in for an HLO dump it cannot be.
+Status ExecutableOptimizedProgram(PJRT_Executable_OptimizedProgram_Args* args) {
+  JMP_REQUIRE(args->executable, "executable is null");
+  JMP_REQUIRE(args->program, "program is null");
+  const std::string& text = args->executable->program->optimized_program;
+  if (text.empty()) return Unimplemented("the metal platform has no optimized program for a one-device executable");
+  static constexpr char kFormat[] = "mlir";
+  args->program->format = kFormat;
+  args->program->format_size = sizeof(kFormat) - 1;
+  if (args->program->code == nullptr) {
+    args->program->code_size = text.size();
+    return Status::Ok();
+  }
+  JMP_REQUIRE(args->program->code_size >= text.size(), "the program buffer is smaller than code_size asked for");
+  std::memcpy(args->program->code, text.data(), text.size());
+  args->program->code_size = text.size();
   return Status::Ok();
 }
 

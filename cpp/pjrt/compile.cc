@@ -11,6 +11,7 @@
 #include "lower/lower.h"
 #include "pjrt/conversions.h"
 #include "pjrt/execute_sharded.h"
+#include "pjrt/optimized_program.h"
 #include "stablehlo/ir.h"
 #include "support/byte_stream.h"
 #include "support/trace.h"
@@ -123,6 +124,8 @@ void DescribeOutputs(CompiledProgram& p) {
     p.output_memory_kind_sizes.push_back(kind.size());
     p.output_bytes.push_back(t.ByteSize());
   }
+  const int64_t devices = p.num_replicas * p.num_partitions;
+  p.optimized_program = devices > 1 ? OptimizedProgramText(p.graph, p.signature, devices) : std::string();
 }
 
 ProgramSizes SizesOf(const CompiledProgram& program) {

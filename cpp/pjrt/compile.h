@@ -47,6 +47,8 @@ struct CompiledProgram {
   // The devices it is compiled for; the signature's shardings say how arguments and results lie on them.
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
+  // For several devices: the module XLA reads the shardings from (optimized_program.h); empty for one.
+  std::string optimized_program;
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
@@ -54,9 +56,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
                                                           const uint8_t* code, size_t code_size,
                                                           const mps::Partitioning& partitioning = {});
 
-// Fills what the C API hands out per output (types, dims, memory kinds, sizes) and runs_inline from
-// the graph, its signature's output dtypes and output_spaces: the same for a program compiled or loaded
-// from a serialized executable.
+// Fills what the C API hands out per output (types, dims, memory kinds, sizes), the optimized program and
+// runs_inline from the graph, its signature's output dtypes and output_spaces: the same for a program
+// compiled or loaded from a serialized executable.
 void DescribeOutputs(CompiledProgram& program);
 
 // Sizes the executable's buffers take: arguments, results, and how much of the results reuses donated

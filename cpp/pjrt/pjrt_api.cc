@@ -171,7 +171,7 @@ const PJRT_Api* GetApi() {
     JMP_OFFER(PJRT_Executable_SizeOfGeneratedCodeInBytes, ExecutableSizeOfGeneratedCodeInBytes)
     JMP_OFFER(PJRT_Executable_GetCostAnalysis, ExecutableGetCostAnalysis)
     JMP_OFFER(PJRT_Executable_OutputMemoryKinds, ExecutableOutputMemoryKinds)
-    JMP_DECLINE(PJRT_Executable_OptimizedProgram)
+    JMP_OFFER(PJRT_Executable_OptimizedProgram, ExecutableOptimizedProgram)
     JMP_OFFER(PJRT_Executable_Serialize, ExecutableSerialize)
     JMP_OFFER(PJRT_LoadedExecutable_Destroy, LoadedExecutableDestroy)
     JMP_OFFER(PJRT_LoadedExecutable_GetExecutable, LoadedExecutableGetExecutable)

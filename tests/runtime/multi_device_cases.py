@@ -14,15 +14,6 @@ from jaxcompare import assert_close
 N = 4
 PLATFORMS = ("metal", "cpu")
 
-# From jax 0.12, results sharded along a dimension other than the first come back to JAX with the whole
-# array's shape per device although the plugin returns each device its shard (the executable's output
-# shapes and its buffers are the shards'): not understood yet. With jax 0.10.2 they pass. strict: the
-# mark fails once they pass.
-_JAX = tuple(int(p) for p in jax.__version__.split(".")[:2])
-DIM1_OUTPUT = pytest.mark.xfail(_JAX >= (0, 12), strict=True,
-                                reason="results sharded along a later dimension reach JAX whole")
-
-
 def make_mesh(platform, shape=(N,), names=("x",)):
     return Mesh(np.array(jax.devices(platform)[:N]).reshape(shape), names)
 
@@ -108,7 +99,7 @@ def test_device_put_with_named_sharding(spec):
 
 
 @pytest.mark.parametrize("spec_in,spec_out", [(P("x"), P()), (P("x"), P("x")),
-                                              pytest.param(P(), P(None, "x"), marks=DIM1_OUTPUT),
+                                              (P(), P(None, "x")),
                                               (P(None, "x"), P("x"))])
 def test_jit_with_shardings(spec_in, spec_out):
     def build(p):
@@ -120,9 +111,7 @@ def test_jit_with_shardings(spec_in, spec_out):
     compare(build, X)
 
 
-@pytest.mark.parametrize("spec", [pytest.param(P("x", "y"), marks=DIM1_OUTPUT),
-                                  pytest.param(P("y", "x"), marks=DIM1_OUTPUT),
-                                  pytest.param(P(None, "y"), marks=DIM1_OUTPUT), P(("x", "y")), P("x", None)])
+@pytest.mark.parametrize("spec", [P("x", "y"), P("y", "x"), P(None, "y"), P(("x", "y")), P("x", None)])
 def test_jit_on_a_2d_mesh(spec):
     def build(p):
         m = make_mesh(p, (2, 2), ("x", "y"))
@@ -166,8 +155,7 @@ def smap_case(body, in_specs, out_specs, mesh_shape=(N,), names=("x",)):
     ("axis_index", lambda a: a * jax.lax.axis_index("x"), P("x")),
     ("all_gather", lambda a: jax.lax.all_gather(a, "x"), P()),
     ("all_gather_tiled", lambda a: jax.lax.all_gather(a, "x", axis=1, tiled=True), P()),
-    pytest.param("psum_scatter", lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True),
-                 P(None, "x"), marks=DIM1_OUTPUT),
+    ("psum_scatter", lambda a: jax.lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True), P(None, "x")),
     ("ppermute_ring", lambda a: jax.lax.ppermute(a, "x", [(i, (i + 1) % N) for i in range(N)]), P("x")),
     ("ppermute_partial", lambda a: jax.lax.ppermute(a, "x", [(0, 2), (1, 3)]), P("x")),
     ("all_to_all", lambda a: jax.lax.all_to_all(a, "x", 1, 0, tiled=True), P("x")),
@@ -180,19 +168,19 @@ def test_shard_map_integer_psum_is_exact():
     compare(smap_case(lambda a: jax.lax.psum(a * 3 - 1, "x"), P("x"), P()), I, exact=True)
 
 
-# Over a 2-D mesh the values differ from cpu's: not investigated yet.
-MESH_2D = pytest.mark.xfail(strict=True, reason="shard_map over a 2-D mesh differs from cpu")
-
-
-@pytest.mark.parametrize("axes,out_spec", [pytest.param("x", P(None, "y"), marks=MESH_2D),
-                                           pytest.param("y", P("x"), marks=MESH_2D),
-                                           pytest.param(("x", "y"), P(), marks=MESH_2D)])
-def test_shard_map_on_a_2d_mesh(axes, out_spec):
+@pytest.mark.parametrize("axes", ["x", "y", ("x", "y")])
+def test_shard_map_on_a_2d_mesh(axes):
     def body(a):
         s = jax.lax.psum(a, axes)
         return s + jax.lax.axis_index("x") * 10 + jax.lax.axis_index("y")
 
-    compare(smap_case(body, P("x", "y"), out_spec, (2, 2), ("x", "y")), X)
+    compare(smap_case(body, P("x", "y"), P("x", "y"), (2, 2), ("x", "y")), X)
+
+
+# A result replicated over the axes its psum spans: every device of those axes holds the same copy.
+@pytest.mark.parametrize("axes,out_spec", [("x", P(None, "y")), ("y", P("x")), (("x", "y"), P())])
+def test_shard_map_on_a_2d_mesh_replicated_results(axes, out_spec):
+    compare(smap_case(lambda a: jax.lax.psum(a * 3, axes), P("x", "y"), out_spec, (2, 2), ("x", "y")), X)
 
 
 def test_shard_map_mixes_with_global_code():

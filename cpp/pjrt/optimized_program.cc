@@ -1,0 +1,69 @@
+#include "pjrt/optimized_program.h"
+
+#include <vector>
+
+#include "lower/sharding.h"
+
+namespace jmp::pjrt {
+
+namespace {
+
+std::string TensorText(const std::vector<int64_t>& shape, DType dtype) {
+  std::string out = "tensor<";
+  for (int64_t d : shape) out += std::to_string(d) + "x";
+  return out + std::string(DTypeName(dtype)) + ">";
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t k = 0; k < parts.size(); ++k) out += (k ? ", " : "") + parts[k];
+  return out;
+}
+
+// An MLIR string literal of sharding text (which holds no quote or backslash).
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+std::string ShardingOf(const std::vector<mps::TileSharding>& shardings, size_t k, int64_t num_devices) {
+  return mps::HloShardingText(k < shardings.size() ? shardings[k] : mps::TileSharding{}, num_devices);
+}
+
+}  // namespace
+
+std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& signature, int64_t num_devices) {
+  std::vector<std::string> arg_types, args, params, result_types, results, outputs;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const DType dtype =
+        i < signature.input_dtypes.size() ? signature.input_dtypes[i] : graph.type(graph.inputs[i]).dtype;
+    arg_types.push_back(TensorText(graph.type(graph.inputs[i]).shape, dtype));
+    args.push_back("%arg" + std::to_string(i));
+    params.push_back(Quoted(ShardingOf(signature.input_shardings, i, num_devices)));
+  }
+  for (size_t j = 0; j < graph.outputs.size(); ++j) {
+    const DType dtype =
+        j < signature.output_dtypes.size() ? signature.output_dtypes[j] : graph.type(graph.outputs[j]).dtype;
+    result_types.push_back(TensorText(graph.type(graph.outputs[j]).shape, dtype));
+    results.push_back(graph.outputs.size() == 1 ? "%0" : "%0#" + std::to_string(j));
+    outputs.push_back(ShardingOf(signature.output_shardings, j, num_devices));
+  }
+  std::string attrs = "mhlo.num_partitions = " + std::to_string(num_devices) + " : i32";
+  if (!params.empty()) attrs += ", mhlo.spmd_parameters_shardings = [" + Join(params) + "]";
+  if (outputs.size() == 1) attrs += ", mhlo.spmd_output_sharding = " + Quoted(outputs[0]);
+  if (outputs.size() > 1) attrs += ", mhlo.spmd_output_sharding = " + Quoted("{" + Join(outputs) + "}");
+
+  std::string text = "module @main attributes {" + attrs + "} {\n";
+  text += "  func.func public @main(";
+  for (size_t i = 0; i < args.size(); ++i) text += (i ? ", " : "") + args[i] + ": " + arg_types[i];
+  text += ") -> (" + Join(result_types) + ") {\n";
+  if (!results.empty()) {
+    text += "    %0";
+    if (results.size() > 1) text += ":" + std::to_string(results.size());
+    text += " = stablehlo.custom_call @jax_metal_program(" + Join(args) + ") : (" + Join(arg_types) + ") -> (" +
+            Join(result_types) + ")\n";
+    text += "    return " + Join(results) + " : " + Join(result_types) + "\n";
+  } else {
+    text += "    return\n";
+  }
+  return text + "  }\n}\n";
+}
+
+}  // namespace jmp::pjrt

@@ -1,0 +1,17 @@
+// What XLA's side of the C API learns of a compiled program for several devices when it asks for the
+// "optimized program": an MLIR module with @main's global signature, its body one opaque custom call
+// (the program runs as an MPS op graph XLA cannot read), and the module attributes in which XLA reads
+// how each argument and result lies on the devices (mhlo.spmd_parameters_shardings,
+// mhlo.spmd_output_sharding). JAX sizes each device's shard of a result from the latter.
+#pragma once
+
+#include <string>
+
+#include "lower/lower.h"
+#include "mps/graph.h"
+
+namespace jmp::pjrt {
+
+std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& signature, int64_t num_devices);
+
+}  // namespace jmp::pjrt
