@@ -256,11 +256,11 @@ Status AttrTypeTable::DecodeSdyAttr(ByteReader& r, Attr* out, int depth) {
       }
       return Status::Ok();
     }
-    case kDimSharding: {  // axes, is_closed, optional priority
+    case kDimSharding: {  // axes, is_closed (one byte, not a varint), optional priority
       std::string text = "{";
       JMP_RETURN_IF_ERROR(list(&text));
-      uint64_t closed;
-      JMP_RETURN_IF_ERROR(r.VarInt(&closed));
+      uint8_t closed;
+      JMP_RETURN_IF_ERROR(r.Byte(&closed));
       if (!closed) text += text.size() > 1 ? ", ?" : "?";
       text += "}";
       uint64_t priority;

@@ -1,9 +1,13 @@
 """Our VHLO reader on artifacts jaxlib makes at StableHLO 0.9.0, 1.0.0, 1.9.0 and the current target."""
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from artifacts import PROGRAMS, VERSIONS, artifact
 from jax_metal_plugin import _native
+from jaxcompare import assert_close
 
 EXPECTED_OPS = {
     "elementwise": ["stablehlo.tanh", "stablehlo.exponential", "stablehlo.multiply"],
@@ -69,3 +73,13 @@ def test_argument_attributes_are_kept(version):
     assert header.startswith("func public @main(tensor<4xf32> {tf.aliasing_output = 0}, "
                              "tensor<2x2xf32> {jax.buffer_donor = true}, tensor<4xf32>) -> ("), header
     assert "sdy." not in header
+
+
+def test_sharding_constraint_with_an_open_dimension():
+    """Eager jnp.unstack of a key array constrains its argument with an open dimension ({?}), sent in
+    Shardy's bytecode (which writes whether a dimension is closed as one byte): it reads, and runs as on cpu."""
+    got = {}
+    for platform in ("metal", "cpu"):
+        keys = jax.device_put(jax.random.split(jax.random.key(0), 8), jax.devices(platform)[0])
+        got[platform] = [np.asarray(jax.random.key_data(k)) for k in jnp.unstack(keys)]
+    assert_close(got["metal"], got["cpu"], exact=True)
