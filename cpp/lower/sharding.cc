@@ -251,6 +251,8 @@ StatusOr<std::vector<SdySharding>> ParseSdyShardings(std::string_view text, cons
 
 StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t num_devices) {
   const Mesh& mesh = sharding.mesh;
+  // A mesh without axes or devices (JAX's empty_mesh) names no split: the value is whole everywhere.
+  if (mesh.axis_names.empty() && mesh.device_ids.empty()) return TileSharding{};
   if (mesh.size() != num_devices)
     return InvalidArgument("a sharding over a mesh of " + std::to_string(mesh.size()) + " devices in a program for " +
                            std::to_string(num_devices));
