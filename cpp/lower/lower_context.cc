@@ -248,22 +248,44 @@ StatusOr<Graph> LowerContext::BuildSubgraph(const std::vector<TensorType>& param
   StatusOr<std::vector<int>> outputs = build(param_values);
   SwapScope(outer);
   op_ = saved_op;
-  // Facts recorded about this subgraph's values must not outlive it (its address will be reused).
-  for (auto it = splats_.begin(); it != splats_.end();)
-    it = it->first.first == &sub ? splats_.erase(it) : std::next(it);
-  for (auto it = iota_axis_.begin(); it != iota_axis_.end();)
-    it = it->first.first == &sub ? iota_axis_.erase(it) : std::next(it);
-  for (auto it = one_source_.begin(); it != one_source_.end();)
-    it = it->first.first == &sub ? one_source_.erase(it) : std::next(it);
-  for (auto it = constant_at_.begin(); it != constant_at_.end();)
-    it = it->first.first == &sub ? constant_at_.erase(it) : std::next(it);
-  for (auto it = transpose_of_.begin(); it != transpose_of_.end();)
-    it = it->first.first == &sub ? transpose_of_.erase(it) : std::next(it);
+  ForgetFactsOf(&sub);
   if (!outputs.ok()) return outputs.status();
   sub.outputs = *outputs;
   captures->clear();
   for (auto& [outer_value, inner] : s.captures) captures->push_back(outer_value);
   return sub;
+}
+
+void LowerContext::ForgetFactsOf(const Graph* sub) {
+  auto forget = [sub](auto& facts) {
+    for (auto it = facts.begin(); it != facts.end();) it = it->first.first == sub ? facts.erase(it) : std::next(it);
+  };
+  forget(splats_);
+  forget(iota_axis_);
+  forget(one_source_);
+  forget(constant_at_);
+  forget(transpose_of_);
+}
+
+std::vector<int> UnionOf(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> u = a;
+  for (int v : b)
+    if (std::find(u.begin(), u.end(), v) == u.end()) u.push_back(v);
+  return u;
+}
+
+void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const std::vector<int>& all,
+                   const std::vector<TensorType>& all_types) {
+  std::vector<int> inputs(sub.inputs.begin(), sub.inputs.begin() + static_cast<ptrdiff_t>(fixed));
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto it = std::find(own.begin(), own.end(), all[i]);
+    if (it != own.end()) {
+      inputs.push_back(sub.inputs[fixed + static_cast<size_t>(it - own.begin())]);
+    } else {
+      inputs.push_back(sub.AddValue(all_types[i].dtype, all_types[i].shape));
+    }
+  }
+  sub.inputs = std::move(inputs);
 }
 
 StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region, const std::vector<TensorType>& params,

@@ -70,6 +70,9 @@ class LowerContext {
   using SubgraphBuilder = std::function<StatusOr<std::vector<int>>(const std::vector<int>& params)>;
   StatusOr<Graph> BuildSubgraph(const std::vector<TensorType>& params, const SubgraphBuilder& build,
                                 std::vector<int>* captures);
+  // Drops what was recorded about a subgraph's values (splats, iotas, constants) once it is built: its
+  // address will be reused by the next one.
+  void ForgetFactsOf(const Graph* sub);
   // Lowers a region's block inline on tensors (its scalar ops applied elementwise): args bound to
   // `args` (all of one shape, the lanes), the terminator's operands come back with that shape;
   // rank-0 values the block reads (its constants, captured outer scalars) are broadcast to it.
@@ -208,5 +211,13 @@ double HighestValue(DType dtype);                    // +inf for floats, the max
 using LowerRule = Status (*)(LowerContext& cx);
 void RegisterRule(std::map<std::string, LowerRule>& rules, const char* name, LowerRule rule);
 const std::map<std::string, LowerRule>& LowerRules();
+
+// Subgraphs that share their captured outer values (a While's condition and body, an If's branches):
+// the union of two capture lists, in first-seen order, and a subgraph built with the parameters
+// [first `fixed`..., one per value of `own`] given [first `fixed`..., one per value of `all`] (own ⊆ all;
+// the ones it does not read are unused parameters).
+std::vector<int> UnionOf(const std::vector<int>& a, const std::vector<int>& b);
+void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const std::vector<int>& all,
+                   const std::vector<TensorType>& all_types);
 
 }  // namespace jmp::mps

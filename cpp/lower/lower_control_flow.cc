@@ -9,29 +9,6 @@ namespace jmp::mps {
 
 namespace {
 
-// Gives `sub` the parameters [first `fixed` params..., one per value of `all`], where it was built
-// with [fixed..., one per value of `own`] (own ⊆ all, same outer values). Missing ones are unused.
-void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const std::vector<int>& all,
-                   const std::vector<TensorType>& all_types) {
-  std::vector<int> inputs(sub.inputs.begin(), sub.inputs.begin() + static_cast<ptrdiff_t>(fixed));
-  for (size_t i = 0; i < all.size(); ++i) {
-    auto it = std::find(own.begin(), own.end(), all[i]);
-    if (it != own.end()) {
-      inputs.push_back(sub.inputs[fixed + static_cast<size_t>(it - own.begin())]);
-    } else {
-      inputs.push_back(sub.AddValue(all_types[i].dtype, all_types[i].shape));
-    }
-  }
-  sub.inputs = std::move(inputs);
-}
-
-std::vector<int> Union(const std::vector<int>& a, const std::vector<int>& b) {
-  std::vector<int> u = a;
-  for (int v : b)
-    if (std::find(u.begin(), u.end(), v) == u.end()) u.push_back(v);
-  return u;
-}
-
 std::vector<TensorType> TypesOf(LowerContext& cx, const std::vector<int>& values) {
   std::vector<TensorType> types;
   for (int v : values) types.push_back(cx.Type(v));
@@ -58,7 +35,7 @@ Status While(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(Graph body, cx.LowerRegionToSubgraph(op.regions[1], carried, &body_caps));
   if (cond.outputs.size() != 1) return cx.Unsupported("while condition must return one value");
   if (body.outputs.size() != init.size()) return cx.Unsupported("while body returns the wrong number of values");
-  std::vector<int> caps = Union(cond_caps, body_caps);
+  std::vector<int> caps = UnionOf(cond_caps, body_caps);
   std::vector<TensorType> cap_types = TypesOf(cx, caps);
   AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
   AlignCaptures(body, init.size(), body_caps, caps, cap_types);
@@ -102,7 +79,7 @@ StatusOr<std::vector<int>> EmitIf(LowerContext& cx, int pred, const Builder& the
                        cx.BuildSubgraph({}, effects_only ? WithEmptyResult(cx, else_build) : else_build, &else_caps));
   if (then_g.outputs.size() != out_types.size() || else_g.outputs.size() != out_types.size())
     return cx.Unsupported("branches return the wrong number of values");
-  std::vector<int> caps = Union(then_caps, else_caps);
+  std::vector<int> caps = UnionOf(then_caps, else_caps);
   std::vector<TensorType> cap_types = TypesOf(cx, caps);
   AlignCaptures(then_g, 0, then_caps, caps, cap_types);
   AlignCaptures(else_g, 0, else_caps, caps, cap_types);

@@ -11,6 +11,7 @@
 // device would), partition_id is each copy's device. With auto axes beside the manual ones, a copy
 // stands for the devices that differ only along the auto axes (they compute the same).
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,27 +98,27 @@ class Unroller {
   StatusOr<std::vector<std::vector<int>>> Call(const shlo::Func& func, const std::vector<std::vector<int>>& args,
                                                int depth) {
     if (func.body.blocks.size() != 1) return cx_.Unsupported("functions with several blocks are not supported");
-    return Run(func, func.body.blocks[0], args, depth, nullptr);
+    return Run(func, func.body.blocks[0], args, depth, {});
   }
 
-  // Lowers `block` (of `func`) in each copy on `args[c]`. `outer`: the scope a region's block reads
-  // other values from (null for a function's body).
+  // Lowers `block` (of `func`) in each copy on `args[c]`. `outer[c]`: the scope copy c's block reads
+  // other values from (none for a function's body).
   StatusOr<std::vector<std::vector<int>>> Run(const shlo::Func& func, const shlo::Block& block,
                                               const std::vector<std::vector<int>>& args, int depth,
-                                              Scope* outer_scope) {
+                                              const std::vector<Scope*>& outer) {
     if (depth > 64) return cx_.Unsupported("calls nest too deeply in a manual computation");
     const size_t n = copies_.device.size();
     std::vector<Scope> scopes(n);
     for (size_t c = 0; c < n; ++c) {
       scopes[c].graph = &cx_.graph();
       scopes[c].func = &func;
-      scopes[c].parent = outer_scope;
-      scopes[c].shares_parent_graph = outer_scope != nullptr;
+      scopes[c].parent = outer.empty() ? nullptr : outer[c];
+      scopes[c].shares_parent_graph = !outer.empty();
       if (args[c].size() != block.args.size())
         return InvalidArgument("a manual computation's body takes another number of arguments");
       for (size_t i = 0; i < args[c].size(); ++i) scopes[c].env[block.args[i]] = args[c][i];
     }
-    Scope* outer = &cx_.scope();
+    Scope* current = &cx_.scope();
     Status status = Block(block, scopes, depth);
     std::vector<std::vector<int>> results(n);
     for (size_t c = 0; status.ok() && c < n; ++c) {
@@ -126,7 +127,7 @@ class Unroller {
       if (!r.ok()) status = r.status();
       if (r.ok()) results[c] = std::move(*r);
     }
-    cx_.SwapScope(outer);
+    cx_.SwapScope(current);
     cx_.SetManual(-1, 0);
     if (!status.ok()) return status;
     return results;
@@ -148,6 +149,10 @@ class Unroller {
         JMP_RETURN_IF_ERROR(Inline(op, scopes, depth));
         continue;
       }
+      if (holds && op.name == "stablehlo.while") {
+        JMP_RETURN_IF_ERROR(Loop(op, scopes, depth));
+        continue;
+      }
       for (size_t c = 0; c < scopes.size(); ++c) {
         cx_.SwapScope(&scopes[c]);
         cx_.SetManual(copies_.device[c], static_cast<int64_t>(copies_.device.size()));
@@ -155,6 +160,110 @@ class Unroller {
       }
     }
     return Status::Ok();
+  }
+
+  // A loop that holds a collective: one loop for every copy, carrying the copies' values side by side,
+  // so that each iteration's collectives see every copy's operands. It runs while copy 0's condition
+  // holds: on real devices copies that disagree on the trip count would wait forever in the
+  // collective, so a program whose copies agree is the only well-defined one.
+  Status Loop(const shlo::Op& op, std::vector<Scope>& scopes, int depth) {
+    cx_.SetOp(op);
+    if (op.regions.size() != 2) return cx_.Unsupported("while needs a condition and a body");
+    const size_t n = scopes.size(), k = op.operands.size();
+    std::vector<int> init;
+    for (size_t c = 0; c < n; ++c) {
+      cx_.SwapScope(&scopes[c]);
+      JMP_ASSIGN_OR_RETURN(std::vector<int> values, cx_.Values(op.operands));
+      init.insert(init.end(), values.begin(), values.end());
+    }
+    std::vector<TensorType> carried;
+    for (int v : init) carried.push_back(cx_.Type(v));
+    std::vector<int> cond_caps, body_caps;
+    JMP_ASSIGN_OR_RETURN(Graph cond, Region(op.regions[0], scopes, carried, depth, &cond_caps));
+    JMP_ASSIGN_OR_RETURN(Graph body, Region(op.regions[1], scopes, carried, depth, &body_caps));
+    cx_.SwapScope(&scopes[0]);
+    cx_.SetOp(op);
+    if (cond.outputs.size() != n || body.outputs.size() != init.size())
+      return cx_.Unsupported("while's regions return the wrong number of values");
+    cond.outputs.resize(1);
+    const std::vector<int> caps = UnionOf(cond_caps, body_caps);
+    std::vector<TensorType> cap_types;
+    for (int v : caps) cap_types.push_back(cx_.Type(v));
+    AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
+    AlignCaptures(body, init.size(), body_caps, caps, cap_types);
+    for (size_t i = 0; i < caps.size(); ++i) body.outputs.push_back(body.inputs[init.size() + i]);
+    std::vector<int> inputs = init;
+    inputs.insert(inputs.end(), caps.begin(), caps.end());
+    std::vector<TensorType> out_types = carried;
+    out_types.insert(out_types.end(), cap_types.begin(), cap_types.end());
+    Op w = cx_.NewOp(OpKind::kWhile, inputs);
+    w.subgraphs.push_back(std::move(cond));
+    w.subgraphs.push_back(std::move(body));
+    const std::vector<int> outputs = cx_.EmitOp(std::move(w), out_types);
+    for (size_t c = 0; c < n; ++c)
+      for (size_t i = 0; i < k; ++i) scopes[c].env[op.results.at(i)] = outputs[c * k + i];
+    return Status::Ok();
+  }
+
+  // One subgraph holding `region`'s block lowered for every copy: its parameters are `params` (each
+  // copy's k values, copy after copy) followed by the outer values the copies read (`captures`, each
+  // once); its outputs are the copies' results, copy after copy.
+  StatusOr<Graph> Region(const shlo::Region& region, std::vector<Scope>& scopes, const std::vector<TensorType>& params,
+                         int depth, std::vector<int>* captures) {
+    if (region.blocks.size() != 1) return cx_.Unsupported("regions with several blocks are not supported");
+    const size_t n = scopes.size(), k = params.size() / n;
+    Graph sub;
+    std::vector<int> values;
+    for (const TensorType& t : params) {
+      values.push_back(sub.AddValue(t.dtype, t.shape));
+      sub.inputs.push_back(values.back());
+    }
+    // Each copy's edge of the subgraph: what copy c reads from outside becomes a parameter there.
+    std::vector<Scope> edges(n);
+    std::vector<Scope*> outer(n);
+    std::vector<std::vector<int>> args(n);
+    for (size_t c = 0; c < n; ++c) {
+      edges[c].graph = &sub;
+      edges[c].func = scopes[c].func;
+      edges[c].parent = &scopes[c];
+      outer[c] = &edges[c];
+      args[c].assign(values.begin() + static_cast<std::ptrdiff_t>(c * k),
+                     values.begin() + static_cast<std::ptrdiff_t>((c + 1) * k));
+    }
+    Scope* current = cx_.SwapScope(&edges[0]);
+    StatusOr<std::vector<std::vector<int>>> results = Run(*scopes[0].func, region.blocks[0], args, depth + 1, outer);
+    cx_.SwapScope(current);
+    cx_.ForgetFactsOf(&sub);
+    if (!results.ok()) return results.status();
+    for (const std::vector<int>& r : *results) sub.outputs.insert(sub.outputs.end(), r.begin(), r.end());
+    // The captured parameters in input order, an outer value read by several copies merged into one.
+    std::map<int, int> outer_of;
+    for (const Scope& e : edges)
+      for (const auto& [outer_value, inner] : e.captures) outer_of[inner] = outer_value;
+    std::map<int, int> first_inner;  // outer value -> its parameter
+    std::map<int, int> merged;       // a repeated parameter -> the first one
+    std::vector<int> inputs(sub.inputs.begin(), sub.inputs.begin() + static_cast<std::ptrdiff_t>(params.size()));
+    captures->clear();
+    for (size_t i = params.size(); i < sub.inputs.size(); ++i) {
+      const int inner = sub.inputs[i];
+      const int outer_value = outer_of.at(inner);
+      auto [it, fresh] = first_inner.emplace(outer_value, inner);
+      if (!fresh) {
+        merged[inner] = it->second;
+        continue;
+      }
+      inputs.push_back(inner);
+      captures->push_back(outer_value);
+    }
+    sub.inputs = std::move(inputs);
+    auto rename = [&merged](int& v) {
+      auto it = merged.find(v);
+      if (it != merged.end()) v = it->second;
+    };
+    for (Op& o : sub.ops)
+      for (int& v : o.inputs) rename(v);
+    for (int& v : sub.outputs) rename(v);
+    return sub;
   }
 
   Status Inline(const shlo::Op& op, std::vector<Scope>& scopes, int depth) {
@@ -546,9 +655,10 @@ Status ManualComputation(LowerContext& cx) {
   const shlo::Op* call = &op;
   Unroller unroller(cx, copies);
   Scope* outer = &cx.scope();
-  JMP_ASSIGN_OR_RETURN(
-      std::vector<std::vector<int>> results,
-      region ? unroller.Run(*outer->func, op.regions[0].blocks[0], args, 0, outer) : unroller.Call(*body, args, 0));
+  JMP_ASSIGN_OR_RETURN(std::vector<std::vector<int>> results,
+                       region
+                           ? unroller.Run(*outer->func, op.regions[0].blocks[0], args, 0, std::vector<Scope*>(n, outer))
+                           : unroller.Call(*body, args, 0));
   cx.SetOp(*call);
   for (size_t j = 0; j < results_ids.size(); ++j) {
     std::vector<int> local(n);

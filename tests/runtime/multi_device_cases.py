@@ -164,6 +164,21 @@ def test_shard_map_collectives(name, body, out_spec):
     compare(smap_case(body, P("x"), out_spec), X)
 
 
+@pytest.mark.parametrize("name,body", [
+    ("fori_loop_psum", lambda a: jax.lax.fori_loop(0, 5, lambda i, c: jax.lax.psum(jnp.tanh(c), "x") / 4 + c, a)),
+    # The condition holds a collective too: every device agrees on the trip count through it.
+    ("while_ppermute", lambda a: jax.lax.while_loop(
+        lambda c: jax.lax.psum(c.sum(), "x") < 1000,
+        lambda c: c * 1.5 + jax.lax.ppermute(c, "x", [(i, (i + 1) % N) for i in range(N)]), a)),
+    ("scan_pmean", lambda a: jax.lax.scan(lambda c, x: (c + jax.lax.pmean(x, "x") * jax.lax.axis_index("x"),
+                                                        c.sum()), a[0], a)[0]),
+    ("nested_loops_all_gather", lambda a: jax.lax.fori_loop(0, 2, lambda i, c: jax.lax.fori_loop(
+        0, 2, lambda j, d: d + jax.lax.all_gather(d, "x", tiled=True)[:2] * 0.5, c), a)),
+])
+def test_shard_map_collectives_in_loops(name, body):
+    compare(smap_case(body, P("x"), P("x")), X)
+
+
 def test_shard_map_integer_psum_is_exact():
     compare(smap_case(lambda a: jax.lax.psum(a * 3 - 1, "x"), P("x"), P()), I, exact=True)
 
