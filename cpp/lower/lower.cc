@@ -13,22 +13,26 @@ namespace {
 StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning);
 StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
 
-// How each of @main's arguments (results) lies on the devices: its sdy.sharding or mhlo.sharding,
-// replicated when it has none. Only partitions split values; replicas (pmap's old form) are not supported.
+// How each of @main's arguments (results) lies on the devices: its sdy.sharding or mhlo.sharding;
+// without one an argument is whole on every device and a result takes the sharding the program states
+// for it elsewhere (UnspecifiedResultSharding). Only partitions split values; replicas (pmap's old form) are not
+// supported.
 StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, const std::vector<std::string>& texts,
                                                 const Graph& graph, const std::vector<int>& values,
-                                                const Partitioning& partitioning) {
+                                                const Partitioning& partitioning, bool results) {
   if (partitioning.num_replicas > 1)
     return Unimplemented("programs with several replicas (num_replicas " + std::to_string(partitioning.num_replicas) +
                          ") are not supported; the metal platform runs partitioned (SPMD) programs");
   std::vector<TileSharding> out;
   for (size_t i = 0; i < values.size(); ++i) {
     const std::string text = i < texts.size() ? texts[i] : "";
+    const size_t rank = graph.type(values[i]).shape.size();
     if (text.empty()) {
-      out.emplace_back();
+      out.push_back(
+          results ? UnspecifiedResultSharding(module, *module.FindFunc("main"), i, rank, partitioning.num_devices())
+                  : TileSharding{});
       continue;
     }
-    const size_t rank = graph.type(values[i]).shape.size();
     StatusOr<TileSharding> s = InvalidArgument("no sharding");
     if (text.rfind("#sdy", 0) == 0) {
       Meshes meshes;
@@ -66,10 +70,10 @@ StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partition
     if (partitioning.num_devices() > 1) {
       JMP_ASSIGN_OR_RETURN(program.signature.input_shardings,
                            ShardingsOf(module, module.FindFunc("main")->arg_shardings, program.graph,
-                                       program.graph.inputs, partitioning));
+                                       program.graph.inputs, partitioning, /*results=*/false));
       JMP_ASSIGN_OR_RETURN(program.signature.output_shardings,
                            ShardingsOf(module, module.FindFunc("main")->result_shardings, program.graph,
-                                       program.graph.outputs, partitioning));
+                                       program.graph.outputs, partitioning, /*results=*/true));
     }
     return program;
   } catch (const std::exception& e) {

@@ -50,7 +50,11 @@ StatusOr<std::vector<SdySharding>> ParseSdyShardings(std::string_view text, cons
 StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t num_devices);
 // The same for an HloSharding string.
 StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int64_t num_devices);
-// The inverse, as XLA prints it: "{replicated}", "{devices=[1,4]0,1,2,3}", with a trailing copies
+// For a @main result without a sharding: one found where the program states it (result_shardings.cc),
+// else whole on every device.
+TileSharding UnspecifiedResultSharding(const shlo::Module& module, const shlo::Func& main, size_t result, size_t rank,
+                                       int64_t num_devices);
+// The inverse of ParseHloSharding, as XLA prints it: "{replicated}", "{devices=[1,4]0,1,2,3}", with a trailing copies
 // dimension (last_tile_dim_replicate) where several devices hold one tile.
 std::string HloShardingText(const TileSharding& sharding, int64_t num_devices);
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "lower/sharding.h"
+#include "pjrt/execute_sharded.h"
 
 namespace jmp::pjrt {
 
@@ -23,8 +24,15 @@ std::string Join(const std::vector<std::string>& parts) {
 // An MLIR string literal of sharding text (which holds no quote or backslash).
 std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
 
-std::string ShardingOf(const std::vector<mps::TileSharding>& shardings, size_t k, int64_t num_devices) {
-  return mps::HloShardingText(k < shardings.size() ? shardings[k] : mps::TileSharding{}, num_devices);
+const mps::TileSharding& At(const std::vector<mps::TileSharding>& shardings, size_t k) {
+  static const mps::TileSharding kWhole;
+  return k < shardings.size() ? shardings[k] : kWhole;
+}
+
+// One device's piece: as in XLA's partitioned module, whose signature is each device's.
+std::vector<int64_t> ShardShape(const std::vector<int64_t>& shape, const mps::TileSharding& sharding) {
+  StatusOr<std::vector<int64_t>> dims = TileDims(shape, sharding.tiles);
+  return dims.ok() ? *dims : shape;
 }
 
 }  // namespace
@@ -34,16 +42,18 @@ std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& 
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const DType dtype =
         i < signature.input_dtypes.size() ? signature.input_dtypes[i] : graph.type(graph.inputs[i]).dtype;
-    arg_types.push_back(TensorText(graph.type(graph.inputs[i]).shape, dtype));
+    const mps::TileSharding& sharding = At(signature.input_shardings, i);
+    arg_types.push_back(TensorText(ShardShape(graph.type(graph.inputs[i]).shape, sharding), dtype));
     args.push_back("%arg" + std::to_string(i));
-    params.push_back(Quoted(ShardingOf(signature.input_shardings, i, num_devices)));
+    params.push_back(Quoted(mps::HloShardingText(sharding, num_devices)));
   }
   for (size_t j = 0; j < graph.outputs.size(); ++j) {
     const DType dtype =
         j < signature.output_dtypes.size() ? signature.output_dtypes[j] : graph.type(graph.outputs[j]).dtype;
-    result_types.push_back(TensorText(graph.type(graph.outputs[j]).shape, dtype));
+    const mps::TileSharding& sharding = At(signature.output_shardings, j);
+    result_types.push_back(TensorText(ShardShape(graph.type(graph.outputs[j]).shape, sharding), dtype));
     results.push_back(graph.outputs.size() == 1 ? "%0" : "%0#" + std::to_string(j));
-    outputs.push_back(ShardingOf(signature.output_shardings, j, num_devices));
+    outputs.push_back(mps::HloShardingText(sharding, num_devices));
   }
   std::string attrs = "mhlo.num_partitions = " + std::to_string(num_devices) + " : i32";
   if (!params.empty()) attrs += ", mhlo.spmd_parameters_shardings = [" + Join(params) + "]";

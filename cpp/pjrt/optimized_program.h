@@ -1,5 +1,6 @@
 // What XLA's side of the C API learns of a compiled program for several devices when it asks for the
-// "optimized program": an MLIR module with @main's global signature, its body one opaque custom call
+// "optimized program": an MLIR module with @main's signature as one device sees it (its shard of each
+// argument and result, as in XLA's partitioned module), its body one opaque custom call
 // (the program runs as an MPS op graph XLA cannot read), and the module attributes in which XLA reads
 // how each argument and result lies on the devices (mhlo.spmd_parameters_shardings,
 // mhlo.spmd_output_sharding). JAX sizes each device's shard of a result from the latter.

@@ -54,9 +54,9 @@ JMP_TEST(Sharding, OptimizedProgramDeclaresEveryValuesSharding) {
   EXPECT_TRUE(has("mhlo.spmd_parameters_shardings = [\"{devices=[4,1]0,1,2,3}\", \"{replicated}\"]"));
   EXPECT_TRUE(has("mhlo.spmd_output_sharding = \"{{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}, {replicated}}\""));
   EXPECT_TRUE(
-      has("func.func public @main(%arg0: tensor<8x4xf32>, %arg1: tensor<i32>) -> (tensor<8x4xf32>, tensor<i32>)"));
+      has("func.func public @main(%arg0: tensor<2x4xf32>, %arg1: tensor<i32>) -> (tensor<8x2xf32>, tensor<i32>)"));
   EXPECT_TRUE(has("%0:2 = stablehlo.custom_call @jax_metal_program(%arg0, %arg1)"));
-  EXPECT_TRUE(has("return %0#0, %0#1 : tensor<8x4xf32>, tensor<i32>"));
+  EXPECT_TRUE(has("return %0#0, %0#1 : tensor<8x2xf32>, tensor<i32>"));
 }
 
 }  // namespace

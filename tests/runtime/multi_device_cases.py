@@ -111,6 +111,26 @@ def test_jit_with_shardings(spec_in, spec_out):
     compare(build, X)
 
 
+# Without out_shardings XLA chooses each result's sharding and the executable reports it: the plugin
+# takes the one the program states (an argument's, a constraint's, a shard_map's out_specs) through ops
+# that keep the shape, as cpu's propagation gives it for these.
+@pytest.mark.parametrize("name", ["elementwise", "shard_map", "reduce", "constraint", "later_dimension"])
+def test_jit_without_out_shardings(name):
+    def build(p):
+        m = make_mesh(p)
+        sm = shard_map(lambda a: jax.lax.psum(a, "x") + a, mesh=m, in_specs=P("x"), out_specs=P("x"))
+        fn, spec = {
+            "elementwise": (lambda a: jnp.tanh(a) * 2, P("x")),
+            "shard_map": (sm, P("x")),
+            "reduce": (lambda a: a.sum(0), P("x")),
+            "constraint": (lambda a: jax.lax.with_sharding_constraint(a * 3, NamedSharding(m, P(None, "x"))) + 1, P("x")),
+            "later_dimension": (lambda a: a * 2 - 1, P(None, "x")),
+        }[name]
+        return jax.jit(fn), [NamedSharding(m, spec)]
+
+    compare(build, X)
+
+
 @pytest.mark.parametrize("spec", [P("x", "y"), P("y", "x"), P(None, "y"), P(("x", "y")), P("x", None)])
 def test_jit_on_a_2d_mesh(spec):
     def build(p):
@@ -139,7 +159,6 @@ def test_with_sharding_constraint():
 def smap_case(body, in_specs, out_specs, mesh_shape=(N,), names=("x",)):
     def build(p):
         m = make_mesh(p, mesh_shape, names)
-        # out_shardings given: the plugin does not report the shardings XLA would choose for a jit.
         fn = jax.jit(shard_map(body, mesh=m, in_specs=in_specs, out_specs=out_specs),
                      out_shardings=NamedSharding(m, out_specs))
         specs = in_specs if isinstance(in_specs, tuple) else (in_specs,)

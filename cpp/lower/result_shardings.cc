@@ -1,0 +1,128 @@
+// The sharding of a @main result JAX left unspecified (jit without out_shardings): XLA propagates
+// shardings through the program and chooses one; the executable must report some sharding, and any is
+// correct (execute_sharded.cc hands each device the piece the sharding names). This follows the value
+// back to where a sharding is stated, as XLA's propagation would find it for the common programs: a
+// manual computation's out_shardings (a jit of shard_map), a sharding constraint, an argument's
+// sharding, through ops that keep their operand's shape (elementwise math, updates in place). Anything
+// else is whole on every device.
+#include <map>
+
+#include "lower/sharding.h"
+
+namespace jmp::mps {
+
+namespace {
+
+// A frontend attribute of `op`, as text, or "".
+std::string Frontend(const shlo::Op& op, const char* name) {
+  const shlo::Attr* attrs = op.Find("mhlo.frontend_attributes");
+  if (!attrs || attrs->kind != shlo::Attr::Kind::kDict) return "";
+  auto it = attrs->dict.find(name);
+  return it != attrs->dict.end() && it->second.kind == shlo::Attr::Kind::kString ? it->second.s : "";
+}
+
+std::string StringAttr(const shlo::Op& op, const char* name) {
+  const shlo::Attr* a = op.Find(name);
+  return a && a->kind == shlo::Attr::Kind::kString ? a->s : "";
+}
+
+class Finder {
+ public:
+  Finder(const shlo::Module& module, const shlo::Func& main, int64_t num_devices)
+      : module_(module), main_(main), devices_(num_devices) {
+    if (!module.sdy_meshes.empty()) {
+      StatusOr<Meshes> m = ParseSdyMeshes(module.sdy_meshes);
+      if (m.ok()) meshes_ = std::move(*m);
+    }
+    if (main.body.blocks.size() == 1) {
+      const shlo::Block& block = main.body.blocks[0];
+      for (size_t i = 0; i < block.args.size(); ++i) argument_[block.args[i]] = i;
+      for (const shlo::Op& op : block.ops)
+        for (size_t j = 0; j < op.results.size(); ++j) producer_[op.results[j]] = {&op, j};
+    }
+  }
+
+  // The sharding found for value `id` (of rank `rank`), if any.
+  bool Find(int id, size_t rank, TileSharding* out, int depth = 0) {
+    if (depth > 64) return false;
+    auto arg = argument_.find(id);
+    if (arg != argument_.end())
+      return arg->second < main_.arg_shardings.size() && Parse(main_.arg_shardings[arg->second], rank, out);
+    auto it = producer_.find(id);
+    if (it == producer_.end()) return false;
+    const shlo::Op& op = *it->second.first;
+    const size_t j = it->second.second;
+    if (op.name == "sdy.manual_computation") return FromList(StringAttr(op, "out_shardings"), j, rank, out);
+    if (op.name == "sdy.sharding_constraint") return Parse(StringAttr(op, "sharding"), rank, out);
+    if (op.name == "stablehlo.custom_call") {
+      const shlo::Attr* target = op.Find("call_target_name");
+      const std::string name = target ? target->s : "";
+      if (name == "xla.sdy.LocalToGlobalShape" && op.operands.size() == op.results.size()) {
+        auto body = producer_.find(op.operands[j]);
+        return body != producer_.end() && body->second.first->name == "func.call" &&
+               FromList(Frontend(*body->second.first, "xla.sdy.out_shardings"), body->second.second, rank, out);
+      }
+      if (name == "Sharding") {
+        const std::string sdy = Frontend(op, "xla.sdy.sharding");
+        if (!sdy.empty()) return FromList(sdy, 0, rank, out);
+        const shlo::Attr* hlo = op.Find("mhlo.sharding");
+        return hlo && hlo->kind == shlo::Attr::Kind::kString && Parse(hlo->s, rank, out);
+      }
+    }
+    // An op that keeps an operand's shape: that operand's sharding, the first one found.
+    if (!op.regions.empty() || op.results.size() != 1) return false;
+    const shlo::Type& type = main_.value_types.at(static_cast<size_t>(id));
+    for (int operand : op.operands) {
+      const shlo::Type& t = main_.value_types.at(static_cast<size_t>(operand));
+      if (t.kind == shlo::Type::Kind::kTensor && t.shape == type.shape && Find(operand, rank, out, depth + 1))
+        return true;
+    }
+    return false;
+  }
+
+ private:
+  bool Parse(const std::string& text, size_t rank, TileSharding* out) {
+    if (text.empty()) return false;
+    StatusOr<TileSharding> s = InvalidArgument("");
+    if (text.rfind("#sdy", 0) == 0) {
+      StatusOr<SdySharding> sdy = ParseSdySharding(text, meshes_);
+      if (!sdy.ok()) return false;
+      s = TilesOf(*sdy, rank, devices_);
+    } else {
+      s = ParseHloSharding(text, rank, devices_);
+    }
+    if (!s.ok()) return false;
+    *out = std::move(*s);
+    return true;
+  }
+
+  bool FromList(const std::string& text, size_t j, size_t rank, TileSharding* out) {
+    StatusOr<std::vector<SdySharding>> list = ParseSdyShardings(text, meshes_);
+    if (!list.ok() || j >= list->size()) return false;
+    StatusOr<TileSharding> s = TilesOf((*list)[j], rank, devices_);
+    if (!s.ok()) return false;
+    *out = std::move(*s);
+    return true;
+  }
+
+  const shlo::Module& module_;
+  const shlo::Func& main_;
+  int64_t devices_;
+  Meshes meshes_;
+  std::map<int, size_t> argument_;
+  std::map<int, std::pair<const shlo::Op*, size_t>> producer_;
+};
+
+}  // namespace
+
+TileSharding UnspecifiedResultSharding(const shlo::Module& module, const shlo::Func& main, size_t result, size_t rank,
+                                       int64_t num_devices) {
+  if (main.body.blocks.size() != 1 || main.body.blocks[0].ops.empty()) return {};
+  const shlo::Op& ret = main.body.blocks[0].ops.back();
+  if (result >= ret.operands.size()) return {};
+  Finder finder(module, main, num_devices);
+  TileSharding s;
+  return finder.Find(ret.operands[result], rank, &s) ? s : TileSharding{};
+}
+
+}  // namespace jmp::mps
