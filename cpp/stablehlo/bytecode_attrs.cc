@@ -152,6 +152,8 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
   Status status;
   if (e.custom && names_.IsDialect(e.dialect, "vhlo")) {
     status = DecodeVhloType(*this, r, type.get(), depth + 1);
+  } else if (e.custom && names_.IsDialect(e.dialect, "builtin")) {
+    status = DecodeBuiltinType(r, type.get(), depth + 1);
   } else {
     type->kind = Type::Kind::kOther;
     type->other = e.custom ? "type of dialect " + names_.DialectName(e.dialect)
@@ -162,6 +164,85 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
   JMP_RETURN_IF_ERROR(status);
   types_[index] = std::move(type);
   return types_[index].get();
+}
+
+// MLIR's builtin type codes (BuiltinDialectBytecode.td); the ones a tensor of ours can hold.
+Status AttrTypeTable::DecodeBuiltinType(ByteReader& r, Type* out, int depth) {
+  enum : uint64_t {
+    kInteger = 0,
+    kIndex = 1,
+    kBFloat16 = 3,
+    kFloat16 = 4,
+    kFloat32 = 5,
+    kFloat64 = 6,
+    kComplex = 9,
+    kRankedTensor = 13,
+    kRankedTensorWithEncoding = 14,
+  };
+  uint64_t code;
+  JMP_RETURN_IF_ERROR(r.VarInt(&code));
+  auto scalar = [out](DType d) {
+    out->kind = Type::Kind::kTensor;
+    out->dtype = d;
+    out->shape.clear();
+    return Status::Ok();
+  };
+  auto other = [out](std::string what) {
+    out->kind = Type::Kind::kOther;
+    out->other = std::move(what);
+    return Status::Ok();
+  };
+  switch (code) {
+    case kInteger: {  // width << 2 | signedness (0 signless, 1 signed, 2 unsigned)
+      uint64_t v;
+      JMP_RETURN_IF_ERROR(r.VarInt(&v));
+      const int width = static_cast<int>(std::min<uint64_t>(v >> 2, 1024));
+      const bool is_unsigned = (v & 3) == 2;
+      if (width == 1) return scalar(DType::kBool);
+      const DType d =
+          width >= 8
+              ? FindDType(is_unsigned ? DTypeClass::kUnsignedInt : DTypeClass::kSignedInt, width, DType::kBool)
+              : FindDType(is_unsigned ? DTypeClass::kSubByteUnsigned : DTypeClass::kSubByteSigned, width, DType::kBool);
+      if (d != DType::kBool) return scalar(d);
+      return other("i" + std::to_string(width));
+    }
+    case kIndex: return scalar(DType::kI64);
+    case kBFloat16: return scalar(DType::kBF16);
+    case kFloat16: return scalar(DType::kF16);
+    case kFloat32: return scalar(DType::kF32);
+    case kFloat64: return scalar(DType::kF64);
+    case kComplex: {
+      JMP_ASSIGN_OR_RETURN(const Type* element, ReadTypeRef(r, depth));
+      if (element->kind == Type::Kind::kTensor && element->shape.empty() && element->dtype == DType::kF32)
+        return scalar(DType::kC64);
+      if (element->kind == Type::Kind::kTensor && element->shape.empty() && element->dtype == DType::kF64)
+        return scalar(DType::kC128);
+      return other("complex<" + element->ToString() + ">");
+    }
+    case kRankedTensorWithEncoding: {
+      JMP_ASSIGN_OR_RETURN(const Attr* encoding, ReadAttrRef(r, depth));
+      (void)encoding;
+      [[fallthrough]];
+    }
+    case kRankedTensor: {
+      uint64_t rank;
+      JMP_RETURN_IF_ERROR(r.Count(&rank));
+      std::vector<int64_t> shape(rank);
+      for (int64_t& d : shape) {
+        JMP_RETURN_IF_ERROR(r.SignedVarInt(&d));
+        if (d < 0) return Unimplemented("dynamic shapes are not supported (a tensor dimension is dynamic)");
+      }
+      JMP_ASSIGN_OR_RETURN(const Type* element, ReadTypeRef(r, depth));
+      if (element->kind != Type::Kind::kTensor || !element->shape.empty())
+        return other("tensor of " + element->ToString());
+      out->kind = Type::Kind::kTensor;
+      out->dtype = element->dtype;
+      out->shape = std::move(shape);
+      if (out->NumElements() < 0) return r.Error("tensor size overflows");
+      return Status::Ok();
+    }
+    default: return other("a builtin type (code " + std::to_string(code) + ")");
+  }
 }
 
 StatusOr<const Attr*> AttrTypeTable::DictValue(const Attr& entry) {

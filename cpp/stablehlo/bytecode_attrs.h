@@ -61,6 +61,9 @@ class AttrTypeTable {
   };
 
   Status DecodeBuiltinAttr(ByteReader& r, Attr* out, int depth);
+  // The builtin dialect's types: what VHLO does not convert (a Shardy region's argument types when its
+  // body holds no VHLO op) arrives as builtin tensors.
+  Status DecodeBuiltinType(ByteReader& r, Type* out, int depth);
   // Shardy's attributes (meshes, shardings, manual axes) as their text ("#sdy.sharding<@mesh, [{\"x\"}]>"),
   // which the lowering parses; other Shardy attributes stay opaque.
   Status DecodeSdyAttr(ByteReader& r, Attr* out, int depth);
