@@ -3,6 +3,9 @@ and which device holds which shard. JAX fixes its device count per process, so t
 runs this file in a process of its own (JAX_METAL_NUM_DEVICES=4 and four XLA:CPU devices); it is not
 collected otherwise (no test_ prefix)."""
 
+import importlib.util
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 from jaxcompare import assert_close
 
 N = 4
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 PLATFORMS = ("metal", "cpu")
 
 def make_mesh(platform, shape=(N,), names=("x",)):
@@ -285,3 +289,21 @@ def test_donated_shards_are_consumed():
     y = jax.jit(lambda a: a * 2, donate_argnums=0, in_shardings=s, out_shardings=s)(x)
     assert x.is_deleted()
     np.testing.assert_array_equal(np.asarray(y), X * 2)
+
+
+def test_data_parallel_example():
+    """examples/train_data_parallel.py on four devices, in both styles: the losses and parameters of one
+    device and of cpu's four. The jit style computes the same global program on any device count; the
+    shard_map style sums the devices' gradients in another order, a rounding per step that twelve steps of
+    SGD carry forward (the bound is the one the single-device examples use)."""
+    spec = importlib.util.spec_from_file_location("train_data_parallel", EXAMPLES / "train_data_parallel.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    one, one_params = example.train(1, "jit", "metal", steps=12)
+    for style in ("jit", "shard_map"):
+        metal, metal_params = example.train(N, style, "metal", steps=12)
+        cpu, cpu_params = example.train(N, style, "cpu", steps=12)
+        assert_close(metal, cpu, rtol=2e-4, atol=1e-5, what=f"{style}: losses against cpu")
+        assert_close(metal_params, cpu_params, rtol=2e-3, atol=2e-4, what=f"{style}: parameters against cpu")
+        assert_close(metal, one, rtol=2e-4, atol=1e-5, what=f"{style}: losses against one device")
+    assert one[-1] < 0.7 * one[0]
