@@ -2,6 +2,7 @@
 // StableHLO IR: bytecode_reader.cc walks the container, vhlo_normalize.cc gives each op its meaning.
 #include "stablehlo/bytecode_reader.h"
 #include "stablehlo/ir.h"
+#include "stablehlo/passes/region_shardings.h"
 #include "stablehlo/vhlo_normalize.h"
 
 namespace jmp::shlo {
@@ -18,6 +19,7 @@ StatusOr<Module> ReadArtifact(const uint8_t* data, size_t size) {
   module.funcs = std::move(normalizer.funcs());
   module.sdy_meshes = std::move(normalizer.sdy_meshes());
   if (module.funcs.empty()) return InvalidArgument("malformed artifact: no functions");
+  ForwardRegionShardings(module);
   return module;
 }
 

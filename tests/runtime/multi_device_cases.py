@@ -307,3 +307,22 @@ def test_data_parallel_example():
         assert_close(metal_params, cpu_params, rtol=2e-3, atol=2e-4, what=f"{style}: parameters against cpu")
         assert_close(metal, one, rtol=2e-4, atol=1e-5, what=f"{style}: losses against one device")
     assert one[-1] < 0.7 * one[0]
+
+
+def test_explicit_mesh_bodies():
+    """Under an explicit mesh JAX constrains the sharding of values inside reduction, scatter and
+    select_and_scatter bodies: those bodies read as their plain forms (a max pool's gradient, a scatter-add,
+    a sum)."""
+    x3 = (np.arange(8 * 16 * 4, dtype=np.float32).reshape(8, 16, 4) % 7) / 3
+    idx = np.array([3, 0, 3, 7], np.int32)
+    got = {}
+    for platform in PLATFORMS:
+        mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2,
+                             devices=jax.devices(platform)[:N])
+        with jax.set_mesh(mesh):
+            a = jax.device_put(x3, P("x", "y", None))
+            pool = jax.grad(lambda v: jax.lax.reduce_window(v, -jnp.inf, jax.lax.max, (1, 2, 1), (1, 2, 1),
+                                                            "SAME").sum())
+            scatter = lambda v: v.at[:, :, idx % 4].add(1.5)  # noqa: E731
+            got[platform] = jax.tree.map(np.asarray, jax.jit(lambda v: (pool(v), scatter(v), v.sum(1)))(a))
+    assert_close(got["metal"], got["cpu"])
