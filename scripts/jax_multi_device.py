@@ -7,9 +7,11 @@ several devices is how much of what CPU passes metal passes too.
 JAX_SRC is a JAX source tree at the installed jax's version (as for jax_conformance.py); FILEs are names in
 its tests/ folder (default: pmap_test, shard_map_test, pjit_test, array_test, api_test). Each file runs
 twice, each time in its own process: with JAX_PLATFORMS=metal and JAX_METAL_NUM_DEVICES=N, and with
-JAX_PLATFORMS=cpu and --xla_force_host_platform_device_count=N. Nothing is excluded: per file it prints what
-each side passes, how many of CPU's passes metal passes too (the rate), and with --list the tests CPU passes
-and metal does not. A skip counts as not passing on either side. Exit status 1 when the rate over every file
+JAX_PLATFORMS=cpu and --xla_force_host_platform_device_count=N. Per file it prints what each side passes and
+how many of CPU's passes metal passes too: the rate over all of them (nothing excluded; a skip counts as not
+passing), and the rate over those JAX itself runs on metal, leaving out the tests JAX's device tags
+(run_on_devices("cpu"), skip_on_devices) skip on every platform but CPU, which no plugin can pass. --list
+prints the tests CPU passes and metal does not. Exit status 1 when the rate over every file and every test
 is below --require (percent; default 0: only report).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -27,6 +30,18 @@ sys.path.insert(0, HERE)
 from jax_conformance import run_file, tree_version  # noqa: E402
 
 FILES = ["pmap_test", "shard_map_test", "pjit_test", "array_test", "api_test"]
+# JAX's own device tagging: a test that runs on CPU (or on CPU and GPU/TPU) only, skipped on any plugin.
+DEVICE_TAGS = re.compile(r"Skipped (unless running )?on devices with tags|run_on_devices|skip_on_devices")
+
+
+def tally(cpu, metal):
+    """One file's outcomes on both sides ({test: (state, why)}): the tests cpu passes, those metal passes
+    too, those JAX's device tags skip on metal, and the rest cpu passes and metal does not."""
+    cpu_passed = {t for t, (state, _) in cpu.items() if state == "passed"}
+    metal_passed = {t for t, (state, _) in metal.items() if state == "passed"}
+    both = cpu_passed & metal_passed
+    tagged = {t for t in cpu_passed - metal_passed if DEVICE_TAGS.search(metal.get(t, ("", ""))[1])}
+    return cpu_passed, both, tagged, sorted(cpu_passed - metal_passed - tagged)
 
 
 def main():
@@ -53,34 +68,40 @@ def main():
     sides = {"metal": {"JAX_METAL_NUM_DEVICES": n}, "cpu": {"XLA_FLAGS": flags}}
 
     print(f"jax {jax.__version__}, {n} devices a side, {len(args.files)} files, logs in {out_dir}")
-    print(f"{'file':16} {'cpu passed':>10} {'metal passed':>12} {'both':>6} {'rate':>8} {'time cpu/metal':>15}")
+    print(f"{'file':16} {'cpu passed':>10} {'metal passed':>12} {'both':>6} {'rate':>8} {'tagged':>7} "
+          f"{'rate run':>9} {'time cpu/metal':>15}")
     outcomes = {side: {} for side in sides}
-    total_cpu = total_both = 0
+    total_cpu = total_both = total_tagged = 0
     missing = []
     for name in args.files:
-        passed, seconds, notes = {}, {}, []
+        results, seconds, notes = {}, {}, []
         for side, env in sides.items():
             side_dir = os.path.join(out_dir, side)
             os.makedirs(side_dir, exist_ok=True)
-            results, _, secs, note = run_file(tests_dir, name, args.timeout, side_dir, platform=side, env_extra=env)
-            outcomes[side].update(results)
-            passed[side] = {t for t, (state, _) in results.items() if state == "passed"}
-            seconds[side] = secs
+            results[side], _, seconds[side], note = run_file(tests_dir, name, args.timeout, side_dir, platform=side,
+                                                             env_extra=env)
+            outcomes[side].update(results[side])
             if note:
                 notes.append(f"{side}: {note}")
-        both = passed["cpu"] & passed["metal"]
-        total_cpu += len(passed["cpu"])
+        cpu_passed, both, tagged, not_passed = tally(results["cpu"], results["metal"])
+        metal_passed = sum(1 for state, _ in results["metal"].values() if state == "passed")
+        total_cpu += len(cpu_passed)
         total_both += len(both)
-        missing += sorted(passed["cpu"] - passed["metal"])
-        rate = f"{100 * len(both) / len(passed['cpu']):.2f}%" if passed["cpu"] else "-"
-        print(f"{name:16} {len(passed['cpu']):10} {len(passed['metal']):12} {len(both):6} {rate:>8} "
-              f"{seconds['cpu']:7.0f}/{seconds['metal']:.0f}s" + (f"  {'; '.join(notes)}" if notes else ""),
+        total_tagged += len(tagged)
+        missing += not_passed
+        rate = f"{100 * len(both) / len(cpu_passed):.2f}%" if cpu_passed else "-"
+        run = len(cpu_passed) - len(tagged)
+        rate_run = f"{100 * len(both) / run:.2f}%" if run else "-"
+        print(f"{name:16} {len(cpu_passed):10} {metal_passed:12} {len(both):6} {rate:>8} {len(tagged):7} "
+              f"{rate_run:>9} {seconds['cpu']:7.0f}/{seconds['metal']:.0f}s" + (f"  {'; '.join(notes)}" if notes else ""),
               flush=True)
     overall = 100 * total_both / total_cpu if total_cpu else 0.0
-    print(f"{'all':16} {total_cpu:10} {'':12} {total_both:6} {overall:7.2f}%")
+    overall_run = 100 * total_both / (total_cpu - total_tagged) if total_cpu > total_tagged else 0.0
+    print(f"{'all':16} {total_cpu:10} {'':12} {total_both:6} {overall:7.2f}% {total_tagged:7} {overall_run:8.2f}%")
     if args.list:
         for test in missing:
             print(f"cpu passes, metal does not: {test}: {outcomes['metal'].get(test, ('missing', ''))}")
+        print(f"(and {total_tagged} tests cpu passes that JAX's device tags skip on metal)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"jax": jax.__version__, "devices": args.devices, "results": outcomes}, f, indent=1)

@@ -93,3 +93,16 @@ def test_caches_kept_below_the_limit(tmp_path):
         "    assert f._cache_size() == 1\n")
     results, _, _, note = jc.run_file(str(tests_dir), "two_test", 300, str(tmp_path), rss_limit=64.0)
     assert note == "" and results["two_test::two_test::test_b"][0] == "passed"
+
+
+def test_multi_device_tally():
+    spec = importlib.util.spec_from_file_location(
+        "jax_multi_device", os.path.join(os.path.dirname(_SCRIPT), "jax_multi_device.py"))
+    jm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(jm)
+    cpu = {"f::T::a": ("passed", ""), "f::T::b": ("passed", ""), "f::T::c": ("passed", ""), "f::T::d": ("failed", "x")}
+    metal = {"f::T::a": ("passed", ""), "f::T::b": ("failed", "skip: Skipped unless running on devices with tags: cpu"),
+             "f::T::c": ("failed", "boom"), "f::T::d": ("passed", "")}
+    cpu_passed, both, tagged, missing = jm.tally(cpu, metal)
+    assert cpu_passed == {"f::T::a", "f::T::b", "f::T::c"}
+    assert both == {"f::T::a"} and tagged == {"f::T::b"} and missing == ["f::T::c"]
