@@ -326,3 +326,36 @@ def test_explicit_mesh_bodies():
             scatter = lambda v: v.at[:, :, idx % 4].add(1.5)  # noqa: E731
             got[platform] = jax.tree.map(np.asarray, jax.jit(lambda v: (pool(v), scatter(v), v.sum(1)))(a))
     assert_close(got["metal"], got["cpu"])
+
+
+@pytest.mark.parametrize("where", ["jit", "shard_map"])
+def test_callback_in_a_sharded_program(where):
+    """A host callback in a program over several devices: in a jit it sees the global value, in a
+    shard_map body each device's piece; either way the results are cpu's."""
+    def host_sin(v):
+        return np.sin(np.asarray(v))
+
+    def body(a):
+        return jax.pure_callback(host_sin, jax.ShapeDtypeStruct(a.shape, a.dtype), a) * 2 + a
+
+    def build(p):
+        m = make_mesh(p)
+        fn = body if where == "jit" else shard_map(body, mesh=m, in_specs=P("x"), out_specs=P("x"))
+        return jax.jit(fn, out_shardings=NamedSharding(m, P("x"))), [NamedSharding(m, P("x"))]
+
+    compare(build, X)
+
+
+def test_serialized_sharded_executable_runs():
+    """A compiled program over several devices serializes and loads again (the persistent cache's path)
+    with its shardings: the loaded one gives the same shards."""
+    from jax.experimental.serialize_executable import deserialize_and_load, serialize
+    m = make_mesh("metal")
+    s = NamedSharding(m, P(None, "x"))
+    x = jax.device_put(X, s)
+    compiled = jax.jit(lambda a: jnp.tanh(a) * 3, out_shardings=s).lower(x).compile()
+    payload, in_tree, out_tree = serialize(compiled)
+    loaded = deserialize_and_load(payload, in_tree, out_tree)
+    got, want = loaded(x), compiled(x)
+    assert [sh.data.shape for sh in got.addressable_shards] == [(8, 2)] * N
+    assert_close(layout(got), layout(want), exact=True)
