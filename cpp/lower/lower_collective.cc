@@ -4,7 +4,8 @@
 // nothing (XLA applies no reduction body to a single member), gathers and scatters along a dimension of
 // size x1. collective_permute is the one exception: a device that no pair sends to receives zeros, so
 // without a (0, 0) pair the result is zeros. Over several devices, lower_manual.cc lowers collectives
-// across the body's copies, in loops too; one that reaches these rules there (inside a branch) is refused.
+// across the body's copies, in loops and branches too; one that reaches these rules there (a region the
+// unroller does not take apart) is refused.
 #include "lower/lower_context.h"
 
 namespace jmp::mps {
@@ -31,7 +32,7 @@ StatusOr<std::vector<int64_t>> DeviceIds(LowerContext& cx, const char* name) {
 // A collective here must combine one device only.
 Status OneDevice(LowerContext& cx) {
   if (cx.manual_copies() > 1)
-    return cx.Unsupported("a collective inside a branch (if, case) of a manual computation over " +
+    return cx.Unsupported("a collective inside this region of a manual computation over " +
                           std::to_string(cx.manual_copies()) + " devices is not supported");
   if (cx.manual_copies() == 0 && cx.partitioning().num_devices() > 1)
     return cx.Unsupported("a collective outside a manual computation (shard_map) in a program for " +

@@ -62,6 +62,32 @@ bool HasCollective(const shlo::Module& module, const std::vector<shlo::Region>& 
   return false;
 }
 
+bool HoldsLoopOrEffect(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth);
+
+// Whether an op is, or holds, a loop or an op with effects beyond its results (a custom call marked with
+// side effects: host callbacks): what must not run in a branch that is not taken.
+bool LoopOrEffect(const shlo::Module& module, const shlo::Op& op, int depth) {
+  if (depth > 64 || op.name == "stablehlo.while") return true;
+  if (op.name == "stablehlo.custom_call") {
+    const shlo::Attr* effects = op.Find("has_side_effect");
+    if (effects && effects->kind == shlo::Attr::Kind::kBool && effects->b) return true;
+  }
+  if (op.name == "func.call") {
+    const shlo::Attr* callee = op.Find("callee");
+    const shlo::Func* f = callee ? module.FindFunc(callee->s) : nullptr;
+    if (!f || HoldsLoopOrEffect(module, {f->body}, depth + 1)) return true;
+  }
+  return HoldsLoopOrEffect(module, op.regions, depth + 1);
+}
+
+bool HoldsLoopOrEffect(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth) {
+  for (const shlo::Region& region : regions)
+    for (const shlo::Block& block : region.blocks)
+      for (const shlo::Op& op : block.ops)
+        if (LoopOrEffect(module, op, depth)) return true;
+  return false;
+}
+
 // The devices the body is lowered for: one per combination of the manual axes' coordinates, each the
 // device whose auto-axis coordinates are 0.
 struct Copies {
@@ -153,6 +179,10 @@ class Unroller {
         JMP_RETURN_IF_ERROR(Loop(op, scopes, depth));
         continue;
       }
+      if (holds && (op.name == "stablehlo.if" || op.name == "stablehlo.case")) {
+        JMP_RETURN_IF_ERROR(Branches(op, scopes, depth));
+        continue;
+      }
       for (size_t c = 0; c < scopes.size(); ++c) {
         cx_.SwapScope(&scopes[c]);
         cx_.SetManual(copies_.device[c], static_cast<int64_t>(copies_.device.size()));
@@ -202,6 +232,52 @@ class Unroller {
     const std::vector<int> outputs = cx_.EmitOp(std::move(w), out_types);
     for (size_t c = 0; c < n; ++c)
       for (size_t i = 0; i < k; ++i) scopes[c].env[op.results.at(i)] = outputs[c * k + i];
+    return Status::Ok();
+  }
+
+  // A branch (if, case) that holds a collective: every branch is lowered for every copy, inline, and
+  // copy 0's predicate picks each copy's results, as copies that take different branches would wait
+  // forever in the collective on real devices. Untaken branches run too, so a branch holding a loop
+  // (which need not end there) or an op with effects (a host callback) is refused.
+  Status Branches(const shlo::Op& op, std::vector<Scope>& scopes, int depth) {
+    cx_.SetOp(op);
+    if (op.regions.empty() || op.operands.size() != 1)
+      return cx_.Unsupported("a branch needs its predicate or index and its regions");
+    if (HoldsLoopOrEffect(cx_.module(), op.regions, 0))
+      return cx_.Unsupported(
+          "a collective in a branch that holds a loop or a host callback, in a manual computation, "
+          "is not supported");
+    const size_t n = scopes.size();
+    cx_.SwapScope(&scopes[0]);
+    cx_.SetOp(op);
+    JMP_ASSIGN_OR_RETURN(int selector, cx_.In(0));
+    std::vector<Scope*> outer(n);
+    for (size_t c = 0; c < n; ++c) outer[c] = &scopes[c];
+    std::vector<std::vector<std::vector<int>>> results;  // per branch, per copy
+    for (const shlo::Region& region : op.regions) {
+      if (region.blocks.size() != 1 || !region.blocks[0].args.empty())
+        return cx_.Unsupported("branch regions must have one block without arguments");
+      JMP_ASSIGN_OR_RETURN(std::vector<std::vector<int>> r,
+                           Run(*scopes[0].func, region.blocks[0], std::vector<std::vector<int>>(n), depth + 1, outer));
+      results.push_back(std::move(r));
+    }
+    cx_.SwapScope(&scopes[0]);
+    cx_.SetOp(op);
+    // Which branch runs: if's first region when its predicate holds; case's index, the last region when
+    // the index is out of range.
+    const bool is_if = op.name == "stablehlo.if";
+    std::vector<int> takes(op.regions.size() - 1);
+    for (size_t b = 0; b + 1 < op.regions.size(); ++b)
+      takes[b] = is_if
+                     ? selector
+                     : cx_.Compare(OpKind::kEqual, selector, cx_.Scalar(cx_.DTypeOf(selector), static_cast<double>(b)));
+    for (size_t c = 0; c < n; ++c) {
+      for (size_t j = 0; j < op.results.size(); ++j) {
+        int value = results.back().at(c).at(j);
+        for (size_t b = op.regions.size() - 1; b-- > 0;) value = cx_.Select(takes[b], results[b].at(c).at(j), value);
+        scopes[c].env[op.results[j]] = value;
+      }
+    }
     return Status::Ok();
   }
 

@@ -359,3 +359,15 @@ def test_serialized_sharded_executable_runs():
     got, want = loaded(x), compiled(x)
     assert [sh.data.shape for sh in got.addressable_shards] == [(8, 2)] * N
     assert_close(layout(got), layout(want), exact=True)
+
+
+@pytest.mark.parametrize("name,body", [
+    ("cond_psum", lambda a: jax.lax.cond(a.sum() > -1e9, lambda v: jax.lax.psum(v, "x") - v, lambda v: v * 2, a)),
+    # Every device takes branch 1 of 3 through a collective's result (switch clamps an index past the end).
+    ("switch_all_gather", lambda a: jax.lax.switch(jax.lax.psum(1, "x") - 3, [
+        lambda v: v, lambda v: jax.lax.all_gather(v, "x", tiled=True)[:2] + v, lambda v: -v], a)),
+    ("switch_clamped_index", lambda a: jax.lax.switch(jax.lax.psum(1, "x") + 7, [
+        lambda v: jax.lax.pmax(v, "x"), lambda v: jax.lax.pmin(v, "x")], a)),
+])
+def test_shard_map_collectives_in_branches(name, body):
+    compare(smap_case(body, P("x"), P("x")), X)
