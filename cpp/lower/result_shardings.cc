@@ -28,8 +28,7 @@ std::string StringAttr(const shlo::Op& op, const char* name) {
 
 class Finder {
  public:
-  Finder(const shlo::Module& module, const shlo::Func& main, int64_t num_devices)
-      : module_(module), main_(main), devices_(num_devices) {
+  Finder(const shlo::Module& module, const shlo::Func& main, int64_t num_devices) : main_(main), devices_(num_devices) {
     if (!module.sdy_meshes.empty()) {
       StatusOr<Meshes> m = ParseSdyMeshes(module.sdy_meshes);
       if (m.ok()) meshes_ = std::move(*m);
@@ -105,7 +104,6 @@ class Finder {
     return true;
   }
 
-  const shlo::Module& module_;
   const shlo::Func& main_;
   int64_t devices_;
   Meshes meshes_;
