@@ -68,9 +68,37 @@ class Finder {
         return hlo && hlo->kind == shlo::Attr::Kind::kString && Parse(hlo->s, rank, out);
       }
     }
-    // An op that keeps an operand's shape: that operand's sharding, the first one found.
-    if (!op.regions.empty() || op.results.size() != 1) return false;
+    if (!op.regions.empty() || op.results.size() != 1 || op.operands.empty()) return false;
     const shlo::Type& type = main_.value_types.at(static_cast<size_t>(id));
+    const shlo::Type& first = main_.value_types.at(static_cast<size_t>(op.operands[0]));
+    // A slice keeps the split of each dimension it takes whole; a reshape that only adds or drops
+    // dimensions of size 1 keeps the others'.
+    if ((op.name == "stablehlo.slice" || op.name == "stablehlo.reshape") && first.kind == shlo::Type::Kind::kTensor) {
+      TileSharding in;
+      if (!Find(op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty()) return false;
+      std::vector<int64_t> kept(first.shape.size());  // per operand dim: its result dim, or -1
+      if (op.name == "stablehlo.slice") {
+        if (first.shape.size() != type.shape.size()) return false;
+        for (size_t k = 0; k < kept.size(); ++k)
+          kept[k] = type.shape[k] == first.shape[k] ? static_cast<int64_t>(k) : -1;
+      } else {
+        size_t r = 0;
+        for (size_t k = 0; k < kept.size(); ++k) {
+          while (r < type.shape.size() && type.shape[r] == 1 && first.shape[k] != 1) ++r;
+          if (first.shape[k] == 1 && (r >= type.shape.size() || type.shape[r] != 1)) {
+            kept[k] = -1;
+            continue;
+          }
+          if (r >= type.shape.size() || type.shape[r] != first.shape[k]) return false;
+          kept[k] = static_cast<int64_t>(r++);
+        }
+        for (; r < type.shape.size(); ++r)
+          if (type.shape[r] != 1) return false;
+      }
+      *out = Regrouped(in, kept, type.shape.size());
+      return true;
+    }
+    // An op that keeps an operand's shape: that operand's sharding, the first one found.
     for (int operand : op.operands) {
       const shlo::Type& t = main_.value_types.at(static_cast<size_t>(operand));
       if (t.kind == shlo::Type::Kind::kTensor && t.shape == type.shape && Find(operand, rank, out, depth + 1))
@@ -93,6 +121,33 @@ class Finder {
     if (!s.ok()) return false;
     *out = std::move(*s);
     return true;
+  }
+
+  // `in` with operand dimension k becoming result dimension kept[k] (its split kept) or dropped (-1: the
+  // devices that held its pieces now hold copies).
+  static TileSharding Regrouped(const TileSharding& in, const std::vector<int64_t>& kept, size_t rank) {
+    TileSharding out;
+    out.tiles.assign(rank, 1);
+    for (size_t k = 0; k < kept.size(); ++k)
+      if (kept[k] >= 0) out.tiles[static_cast<size_t>(kept[k])] = in.tiles[k];
+    bool split = false;
+    for (int64_t t : out.tiles) split = split || t > 1;
+    if (!split) return TileSharding{};
+    out.device_tile.resize(in.device_tile.size());
+    for (size_t d = 0; d < in.device_tile.size(); ++d) {
+      std::vector<int64_t> coord(in.tiles.size());
+      for (size_t k = in.tiles.size(), rest = static_cast<size_t>(in.device_tile[d]); k-- > 0;) {
+        coord[k] = static_cast<int64_t>(rest % static_cast<size_t>(in.tiles[k]));
+        rest /= static_cast<size_t>(in.tiles[k]);
+      }
+      std::vector<int64_t> at(rank, 0);
+      for (size_t k = 0; k < kept.size(); ++k)
+        if (kept[k] >= 0) at[static_cast<size_t>(kept[k])] = coord[k];
+      int64_t tile = 0;
+      for (size_t r = 0; r < rank; ++r) tile = tile * out.tiles[r] + at[r];
+      out.device_tile[d] = tile;
+    }
+    return out;
   }
 
   bool FromList(const std::string& text, size_t j, size_t rank, TileSharding* out) {

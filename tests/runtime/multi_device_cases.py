@@ -118,7 +118,8 @@ def test_jit_with_shardings(spec_in, spec_out):
 # Without out_shardings XLA chooses each result's sharding and the executable reports it: the plugin
 # takes the one the program states (an argument's, a constraint's, a shard_map's out_specs) through ops
 # that keep the shape, as cpu's propagation gives it for these.
-@pytest.mark.parametrize("name", ["elementwise", "shard_map", "reduce", "constraint", "later_dimension"])
+@pytest.mark.parametrize("name", ["elementwise", "shard_map", "reduce", "constraint", "later_dimension", "column",
+                                  "row"])
 def test_jit_without_out_shardings(name):
     def build(p):
         m = make_mesh(p)
@@ -129,6 +130,9 @@ def test_jit_without_out_shardings(name):
             "reduce": (lambda a: a.sum(0), P("x")),
             "constraint": (lambda a: jax.lax.with_sharding_constraint(a * 3, NamedSharding(m, P(None, "x"))) + 1, P("x")),
             "later_dimension": (lambda a: a * 2 - 1, P(None, "x")),
+            # A slice and the reshape that drops its unit dimension keep the other dimension's split.
+            "column": (lambda a: a[:, 3] + 1, P("x")),
+            "row": (lambda a: a[5] * 2, P(None, "x")),
         }[name]
         return jax.jit(fn), [NamedSharding(m, spec)]
 
