@@ -288,6 +288,26 @@ void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const 
   sub.inputs = std::move(inputs);
 }
 
+std::vector<int> EmitWhile(LowerContext& cx, const std::vector<int>& init, Graph cond,
+                           const std::vector<int>& cond_caps, Graph body, const std::vector<int>& body_caps) {
+  const std::vector<int> caps = UnionOf(cond_caps, body_caps);
+  std::vector<TensorType> cap_types;
+  for (int v : caps) cap_types.push_back(cx.Type(v));
+  AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
+  AlignCaptures(body, init.size(), body_caps, caps, cap_types);
+  for (size_t i = 0; i < caps.size(); ++i) body.outputs.push_back(body.inputs[init.size() + i]);
+  std::vector<int> inputs = init;
+  inputs.insert(inputs.end(), caps.begin(), caps.end());
+  std::vector<TensorType> out_types;
+  for (int v : inputs) out_types.push_back(cx.Type(v));
+  Op w = cx.NewOp(OpKind::kWhile, inputs);
+  w.subgraphs.push_back(std::move(cond));
+  w.subgraphs.push_back(std::move(body));
+  std::vector<int> outputs = cx.EmitOp(std::move(w), out_types);
+  outputs.resize(init.size());
+  return outputs;
+}
+
 StatusOr<Graph> LowerContext::LowerRegionToSubgraph(const shlo::Region& region, const std::vector<TensorType>& params,
                                                     std::vector<int>* captures) {
   if (region.blocks.size() != 1) return Unsupported("regions with several blocks are not supported");

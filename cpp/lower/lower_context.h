@@ -219,5 +219,10 @@ const std::map<std::string, LowerRule>& LowerRules();
 std::vector<int> UnionOf(const std::vector<int>& a, const std::vector<int>& b);
 void AlignCaptures(Graph& sub, size_t fixed, const std::vector<int>& own, const std::vector<int>& all,
                    const std::vector<TensorType>& all_types);
+// Emits While(cond, body) over the carried values `init`, the subgraphs built with parameters [init...,
+// their captures...] (the outer values cond_caps / body_caps); the captures become loop-invariant carries.
+// Returns the carried values' results.
+std::vector<int> EmitWhile(LowerContext& cx, const std::vector<int>& init, Graph cond,
+                           const std::vector<int>& cond_caps, Graph body, const std::vector<int>& body_caps);
 
 }  // namespace jmp::mps

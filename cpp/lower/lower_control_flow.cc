@@ -35,21 +35,7 @@ Status While(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(Graph body, cx.LowerRegionToSubgraph(op.regions[1], carried, &body_caps));
   if (cond.outputs.size() != 1) return cx.Unsupported("while condition must return one value");
   if (body.outputs.size() != init.size()) return cx.Unsupported("while body returns the wrong number of values");
-  std::vector<int> caps = UnionOf(cond_caps, body_caps);
-  std::vector<TensorType> cap_types = TypesOf(cx, caps);
-  AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
-  AlignCaptures(body, init.size(), body_caps, caps, cap_types);
-  // Captured values are loop-invariant carries: the body passes them through.
-  for (size_t i = 0; i < caps.size(); ++i) body.outputs.push_back(body.inputs[init.size() + i]);
-
-  std::vector<int> inputs = init;
-  inputs.insert(inputs.end(), caps.begin(), caps.end());
-  std::vector<TensorType> out_types = carried;
-  out_types.insert(out_types.end(), cap_types.begin(), cap_types.end());
-  Op w = cx.NewOp(OpKind::kWhile, inputs);
-  w.subgraphs.push_back(std::move(cond));
-  w.subgraphs.push_back(std::move(body));
-  std::vector<int> outputs = cx.EmitOp(std::move(w), out_types);
+  const std::vector<int> outputs = EmitWhile(cx, init, std::move(cond), cond_caps, std::move(body), body_caps);
   for (size_t i = 0; i < init.size(); ++i) cx.Bind(i, outputs[i]);
   return Status::Ok();
 }

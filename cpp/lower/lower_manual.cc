@@ -216,20 +216,7 @@ class Unroller {
     if (cond.outputs.size() != n || body.outputs.size() != init.size())
       return cx_.Unsupported("while's regions return the wrong number of values");
     cond.outputs.resize(1);
-    const std::vector<int> caps = UnionOf(cond_caps, body_caps);
-    std::vector<TensorType> cap_types;
-    for (int v : caps) cap_types.push_back(cx_.Type(v));
-    AlignCaptures(cond, init.size(), cond_caps, caps, cap_types);
-    AlignCaptures(body, init.size(), body_caps, caps, cap_types);
-    for (size_t i = 0; i < caps.size(); ++i) body.outputs.push_back(body.inputs[init.size() + i]);
-    std::vector<int> inputs = init;
-    inputs.insert(inputs.end(), caps.begin(), caps.end());
-    std::vector<TensorType> out_types = carried;
-    out_types.insert(out_types.end(), cap_types.begin(), cap_types.end());
-    Op w = cx_.NewOp(OpKind::kWhile, inputs);
-    w.subgraphs.push_back(std::move(cond));
-    w.subgraphs.push_back(std::move(body));
-    const std::vector<int> outputs = cx_.EmitOp(std::move(w), out_types);
+    const std::vector<int> outputs = EmitWhile(cx_, init, std::move(cond), cond_caps, std::move(body), body_caps);
     for (size_t c = 0; c < n; ++c)
       for (size_t i = 0; i < k; ++i) scopes[c].env[op.results.at(i)] = outputs[c * k + i];
     return Status::Ok();

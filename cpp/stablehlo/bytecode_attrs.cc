@@ -224,23 +224,7 @@ Status AttrTypeTable::DecodeBuiltinType(ByteReader& r, Type* out, int depth) {
       (void)encoding;
       [[fallthrough]];
     }
-    case kRankedTensor: {
-      uint64_t rank;
-      JMP_RETURN_IF_ERROR(r.Count(&rank));
-      std::vector<int64_t> shape(rank);
-      for (int64_t& d : shape) {
-        JMP_RETURN_IF_ERROR(r.SignedVarInt(&d));
-        if (d < 0) return Unimplemented("dynamic shapes are not supported (a tensor dimension is dynamic)");
-      }
-      JMP_ASSIGN_OR_RETURN(const Type* element, ReadTypeRef(r, depth));
-      if (element->kind != Type::Kind::kTensor || !element->shape.empty())
-        return other("tensor of " + element->ToString());
-      out->kind = Type::Kind::kTensor;
-      out->dtype = element->dtype;
-      out->shape = std::move(shape);
-      if (out->NumElements() < 0) return r.Error("tensor size overflows");
-      return Status::Ok();
-    }
+    case kRankedTensor: return ReadRankedTensor(*this, r, out, depth);
     default: return other("a builtin type (code " + std::to_string(code) + ")");
   }
 }

@@ -81,5 +81,7 @@ class AttrTypeTable {
 // code; nested attributes and types are read through `table`.
 Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth);
 Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth);
+// A ranked tensor's shape and element type reference, as VHLO and the builtin dialect both encode it.
+Status ReadRankedTensor(AttrTypeTable& table, ByteReader& r, Type* out, int depth);
 
 }  // namespace jmp::shlo

@@ -73,6 +73,27 @@ Status ReadAPInt(ByteReader& r, int bits, uint64_t* out) {
 
 }  // namespace
 
+Status ReadRankedTensor(AttrTypeTable& table, ByteReader& r, Type* out, int depth) {
+  uint64_t rank;
+  JMP_RETURN_IF_ERROR(r.Count(&rank));
+  std::vector<int64_t> shape(rank);
+  for (auto& d : shape) {
+    JMP_RETURN_IF_ERROR(r.SignedVarInt(&d));
+    if (d < 0) return Unimplemented("dynamic shapes are not supported (a tensor dimension is dynamic)");
+  }
+  JMP_ASSIGN_OR_RETURN(const Type* element, table.ReadTypeRef(r, depth));
+  if (element->kind != Type::Kind::kTensor || !element->shape.empty()) {
+    out->kind = Type::Kind::kOther;
+    out->other = "tensor of " + element->ToString();
+    return Status::Ok();
+  }
+  out->kind = Type::Kind::kTensor;
+  out->dtype = element->dtype;
+  out->shape = std::move(shape);
+  if (out->NumElements() < 0) return r.Error("tensor size overflows");
+  return Status::Ok();
+}
+
 Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth) {
   uint64_t code;
   JMP_RETURN_IF_ERROR(r.VarInt(&code));
@@ -102,26 +123,7 @@ Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth)
       (void)encoding;
       [[fallthrough]];
     }
-    case kRankedTensorT: {
-      uint64_t rank;
-      JMP_RETURN_IF_ERROR(r.Count(&rank));
-      std::vector<int64_t> shape(rank);
-      for (auto& d : shape) {
-        JMP_RETURN_IF_ERROR(r.SignedVarInt(&d));
-        if (d < 0) return Unimplemented("dynamic shapes are not supported (a tensor dimension is dynamic)");
-      }
-      JMP_ASSIGN_OR_RETURN(const Type* element, table.ReadTypeRef(r, depth));
-      if (element->kind != Type::Kind::kTensor || !element->shape.empty()) {
-        out->kind = Type::Kind::kOther;
-        out->other = "tensor of " + element->ToString();
-        return Status::Ok();
-      }
-      out->kind = Type::Kind::kTensor;
-      out->dtype = element->dtype;
-      out->shape = std::move(shape);
-      if (out->NumElements() < 0) return r.Error("tensor size overflows");
-      return Status::Ok();
-    }
+    case kRankedTensorT: return ReadRankedTensor(table, r, out, depth);
     case kTokenT:
       // No data: carried as an empty bool tensor, which is what JAX's runtime passes for a token.
       out->kind = Type::Kind::kToken;
