@@ -49,3 +49,19 @@ def test_a_short_benchmark_run_reports_every_suite(tmp_path):
     assert callback["metal"]["step_s"] > 0 and callback["metal"]["callbacks_per_step"] == 1
     assert callback["cpu"]["step_s"] > 0
     assert (tmp_path / "ratios.png").stat().st_size > 0
+
+
+def test_a_short_data_parallel_run_reports_each_pair(tmp_path):
+    """benchmarks/data_parallel.py: one process pair per style (1 device, then 2) writes both step times
+    and their ratio. Says nothing of speed."""
+    out = tmp_path / "data_parallel.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "data_parallel.py"), "--processes", "1", "--rounds",
+                        "2", "--steps", "1", "--out", str(out)], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["machine"] and set(results["styles"]) == {"jit", "shard_map"}
+    for style in results["styles"].values():
+        (pair,) = style["pairs"]
+        assert pair["one_s"] > 0 and pair["two_s"] > 0
+        assert math.isclose(pair["ratio"], pair["two_s"] / pair["one_s"])
