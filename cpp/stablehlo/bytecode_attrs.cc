@@ -166,6 +166,23 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
   return types_[index].get();
 }
 
+Status SetScalarType(DType dtype, Type* out) {
+  out->kind = Type::Kind::kTensor;
+  out->dtype = dtype;
+  out->shape.clear();
+  return Status::Ok();
+}
+
+Status SetComplexType(const Type& element, Type* out) {
+  if (element.kind == Type::Kind::kTensor && element.shape.empty()) {
+    if (element.dtype == DType::kF32) return SetScalarType(DType::kC64, out);
+    if (element.dtype == DType::kF64) return SetScalarType(DType::kC128, out);
+  }
+  out->kind = Type::Kind::kOther;
+  out->other = "complex<" + element.ToString() + ">";
+  return Status::Ok();
+}
+
 // MLIR's builtin type codes (BuiltinDialectBytecode.td); the ones a tensor of ours can hold.
 Status AttrTypeTable::DecodeBuiltinType(ByteReader& r, Type* out, int depth) {
   enum : uint64_t {
@@ -181,12 +198,6 @@ Status AttrTypeTable::DecodeBuiltinType(ByteReader& r, Type* out, int depth) {
   };
   uint64_t code;
   JMP_RETURN_IF_ERROR(r.VarInt(&code));
-  auto scalar = [out](DType d) {
-    out->kind = Type::Kind::kTensor;
-    out->dtype = d;
-    out->shape.clear();
-    return Status::Ok();
-  };
   auto other = [out](std::string what) {
     out->kind = Type::Kind::kOther;
     out->other = std::move(what);
@@ -198,26 +209,22 @@ Status AttrTypeTable::DecodeBuiltinType(ByteReader& r, Type* out, int depth) {
       JMP_RETURN_IF_ERROR(r.VarInt(&v));
       const int width = static_cast<int>(std::min<uint64_t>(v >> 2, 1024));
       const bool is_unsigned = (v & 3) == 2;
-      if (width == 1) return scalar(DType::kBool);
+      if (width == 1) return SetScalarType(DType::kBool, out);
       const DType d =
           width >= 8
               ? FindDType(is_unsigned ? DTypeClass::kUnsignedInt : DTypeClass::kSignedInt, width, DType::kBool)
               : FindDType(is_unsigned ? DTypeClass::kSubByteUnsigned : DTypeClass::kSubByteSigned, width, DType::kBool);
-      if (d != DType::kBool) return scalar(d);
+      if (d != DType::kBool) return SetScalarType(d, out);
       return other("i" + std::to_string(width));
     }
-    case kIndex: return scalar(DType::kI64);
-    case kBFloat16: return scalar(DType::kBF16);
-    case kFloat16: return scalar(DType::kF16);
-    case kFloat32: return scalar(DType::kF32);
-    case kFloat64: return scalar(DType::kF64);
+    case kIndex: return SetScalarType(DType::kI64, out);
+    case kBFloat16: return SetScalarType(DType::kBF16, out);
+    case kFloat16: return SetScalarType(DType::kF16, out);
+    case kFloat32: return SetScalarType(DType::kF32, out);
+    case kFloat64: return SetScalarType(DType::kF64, out);
     case kComplex: {
       JMP_ASSIGN_OR_RETURN(const Type* element, ReadTypeRef(r, depth));
-      if (element->kind == Type::Kind::kTensor && element->shape.empty() && element->dtype == DType::kF32)
-        return scalar(DType::kC64);
-      if (element->kind == Type::Kind::kTensor && element->shape.empty() && element->dtype == DType::kF64)
-        return scalar(DType::kC128);
-      return other("complex<" + element->ToString() + ">");
+      return SetComplexType(*element, out);
     }
     case kRankedTensorWithEncoding: {
       JMP_ASSIGN_OR_RETURN(const Attr* encoding, ReadAttrRef(r, depth));

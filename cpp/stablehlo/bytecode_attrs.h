@@ -83,5 +83,9 @@ Status DecodeVhloAttr(AttrTypeTable& table, ByteReader& r, Attr* out, int depth)
 Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth);
 // A ranked tensor's shape and element type reference, as VHLO and the builtin dialect both encode it.
 Status ReadRankedTensor(AttrTypeTable& table, ByteReader& r, Type* out, int depth);
+// Element types as VHLO and the builtin dialect both decode them: `out` becomes a scalar of `dtype`, or
+// complex<`element`>: complex64 (complex128) for a scalar f32 (f64), else kOther naming it.
+Status SetScalarType(DType dtype, Type* out);
+Status SetComplexType(const Type& element, Type* out);
 
 }  // namespace jmp::shlo

@@ -97,26 +97,16 @@ Status ReadRankedTensor(AttrTypeTable& table, ByteReader& r, Type* out, int dept
 Status DecodeVhloType(AttrTypeTable& table, ByteReader& r, Type* out, int depth) {
   uint64_t code;
   JMP_RETURN_IF_ERROR(r.VarInt(&code));
-  auto scalar = [out](DType d) {
-    out->kind = Type::Kind::kTensor;
-    out->dtype = d;
-    out->shape.clear();
-    return Status::Ok();
-  };
   // Scalar element types: the table's VHLO codes (support/dtype.def).
   for (DType d : kAllDTypes)
-    if (VhloCode(d) >= 0 && static_cast<uint64_t>(VhloCode(d)) == code) return scalar(d);
+    if (VhloCode(d) >= 0 && static_cast<uint64_t>(VhloCode(d)) == code) return SetScalarType(d, out);
   switch (code) {
-    case kIndexT: return scalar(DType::kI64);
+    case kIndexT: return SetScalarType(DType::kI64, out);
     case kComplexT: {
       JMP_ASSIGN_OR_RETURN(const Type* element, table.ReadTypeRef(r, depth));
       if (element->kind != Type::Kind::kTensor || !element->shape.empty())
         return r.Error("complex of a non-scalar type");
-      if (element->dtype == DType::kF32) return scalar(DType::kC64);
-      if (element->dtype == DType::kF64) return scalar(DType::kC128);
-      out->kind = Type::Kind::kOther;
-      out->other = "complex<" + element->ToString() + ">";
-      return Status::Ok();
+      return SetComplexType(*element, out);
     }
     case kRankedTensorWithEncodingT: {
       JMP_ASSIGN_OR_RETURN(const Attr* encoding, table.ReadAttrRef(r, depth));
