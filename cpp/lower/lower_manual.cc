@@ -40,53 +40,50 @@ bool IsCollective(const std::string& name) {
          name == "stablehlo.collective_broadcast";
 }
 
-bool HasCollective(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth);
+// Ops an op walk (OpHolds) looks for, and what a call to a function the module lacks counts as.
+struct OpQuery {
+  bool (*is)(const shlo::Op& op);
+  bool unknown_callee;
+};
 
-// Whether an op, its regions or the functions it calls hold a collective.
-bool OpHasCollective(const shlo::Module& module, const shlo::Op& op, int depth) {
+bool RegionsHold(const shlo::Module& module, const std::vector<shlo::Region>& regions, const OpQuery& query, int depth);
+
+// Whether an op, its regions or the functions it calls hold an op `query` looks for.
+bool OpHolds(const shlo::Module& module, const shlo::Op& op, const OpQuery& query, int depth) {
   if (depth > 64) return true;  // too deep to say: treated as holding one (it is unrolled, or refused)
-  if (IsCollective(op.name)) return true;
+  if (query.is(op)) return true;
   if (op.name == "func.call") {
     const shlo::Attr* callee = op.Find("callee");
     const shlo::Func* f = callee ? module.FindFunc(callee->s) : nullptr;
-    if (f && HasCollective(module, {f->body}, depth + 1)) return true;
+    if (f ? RegionsHold(module, {f->body}, query, depth + 1) : query.unknown_callee) return true;
   }
-  return HasCollective(module, op.regions, depth + 1);
+  return RegionsHold(module, op.regions, query, depth + 1);
 }
 
-bool HasCollective(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth) {
+bool RegionsHold(const shlo::Module& module, const std::vector<shlo::Region>& regions, const OpQuery& query,
+                 int depth) {
   for (const shlo::Region& region : regions)
     for (const shlo::Block& block : region.blocks)
       for (const shlo::Op& op : block.ops)
-        if (OpHasCollective(module, op, depth)) return true;
+        if (OpHolds(module, op, query, depth)) return true;
   return false;
 }
 
-bool HoldsLoopOrEffect(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth);
+bool IsCollectiveOp(const shlo::Op& op) { return IsCollective(op.name); }
 
-// Whether an op is, or holds, a loop or an op with effects beyond its results (a custom call marked with
-// side effects: host callbacks): what must not run in a branch that is not taken.
-bool LoopOrEffect(const shlo::Module& module, const shlo::Op& op, int depth) {
-  if (depth > 64 || op.name == "stablehlo.while") return true;
-  if (op.name == "stablehlo.custom_call") {
-    const shlo::Attr* effects = op.Find("has_side_effect");
-    if (effects && effects->kind == shlo::Attr::Kind::kBool && effects->b) return true;
-  }
-  if (op.name == "func.call") {
-    const shlo::Attr* callee = op.Find("callee");
-    const shlo::Func* f = callee ? module.FindFunc(callee->s) : nullptr;
-    if (!f || HoldsLoopOrEffect(module, {f->body}, depth + 1)) return true;
-  }
-  return HoldsLoopOrEffect(module, op.regions, depth + 1);
+// A loop or an op with effects beyond its results (a custom call marked with side effects: host
+// callbacks): what must not run in a branch that is not taken.
+bool IsLoopOrEffect(const shlo::Op& op) {
+  if (op.name == "stablehlo.while") return true;
+  if (op.name != "stablehlo.custom_call") return false;
+  const shlo::Attr* effects = op.Find("has_side_effect");
+  return effects && effects->kind == shlo::Attr::Kind::kBool && effects->b;
 }
 
-bool HoldsLoopOrEffect(const shlo::Module& module, const std::vector<shlo::Region>& regions, int depth) {
-  for (const shlo::Region& region : regions)
-    for (const shlo::Block& block : region.blocks)
-      for (const shlo::Op& op : block.ops)
-        if (LoopOrEffect(module, op, depth)) return true;
-  return false;
-}
+// A call to a function the module lacks is left to the ordinary lowering, which reports it; for a branch
+// that runs untaken, such a call might hold a loop or an effect.
+const OpQuery kCollectives{IsCollectiveOp, /*unknown_callee=*/false};
+const OpQuery kLoopsOrEffects{IsLoopOrEffect, /*unknown_callee=*/true};
 
 // The devices the body is lowered for: one per combination of the manual axes' coordinates, each the
 // device whose auto-axis coordinates are 0.
@@ -170,7 +167,7 @@ class Unroller {
         JMP_RETURN_IF_ERROR(Collective(op, scopes));
         continue;
       }
-      const bool holds = OpHasCollective(cx_.module(), op, 0);
+      const bool holds = OpHolds(cx_.module(), op, kCollectives, 0);
       if (holds && op.name == "func.call") {
         JMP_RETURN_IF_ERROR(Inline(op, scopes, depth));
         continue;
@@ -230,7 +227,7 @@ class Unroller {
     cx_.SetOp(op);
     if (op.regions.empty() || op.operands.size() != 1)
       return cx_.Unsupported("a branch needs its predicate or index and its regions");
-    if (HoldsLoopOrEffect(cx_.module(), op.regions, 0))
+    if (RegionsHold(cx_.module(), op.regions, kLoopsOrEffects, 0))
       return cx_.Unsupported(
           "a collective in a branch that holds a loop or a host callback, in a manual computation, "
           "is not supported");
