@@ -1,5 +1,7 @@
 #include "lower/lower.h"
 
+#include <optional>
+
 #include "lower/lower_context.h"
 #include "lower/lower_multiply_add.h"
 #include "lower/sharding.h"
@@ -15,7 +17,7 @@ StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
 
 // How each of @main's arguments (results) lies on the devices: its sdy.sharding or mhlo.sharding;
 // without one an argument is whole on every device and a result takes the sharding the program states
-// for it elsewhere (UnspecifiedResultSharding). Only partitions split values; replicas (pmap's old form) are not
+// for it elsewhere (ResultShardingFinder). Only partitions split values; replicas (pmap's old form) are not
 // supported.
 StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, const std::vector<std::string>& texts,
                                                 const Graph& graph, const std::vector<int>& values,
@@ -24,13 +26,13 @@ StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, cons
     return Unimplemented("programs with several replicas (num_replicas " + std::to_string(partitioning.num_replicas) +
                          ") are not supported; the metal platform runs partitioned (SPMD) programs");
   std::vector<TileSharding> out;
+  std::optional<ResultShardingFinder> unspecified;  // built at the first result without a sharding
   for (size_t i = 0; i < values.size(); ++i) {
     const std::string text = i < texts.size() ? texts[i] : "";
     const size_t rank = graph.type(values[i]).shape.size();
     if (text.empty()) {
-      out.push_back(
-          results ? UnspecifiedResultSharding(module, *module.FindFunc("main"), i, rank, partitioning.num_devices())
-                  : TileSharding{});
+      if (results && !unspecified) unspecified.emplace(module, *module.FindFunc("main"), partitioning.num_devices());
+      out.push_back(results ? unspecified->ForResult(i, rank) : TileSharding{});
       continue;
     }
     StatusOr<TileSharding> s = InvalidArgument("no sharding");

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lower/lower.h"
@@ -50,10 +51,27 @@ StatusOr<std::vector<SdySharding>> ParseSdyShardings(std::string_view text, cons
 StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t num_devices);
 // The same for an HloSharding string.
 StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int64_t num_devices);
-// For a @main result without a sharding: one found where the program states it (result_shardings.cc),
-// else whole on every device.
-TileSharding UnspecifiedResultSharding(const shlo::Module& module, const shlo::Func& main, size_t result, size_t rank,
-                                       int64_t num_devices);
+// For @main's results without a sharding: one found where the program states it (result_shardings.cc),
+// else whole on every device. One per program, as it parses the module's meshes and maps every value of
+// @main to the op producing it.
+class ResultShardingFinder {
+ public:
+  ResultShardingFinder(const shlo::Module& module, const shlo::Func& main, int64_t num_devices);
+  // The sharding of @main's result `result`, of rank `rank`.
+  TileSharding ForResult(size_t result, size_t rank) const;
+
+ private:
+  // The sharding found for value `id` (of rank `rank`), if any.
+  bool Find(int id, size_t rank, TileSharding* out, int depth = 0) const;
+  bool Parse(const std::string& text, size_t rank, TileSharding* out) const;
+  bool FromList(const std::string& text, size_t j, size_t rank, TileSharding* out) const;
+
+  const shlo::Func& main_;
+  int64_t devices_;
+  Meshes meshes_;
+  std::map<int, size_t> argument_;
+  std::map<int, std::pair<const shlo::Op*, size_t>> producer_;
+};
 // The inverse of ParseHloSharding, as XLA prints it: "{replicated}", "{devices=[1,4]0,1,2,3}", with a trailing copies
 // dimension (last_tile_dim_replicate) where several devices hold one tile.
 std::string HloShardingText(const TileSharding& sharding, int64_t num_devices);
