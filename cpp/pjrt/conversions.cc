@@ -15,6 +15,7 @@ PJRT_Error_Code ToErrorCode(StatusCode code) {
     case StatusCode::kNotFound: return PJRT_Error_Code_NOT_FOUND;
     case StatusCode::kResourceExhausted: return PJRT_Error_Code_RESOURCE_EXHAUSTED;
     case StatusCode::kInternal: return PJRT_Error_Code_INTERNAL;
+    case StatusCode::kUnavailable: return PJRT_Error_Code_UNAVAILABLE;
   }
   return PJRT_Error_Code_UNKNOWN;
 }

@@ -17,6 +17,7 @@ enum class StatusCode {
   kNotFound,
   kResourceExhausted,
   kInternal,
+  kUnavailable,  // another process of the program is gone or never came
 };
 
 class [[nodiscard]] Status {
@@ -45,6 +46,7 @@ inline Status OutOfRange(std::string m) { return Status(StatusCode::kOutOfRange,
 inline Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
 inline Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 
 template <typename T>
 class [[nodiscard]] StatusOr {

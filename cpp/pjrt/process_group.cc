@@ -1,0 +1,202 @@
+#include "pjrt/process_group.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+namespace jmp::pjrt {
+
+namespace {
+
+std::string Key(int process) { return "jax_metal/process/" + std::to_string(process); }
+
+uint64_t Hash(const std::string& s) {  // FNV-1a: the same in every process, unlike std::hash
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string Seconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+}  // namespace
+
+StatusOr<double> ProcessGroup::Timeout() {
+  const char* env = std::getenv("JAX_METAL_PEER_TIMEOUT");
+  if (!env || !*env) return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  if (*end || !(s > 0))
+    return InvalidArgument("JAX_METAL_PEER_TIMEOUT='" + std::string(env) + "': expected a number of seconds above 0");
+  return s;
+}
+
+StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(int process, int count, int local_devices,
+                                                           const KeyValueStore& store) {
+  if (count < 2 || process < 0 || process >= count)
+    return InvalidArgument("process " + std::to_string(process) + " of " + std::to_string(count));
+  if (!store.put || !store.get)
+    return FailedPrecondition("JAX gave the metal plugin no key-value store for a program over " +
+                              std::to_string(count) + " processes");
+  std::unique_ptr<ProcessGroup> group(new ProcessGroup);
+  JMP_ASSIGN_OR_RETURN(group->timeout_s_, Timeout());
+  JMP_ASSIGN_OR_RETURN(group->mpi_, MpiLibrary::Get());
+  MpiLibrary& mpi = *group->mpi_;
+  if (mpi.size() != count)
+    return FailedPrecondition("JAX runs " + std::to_string(count) + " processes, but MPI (" + mpi.path() + ") has " +
+                              std::to_string(mpi.size()) + ": start every process with the same mpiexec (mpiexec -n " +
+                              std::to_string(count) + " python script.py)");
+  group->process_ = process;
+  JMP_RETURN_IF_ERROR(store.put(Key(process), std::to_string(local_devices) + " " + std::to_string(mpi.rank())));
+  group->devices_.assign(static_cast<size_t>(count), 0);
+  group->gone_.assign(static_cast<size_t>(count), "");
+  group->ranks_.assign(static_cast<size_t>(count), -1);
+  const int timeout_ms = static_cast<int>(group->timeout_s_ * 1000);
+  for (int p = 0; p < count; ++p) {
+    StatusOr<std::string> value = store.get(Key(p), timeout_ms);
+    if (!value.ok())
+      return Status(value.status().code(), "process " + std::to_string(p) + " of " + std::to_string(count) +
+                                               " did not announce its metal devices within " +
+                                               Seconds(group->timeout_s_) +
+                                               " s (JAX_METAL_PEER_TIMEOUT): " + value.status().message());
+    std::istringstream in(*value);
+    int devices = 0, rank = -1;
+    if (!(in >> devices >> rank) || devices < 1 || rank < 0 || rank >= count)
+      return Internal("process " + std::to_string(p) + " announced '" + *value + "', not its devices and MPI rank");
+    for (int q = 0; q < p; ++q)
+      if (group->ranks_[static_cast<size_t>(q)] == rank)
+        return FailedPrecondition("processes " + std::to_string(q) + " and " + std::to_string(p) +
+                                  " have the same MPI rank: they were not started by one mpiexec");
+    group->devices_[static_cast<size_t>(p)] = devices;
+    group->ranks_[static_cast<size_t>(p)] = rank;
+  }
+  return group;
+}
+
+void ProcessGroup::SetGone(int process, const std::string& why) {
+  std::lock_guard<std::mutex> lock(gone_mu_);
+  if (process >= 0 && process < count()) gone_[static_cast<size_t>(process)] = why.empty() ? "gone" : why;
+}
+
+Status ProcessGroup::Exchange(const std::string& fingerprint, const std::string& what,
+                              const std::vector<jmp::pjrt::Transfer>& sends,
+                              const std::vector<jmp::pjrt::Transfer>& receives,
+                              std::vector<std::shared_ptr<void>> keep) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok())
+    return FailedPrecondition("the processes cannot run programs together any more: " + broken_.message());
+  const uint64_t run = ++runs_;
+  const int tag = static_cast<int>(run % 32000);
+  // First every process states which program it runs as which run: nothing else moves unless all agree.
+  struct Header {
+    uint64_t program, run;
+  };
+  const Header mine{Hash(fingerprint), run};
+  auto theirs = std::make_shared<std::vector<Header>>(static_cast<size_t>(count()));
+  // The header outlives a failed exchange, as MPI may still read it.
+  auto header = std::make_shared<Header>(mine);
+  std::vector<jmp::pjrt::Transfer> header_sends, header_receives;
+  for (int p = 0; p < count(); ++p) {
+    if (p == process_) continue;
+    header_sends.push_back({p, header.get(), sizeof(Header)});
+    header_receives.push_back({p, &(*theirs)[static_cast<size_t>(p)], sizeof(Header)});
+  }
+  std::vector<std::shared_ptr<void>> header_keep{theirs, header};
+  JMP_RETURN_IF_ERROR(Transfer(what + " (agreeing on the program)", tag, header_sends, header_receives, header_keep));
+  for (int p = 0; p < count(); ++p) {
+    if (p == process_) continue;
+    const Header& h = (*theirs)[static_cast<size_t>(p)];
+    if (h.program != mine.program)
+      return FailedPrecondition("process " + std::to_string(p) + " runs a different program than process " +
+                                std::to_string(process_) + " (" + what +
+                                "): every process must run the same jitted programs in the same order");
+    if (h.run != mine.run)
+      return FailedPrecondition("process " + std::to_string(p) + " is at its run " + std::to_string(h.run) +
+                                " of programs over several processes, process " + std::to_string(process_) +
+                                " at its run " + std::to_string(run) + " (" + what + ")");
+  }
+  return Transfer(what, tag, sends, receives, keep);
+}
+
+Status ProcessGroup::Transfer(const std::string& what, int tag, const std::vector<jmp::pjrt::Transfer>& sends,
+                              const std::vector<jmp::pjrt::Transfer>& receives,
+                              std::vector<std::shared_ptr<void>>& keep) {
+  struct Pending {
+    MpiLibrary::Request request;
+    int process;
+    bool receive;
+  };
+  std::vector<Pending> pending;
+  Status failed;
+  // Receives first, so a peer's sends find them posted; large transfers go as several messages.
+  auto post = [&](const jmp::pjrt::Transfer& t, bool receive) -> Status {
+    if (t.process < 0 || t.process >= count() || t.process == process_)
+      return Internal("a transfer with process " + std::to_string(t.process));
+    const int peer = ranks_[static_cast<size_t>(t.process)];
+    for (size_t at = 0; at < t.bytes || (at == 0 && t.bytes == 0); at += MpiLibrary::kMaxMessage) {
+      const size_t bytes = std::min(MpiLibrary::kMaxMessage, t.bytes - at);
+      Pending p{0, t.process, receive};
+      uint8_t* data = static_cast<uint8_t*>(t.data) + at;
+      JMP_RETURN_IF_ERROR(receive ? mpi_->Irecv(data, bytes, peer, tag, &p.request)
+                                  : mpi_->Isend(data, bytes, peer, tag, &p.request));
+      pending.push_back(p);
+      if (t.bytes == 0) break;
+    }
+    return Status::Ok();
+  };
+  for (const auto& t : receives)
+    if (failed.ok()) failed = post(t, true);
+  for (const auto& t : sends)
+    if (failed.ok()) failed = post(t, false);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  size_t left = pending.size();
+  std::vector<bool> done(pending.size(), false);
+  // Spins first (a transfer between processes on one machine takes microseconds), then sleeps.
+  for (int round = 0; failed.ok() && left > 0; ++round) {
+    for (size_t k = 0; k < pending.size() && failed.ok(); ++k) {
+      if (done[k]) continue;
+      StatusOr<bool> finished = mpi_->Test(&pending[k].request);
+      if (!finished.ok())
+        failed = Status(finished.status().code(),
+                        "with process " + std::to_string(pending[k].process) + ": " + finished.status().message());
+      else if (*finished)
+        done[k] = true, --left;
+    }
+    if (!failed.ok() || left == 0) break;
+    if (round % 64 == 0) {
+      std::lock_guard<std::mutex> lock(gone_mu_);
+      for (size_t k = 0; k < pending.size() && failed.ok(); ++k) {
+        const std::string& why = gone_[static_cast<size_t>(pending[k].process)];
+        if (!done[k] && !why.empty())
+          failed =
+              Unavailable("process " + std::to_string(pending[k].process) + " is gone (" + why + ") during " + what);
+      }
+      if (!failed.ok()) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<bool> missing(static_cast<size_t>(count()), false);
+      for (size_t k = 0; k < pending.size(); ++k)
+        if (!done[k]) missing[static_cast<size_t>(pending[k].process)] = true;
+      std::string names;
+      for (int p = 0; p < count(); ++p)
+        if (missing[static_cast<size_t>(p)]) names += (names.empty() ? "" : ", ") + std::to_string(p);
+      failed = Unavailable("process " + names + " did not take part in " + what + " within " + Seconds(timeout_s_) +
+                           " s (JAX_METAL_PEER_TIMEOUT): it ended, hangs, or runs other programs");
+      break;
+    }
+    if (round > 2000) std::this_thread::sleep_for(std::chrono::microseconds(round > 20000 ? 1000 : 20));
+  }
+  if (failed.ok()) return Status::Ok();
+  for (size_t k = 0; k < pending.size(); ++k)
+    if (!done[k]) mpi_->Abandon(&pending[k].request, pending[k].receive);
+  for (auto& k : keep) abandoned_.push_back(std::move(k));
+  broken_ = failed;
+  return failed;
+}
+
+}  // namespace jmp::pjrt
