@@ -43,7 +43,7 @@ def initialize() -> None:
     path = library_path()
     if not os.path.exists(path):
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
-    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings,
+    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings, _mpi,
                    _platform_clash, _status)
 
     register_plugin = _jax_internals.get("xla_bridge.register_plugin")  # without it there is no platform
@@ -58,6 +58,7 @@ def initialize() -> None:
         warnings.warn(message, PlatformClashWarning, stacklevel=2)
         return
     _capabilities.install()  # before any compile: placement reads JAX_METAL_AVOID then
+    _mpi.point_at_wheel()  # before the client: one over several processes loads MPI
     register_plugin("metal", priority=500, library_path=path)
     _registered = True
     _status.record("metal", "platform", True, f"PJRT plugin {path}")

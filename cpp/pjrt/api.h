@@ -20,6 +20,7 @@ Status ClientCreate(PJRT_Client_Create_Args* args);
 Status ClientDestroy(PJRT_Client_Destroy_Args* args);
 Status ClientPlatformName(PJRT_Client_PlatformName_Args* args);
 Status ClientProcessIndex(PJRT_Client_ProcessIndex_Args* args);
+Status ClientUpdateGlobalProcessInfo(PJRT_Client_UpdateGlobalProcessInfo_Args* args);
 Status ClientPlatformVersion(PJRT_Client_PlatformVersion_Args* args);
 Status ClientDevices(PJRT_Client_Devices_Args* args);
 Status ClientAddressableDevices(PJRT_Client_AddressableDevices_Args* args);

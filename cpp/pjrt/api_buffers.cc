@@ -32,10 +32,11 @@ Status ClientBufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
               "the memory is not one of the device's");
   PJRT_Device* device = args->memory   ? args->memory->device
                         : args->device ? args->device
-                                       : args->client->device_list[0];
+                                       : args->client->addressable_list[0];
   if (args->device_layout && !IsDenseRowMajor(*args->device_layout, host.dims.size()))
     return Unimplemented("device layouts other than dense row-major are not supported");
-  DeviceState& state = *device->state;
+  JMP_ASSIGN_OR_RETURN(DeviceState * local, LocalState(device));
+  DeviceState& state = *local;
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> buffer,
                        BufferFromHost(*state.executor, state.counters, std::move(host)));
   if (args->memory) buffer->space = args->memory->space;  // else the device's default memory
@@ -185,7 +186,8 @@ Status BufferCopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_device, "PJRT_Buffer_CopyToDevice: buffer or device is null");
   JMP_REQUIRE(args->dst_device->description.client == args->buffer->client,
               "the destination device belongs to another client");
-  DeviceState& dst = *args->dst_device->state;
+  JMP_ASSIGN_OR_RETURN(DeviceState * local, LocalState(args->dst_device));
+  DeviceState& dst = *local;
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<BufferState> copy,
                        CopyBuffer(*dst.executor, dst.counters, *args->buffer->state, MemorySpace::kDevice));
   args->dst_buffer = NewHandle(std::move(copy), args->dst_device);
@@ -199,7 +201,8 @@ Status BufferCopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
   JMP_REQUIRE(args->buffer && args->dst_memory, "PJRT_Buffer_CopyToMemory: buffer or memory is null");
   JMP_REQUIRE(args->dst_memory->client == args->buffer->client, "the destination memory belongs to another client");
   PJRT_Device* device = args->dst_memory->device;
-  DeviceState& state = *device->state;
+  JMP_ASSIGN_OR_RETURN(DeviceState * local, LocalState(device));
+  DeviceState& state = *local;
   BufferState& source = *args->buffer->state;
   const MemorySpace space = args->dst_memory->space;
   std::shared_ptr<BufferState> made;

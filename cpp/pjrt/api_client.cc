@@ -50,9 +50,90 @@ StatusOr<int> NumDevicesRequested() {
   return static_cast<int>(n);
 }
 
+namespace {
+
+// The option JAX passes for a client over several processes (node_id, num_nodes), else `fallback`.
+StatusOr<int64_t> IntOption(const PJRT_Client_Create_Args* args, std::string_view name, int64_t fallback) {
+  for (size_t i = 0; i < args->num_options; ++i) {
+    const PJRT_NamedValue& v = args->create_options[i];
+    if (std::string_view(v.name, v.name_size) != name) continue;
+    if (v.type != PJRT_NamedValue_kInt64)
+      return InvalidArgument("the client option '" + std::string(name) + "' is not an integer");
+    return v.int64_value;
+  }
+  return fallback;
+}
+
+PJRT_Error* KeyValueError(PJRT_Error_Code code, const char* message, size_t size) {
+  return new PJRT_Error{Status(code == PJRT_Error_Code_NOT_FOUND ? StatusCode::kNotFound : StatusCode::kUnavailable,
+                               std::string(message, size))};
+}
+
+Status Consume(PJRT_Error* error) {
+  if (!error) return Status::Ok();
+  Status status = error->status;
+  delete error;
+  return status;
+}
+
+// JAX's coordination service, through the callbacks PJRT hands the client.
+KeyValueStore StoreOf(const PJRT_Client_Create_Args* args) {
+  KeyValueStore store;
+  if (!args->kv_get_callback || !args->kv_put_callback) return store;
+  static PJRT_CallbackError make_error = &KeyValueError;
+  store.put = [get = args->kv_put_callback, user = args->kv_put_user_arg](const std::string& key,
+                                                                          const std::string& value) {
+    PJRT_KeyValuePutCallback_Args a{};
+    a.struct_size = PJRT_KeyValuePutCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.value = value.data();
+    a.value_size = value.size();
+    a.callback_error = &make_error;
+    a.user_arg = user;
+    return Consume(get(&a));
+  };
+  store.get = [get = args->kv_get_callback, user = args->kv_get_user_arg](const std::string& key,
+                                                                          int timeout_ms) -> StatusOr<std::string> {
+    PJRT_KeyValueGetCallback_Args a{};
+    a.struct_size = PJRT_KeyValueGetCallback_Args_STRUCT_SIZE;
+    a.key = key.data();
+    a.key_size = key.size();
+    a.timeout_in_ms = timeout_ms;
+    a.callback_error = &make_error;
+    a.user_arg = user;
+    JMP_RETURN_IF_ERROR(Consume(get(&a)));
+    std::string value(a.value ? a.value : "", a.value ? a.value_size : 0);
+    if (a.value && a.value_deleter_callback) a.value_deleter_callback(a.value);
+    return value;
+  };
+  return store;
+}
+
+}  // namespace
+
+StatusOr<DeviceState*> LocalState(const PJRT_Device* device) {
+  if (!device) return InvalidArgument("device is null");
+  if (!device->state)
+    return InvalidArgument("device " + std::to_string(device->description.id) + " belongs to process " +
+                           std::to_string(device->description.process_index) + ", not to this one");
+  return device->state;
+}
+
 Status ClientCreate(PJRT_Client_Create_Args* args) {
   JMP_ASSIGN_OR_RETURN(int num_devices, NumDevicesRequested());
+  JMP_ASSIGN_OR_RETURN(int64_t node_id, IntOption(args, "node_id", 0));
+  JMP_ASSIGN_OR_RETURN(int64_t num_nodes, IntOption(args, "num_nodes", 1));
+  JMP_REQUIRE(num_nodes >= 1 && node_id >= 0 && node_id < num_nodes,
+              "process " + std::to_string(node_id) + " of " + std::to_string(num_nodes));
   auto state = std::make_unique<ClientState>();
+  state->process_index = static_cast<int>(node_id);
+  std::vector<int> devices_per_process{num_devices};
+  if (num_nodes > 1) {
+    JMP_ASSIGN_OR_RETURN(state->group, ProcessGroup::Join(static_cast<int>(node_id), static_cast<int>(num_nodes),
+                                                          num_devices, StoreOf(args)));
+    devices_per_process = state->group->devices();
+  }
   for (int d = 0; d < num_devices; ++d) {
     JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executor> executor, exec::CreateDefaultExecutor());
     state->devices.push_back(std::make_unique<DeviceState>());
@@ -72,22 +153,30 @@ Status ClientCreate(PJRT_Client_Create_Args* args) {
   }
   auto* client = new PJRT_Client;
   client->state = std::move(state);
-  for (int d = 0; d < num_devices; ++d) {
-    auto device = std::make_unique<PJRT_Device>();
-    device->description = PJRT_DeviceDescription{client, d, "MetalDevice(id=" + std::to_string(d) + ")"};
-    device->state = client->state->devices[static_cast<size_t>(d)].get();
-    device->self[0] = device.get();
-    for (size_t i = 0; i < kNumMemorySpaces; ++i) {
-      const int id = d * static_cast<int>(kNumMemorySpaces) + static_cast<int>(i);
-      const auto space = static_cast<MemorySpace>(i);
-      device->memories[i] =
-          PJRT_Memory{client, device.get(), space, id,
-                      "MetalMemory(id=" + std::to_string(id) + ", kind=" + std::string(KindName(space)) + ")"};
-      device->memory_list[i] = &device->memories[i];
-      client->memory_list.push_back(&device->memories[i]);
+  const bool several = num_nodes > 1;
+  int id = 0;
+  for (size_t p = 0; p < devices_per_process.size(); ++p) {
+    for (int local = 0; local < devices_per_process[p]; ++local, ++id) {
+      const bool mine = static_cast<int64_t>(p) == node_id;
+      auto device = std::make_unique<PJRT_Device>();
+      device->description = PJRT_DeviceDescription{
+          client, id, static_cast<int>(p), local,
+          "MetalDevice(id=" + std::to_string(id) + (several ? ", process=" + std::to_string(p) : std::string()) + ")"};
+      device->state = mine ? client->state->devices[static_cast<size_t>(local)].get() : nullptr;
+      device->self[0] = device.get();
+      for (size_t i = 0; i < kNumMemorySpaces; ++i) {
+        const int memory_id = id * static_cast<int>(kNumMemorySpaces) + static_cast<int>(i);
+        const auto space = static_cast<MemorySpace>(i);
+        device->memories[i] =
+            PJRT_Memory{client, device.get(), space, memory_id,
+                        "MetalMemory(id=" + std::to_string(memory_id) + ", kind=" + std::string(KindName(space)) + ")"};
+        device->memory_list[i] = &device->memories[i];
+        if (mine) client->memory_list.push_back(&device->memories[i]);
+      }
+      client->device_list.push_back(device.get());
+      if (mine) client->addressable_list.push_back(device.get());
+      client->devices.push_back(std::move(device));
     }
-    client->device_list.push_back(device.get());
-    client->devices.push_back(std::move(device));
   }
   args->client = client;
   return Status::Ok();
@@ -112,7 +201,24 @@ Status ClientPlatformName(PJRT_Client_PlatformName_Args* args) {
 
 Status ClientProcessIndex(PJRT_Client_ProcessIndex_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_ProcessIndex: client is null");
-  args->process_index = 0;
+  args->process_index = args->client->state->process_index;
+  return Status::Ok();
+}
+
+// The coordination service's view of every process; the plugin only needs to know which are gone.
+Status ClientUpdateGlobalProcessInfo(PJRT_Client_UpdateGlobalProcessInfo_Args* args) {
+  JMP_REQUIRE(args->client, "PJRT_Client_UpdateGlobalProcessInfo: client is null");
+  JMP_REQUIRE(args->process_infos || !args->num_process_infos, "process_infos is null");
+  ProcessGroup* group = args->client->state->group.get();
+  if (!group) return Status::Ok();
+  for (size_t i = 0; i < args->num_process_infos; ++i) {
+    const PJRT_ProcessInfo& info = args->process_infos[i];
+    if (info.state != PJRT_ProcessState_kDisconnected && info.state != PJRT_ProcessState_kError) continue;
+    std::string why = info.state == PJRT_ProcessState_kError ? "failed" : "disconnected";
+    if (info.error_message && info.error_message_size)
+      why += ": " + std::string(info.error_message, info.error_message_size);
+    group->SetGone(info.task_id, why);
+  }
   return Status::Ok();
 }
 
@@ -132,8 +238,8 @@ Status ClientDevices(PJRT_Client_Devices_Args* args) {
 
 Status ClientAddressableDevices(PJRT_Client_AddressableDevices_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_AddressableDevices: client is null");
-  args->addressable_devices = args->client->device_list.data();
-  args->num_addressable_devices = args->client->device_list.size();
+  args->addressable_devices = args->client->addressable_list.data();
+  args->num_addressable_devices = args->client->addressable_list.size();
   return Status::Ok();
 }
 
@@ -147,9 +253,10 @@ Status ClientLookupDevice(PJRT_Client_LookupDevice_Args* args) {
 
 Status ClientLookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args* args) {
   JMP_REQUIRE(args->client, "PJRT_Client_LookupAddressableDevice: client is null");
-  if (args->local_hardware_id < 0 || static_cast<size_t>(args->local_hardware_id) >= args->client->devices.size())
+  const std::vector<PJRT_Device*>& local = args->client->addressable_list;
+  if (args->local_hardware_id < 0 || static_cast<size_t>(args->local_hardware_id) >= local.size())
     return NotFound("no device with local id " + std::to_string(args->local_hardware_id));
-  args->addressable_device = args->client->device_list[static_cast<size_t>(args->local_hardware_id)];
+  args->addressable_device = local[static_cast<size_t>(args->local_hardware_id)];
   return Status::Ok();
 }
 
@@ -190,7 +297,7 @@ Status DeviceDescriptionId(PJRT_DeviceDescription_Id_Args* args) {
 
 Status DeviceDescriptionProcessIndex(PJRT_DeviceDescription_ProcessIndex_Args* args) {
   JMP_REQUIRE(args->device_description, "device_description is null");
-  args->process_index = 0;
+  args->process_index = args->device_description->process_index;
   return Status::Ok();
 }
 
@@ -233,20 +340,20 @@ Status DeviceGetDescription(PJRT_Device_GetDescription_Args* args) {
 
 Status DeviceIsAddressable(PJRT_Device_IsAddressable_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->is_addressable = true;
+  args->is_addressable = args->device->state != nullptr;
   return Status::Ok();
 }
 
 Status DeviceLocalHardwareId(PJRT_Device_LocalHardwareId_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
-  args->local_hardware_id = args->device->description.id;
+  args->local_hardware_id = args->device->state ? args->device->description.local_id : -1;
   return Status::Ok();
 }
 
 Status DeviceAddressableMemories(PJRT_Device_AddressableMemories_Args* args) {
   JMP_REQUIRE(args->device, "device is null");
   args->memories = args->device->memory_list;
-  args->num_memories = kNumMemorySpaces;
+  args->num_memories = args->device->state ? kNumMemorySpaces : 0;
   return Status::Ok();
 }
 
@@ -257,8 +364,8 @@ Status DeviceDefaultMemory(PJRT_Device_DefaultMemory_Args* args) {
 }
 
 Status DeviceMemoryStats(PJRT_Device_MemoryStats_Args* args) {
-  JMP_REQUIRE(args->device, "device is null");
-  DeviceState& state = *args->device->state;
+  JMP_ASSIGN_OR_RETURN(DeviceState * local, LocalState(args->device));
+  DeviceState& state = *local;
   const MemoryCounters& c = state.counters;
   const exec::PoolStats pool = state.executor->MemoryPoolStats();
   const int64_t limit = state.executor->MemoryLimit();

@@ -64,12 +64,27 @@ StatusOr<std::vector<PJRT_Device*>> AssignedDevices(PJRT_Client* client, const B
   return devices;
 }
 
+// The executor a program for `devices` compiles for: its first device of this process.
+StatusOr<exec::Executor*> CompilingExecutor(const std::vector<PJRT_Device*>& devices) {
+  for (PJRT_Device* d : devices)
+    if (d->state) return d->state->executor.get();
+  return InvalidArgument("none of the program's devices belongs to this process");
+}
+
 PJRT_LoadedExecutable* Load(PJRT_Client* client, std::shared_ptr<CompiledProgram> program,
                             std::vector<PJRT_Device*> devices) {
   auto* loaded = new PJRT_LoadedExecutable;
   loaded->device_assignment = SerializeAssignment(devices, program->num_replicas, program->num_partitions);
   loaded->program = std::move(program);
   loaded->client = client;
+  for (size_t position = 0; position < devices.size(); ++position) {
+    loaded->placement.process_of.push_back(devices[position]->description.process_index);
+    if (!devices[position]->state) continue;
+    loaded->addressable.push_back(devices[position]);
+    loaded->placement.local_positions.push_back(position);
+  }
+  loaded->placement.group = client->state->group.get();
+  loaded->placement.process = client->state->process_index;
   loaded->devices = std::move(devices);
   return loaded;
 }
@@ -85,9 +100,10 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   JMP_RETURN_IF_ERROR(CheckCompileOptions(options, args->compile_options_size));
   JMP_ASSIGN_OR_RETURN(BuildOptions build, ReadBuildOptions(options, args->compile_options_size));
   JMP_ASSIGN_OR_RETURN(std::vector<PJRT_Device*> devices, AssignedDevices(args->client, build));
+  JMP_ASSIGN_OR_RETURN(exec::Executor * executor, CompilingExecutor(devices));
   JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
-                       CompileProgram(*devices[0]->state->executor, format, reinterpret_cast<const uint8_t*>(p->code),
-                                      p->code_size, mps::Partitioning{build.num_replicas, build.num_partitions}));
+                       CompileProgram(*executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size,
+                                      mps::Partitioning{build.num_replicas, build.num_partitions}));
   program->platform_version = args->client->state->platform_version;
   args->executable = Load(args->client, std::move(program), std::move(devices));
   return Status::Ok();
@@ -239,7 +255,7 @@ Status ExecutableDeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args* arg
   }
   JMP_ASSIGN_OR_RETURN(
       std::shared_ptr<CompiledProgram> program,
-      DeserializeProgram(*args->client->device_list[0]->state->executor, args->client->state->platform_version,
+      DeserializeProgram(*args->client->addressable_list[0]->state->executor, args->client->state->platform_version,
                          reinterpret_cast<const uint8_t*>(args->serialized_executable),
                          args->serialized_executable_size));
   if (build.num_replicas * build.num_partitions != program->num_replicas * program->num_partitions) {
@@ -268,8 +284,8 @@ Status LoadedExecutableGetExecutable(PJRT_LoadedExecutable_GetExecutable_Args* a
 
 Status LoadedExecutableAddressableDevices(PJRT_LoadedExecutable_AddressableDevices_Args* args) {
   JMP_REQUIRE(args->executable, "executable is null");
-  args->addressable_devices = args->executable->devices.data();
-  args->num_addressable_devices = args->executable->devices.size();
+  args->addressable_devices = args->executable->addressable.data();
+  args->num_addressable_devices = args->executable->addressable.size();
   return Status::Ok();
 }
 
@@ -308,7 +324,8 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
   PJRT_LoadedExecutable* loaded = args->executable;
   JMP_REQUIRE(loaded, "PJRT_LoadedExecutable_Execute: executable is null");
   if (loaded->deleted) return FailedPrecondition("the executable has been deleted");
-  const size_t num_devices = loaded->devices.size();
+  const size_t num_devices = loaded->addressable.size();
+  JMP_REQUIRE(num_devices > 0, "none of the executable's devices belongs to this process");
   JMP_REQUIRE(args->num_devices == num_devices, "the executable runs on " + std::to_string(num_devices) +
                                                     " devices, but Execute was given " +
                                                     std::to_string(args->num_devices) + " argument lists");
@@ -322,7 +339,8 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
         "PJRT_LoadedExecutable_Execute: output_lists is null but the executable has " + std::to_string(m) + " outputs");
   }
   constexpr size_t kExecuteDeviceEnd = offsetof(PJRT_LoadedExecutable_Execute_Args, execute_device) + sizeof(void*);
-  JMP_REQUIRE(num_devices == 1 || args->struct_size < kExecuteDeviceEnd || !args->execute_device,
+  const bool sharded = loaded->devices.size() > 1;
+  JMP_REQUIRE(!sharded || args->struct_size < kExecuteDeviceEnd || !args->execute_device,
               "the metal platform runs a program for several devices on all of them at once, not on one");
 
   const PJRT_ExecuteOptions* options = args->options;
@@ -341,8 +359,8 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
       PJRT_Buffer* b = args->argument_lists[d][i];
       arguments[d][i] = b ? b->state.get() : nullptr;
     }
-  if (num_devices == 1) {
-    PJRT_Device* device = loaded->devices[0];
+  if (!sharded) {
+    PJRT_Device* device = loaded->addressable.at(0);
     if (args->struct_size >= kExecuteDeviceEnd && args->execute_device) {
       JMP_REQUIRE(args->execute_device->description.client == loaded->client,
                   "execute_device belongs to another client");
@@ -357,12 +375,14 @@ Status LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
     return Status::Ok();
   }
   std::vector<ExecutionContext> contexts;
-  for (PJRT_Device* device : loaded->devices) contexts.push_back(device->state->execution_context());
+  for (PJRT_Device* device : loaded->addressable) contexts.push_back(device->state->execution_context());
   std::vector<std::vector<std::shared_ptr<BufferState>>> outputs;
   std::vector<std::shared_ptr<EventState>> done;
-  JMP_RETURN_IF_ERROR(ExecuteSharded(contexts, program, arguments, non_donatable, num_non_donatable, outputs, done));
+  JMP_RETURN_IF_ERROR(
+      ExecuteSharded(contexts, loaded->placement, program, arguments, non_donatable, num_non_donatable, outputs, done));
   for (size_t d = 0; d < num_devices; ++d) {
-    for (size_t j = 0; j < m; ++j) args->output_lists[d][j] = NewHandle(std::move(outputs[d][j]), loaded->devices[d]);
+    for (size_t j = 0; j < m; ++j)
+      args->output_lists[d][j] = NewHandle(std::move(outputs[d][j]), loaded->addressable[d]);
     if (args->device_complete_events) args->device_complete_events[d] = new PJRT_Event{std::move(done[d])};
   }
   return Status::Ok();

@@ -95,7 +95,8 @@ void CopyTile(uint8_t* global, const std::vector<int64_t>& dims, const std::vect
   CopyBlock(global, dims, offset, extent, 0, 0, local, local_at, element, to_global);
 }
 
-Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const std::shared_ptr<CompiledProgram>& program,
+Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const DevicePlacement& placement,
+                      const std::shared_ptr<CompiledProgram>& program,
                       const std::vector<std::vector<BufferState*>>& arguments, const int64_t* non_donatable,
                       size_t num_non_donatable, std::vector<std::vector<std::shared_ptr<BufferState>>>& outputs,
                       std::vector<std::shared_ptr<EventState>>& done) {
@@ -104,7 +105,15 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const std::s
   const size_t num_devices = devices.size(), n = g.inputs.size(), m = g.outputs.size();
   if (sig.input_shardings.size() != n || sig.output_shardings.size() != m)
     return Internal("a program for several devices without a sharding per argument and result");
+  if (placement.local_positions.size() != num_devices || num_devices == 0)
+    return Internal("a placement for another number of devices");
   for (size_t d = 0; d < num_devices; ++d) JMP_RETURN_IF_ERROR(CheckArgumentCount(*program, arguments[d].size()));
+  bool across_processes = false;
+  for (int p : placement.process_of) across_processes |= p != placement.process;
+  if (across_processes && !placement.group) return Internal("devices of other processes without a process group");
+  // Which of this process's devices is at each position, if any.
+  std::vector<int> local_at(placement.process_of.size(), -1);
+  for (size_t d = 0; d < num_devices; ++d) local_at.at(placement.local_positions[d]) = static_cast<int>(d);
 
   std::vector<bool> donate = sig.donated;
   if (exec::InPythonCallback()) donate.assign(n, false);
@@ -113,11 +122,20 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const std::s
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
   }
 
-  // The global arguments: a replicated one is device 0's buffer; the others are assembled on device 0
-  // once their shards are ready.
+  // The global arguments: a replicated one is the first device's buffer; the others are assembled on
+  // the first device once their shards are ready, each tile from the first device (in position order)
+  // holding it, this process's or another's.
   const ExecutionContext& first = devices[0];
   std::vector<std::shared_ptr<BufferState>> assembled(n);
   std::vector<BufferState*> global(n);
+  std::vector<Transfer> sends, receives;
+  std::vector<std::shared_ptr<void>> held;  // what the transfers read and write
+  struct Scattered {                        // a received tile to place after the exchange
+    size_t input;
+    int64_t tile;
+    std::shared_ptr<std::vector<uint8_t>> data;
+  };
+  std::vector<Scattered> scattered;
   for (size_t i = 0; i < n; ++i) {
     const mps::TensorType& t = g.type(g.inputs[i]);
     const mps::TileSharding& sharding = sig.input_shardings[i];
@@ -132,22 +150,54 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const std::s
     }
     const size_t element = ByteSize(sig.input_dtypes[i]);
     const size_t bytes = static_cast<size_t>(Count(t.shape)) * element;
+    const size_t tile_bytes = static_cast<size_t>(Count(shard_dims)) * element;
     JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, first.executor.Allocate(bytes));
-    // Each tile is copied from the first device holding it.
-    std::vector<bool> copied(static_cast<size_t>(Count(sharding.tiles)), false);
-    for (size_t d = 0; d < num_devices; ++d) {
-      const int64_t tile = sharding.device_tile.at(d);
-      if (copied.at(static_cast<size_t>(tile))) continue;
-      copied[static_cast<size_t>(tile)] = true;
-      JMP_RETURN_IF_ERROR(shards[d]->ready->Await());
-      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> shard, LiveMemory(*shards[d]));
-      if (bytes)
-        CopyTile(static_cast<uint8_t*>(memory->data()), t.shape, sharding.tiles, tile,
-                 static_cast<uint8_t*>(shard->data()), element, /*to_global=*/true);
+    uint8_t* whole = static_cast<uint8_t*>(memory->data());
+    // Split along the first dimension only, a tile is one contiguous range of the whole.
+    bool contiguous = true;
+    for (size_t k = 1; k < sharding.tiles.size(); ++k) contiguous &= sharding.tiles[k] == 1;
+    std::vector<bool> seen(static_cast<size_t>(Count(sharding.tiles)), false);
+    for (size_t position = 0; position < placement.process_of.size(); ++position) {
+      const int64_t tile = sharding.device_tile.at(position);
+      if (seen.at(static_cast<size_t>(tile))) continue;
+      seen[static_cast<size_t>(tile)] = true;
+      const int owner = placement.process_of[position];
+      if (owner == placement.process) {
+        const size_t d = static_cast<size_t>(local_at[position]);
+        JMP_RETURN_IF_ERROR(shards[d]->ready->Await());
+        JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> shard, LiveMemory(*shards[d]));
+        if (bytes)
+          CopyTile(whole, t.shape, sharding.tiles, tile, static_cast<uint8_t*>(shard->data()), element,
+                   /*to_global=*/true);
+        if (!across_processes || !tile_bytes) continue;
+        for (int p = 0; p < placement.group->count(); ++p)
+          if (p != placement.process) sends.push_back({p, shard->data(), tile_bytes});
+        held.push_back(shard);
+      } else if (tile_bytes) {
+        if (contiguous) {
+          receives.push_back({owner, whole + static_cast<size_t>(tile) * tile_bytes, tile_bytes});
+        } else {
+          auto data = std::make_shared<std::vector<uint8_t>>(tile_bytes);
+          receives.push_back({owner, data->data(), tile_bytes});
+          scattered.push_back({i, tile, data});
+          held.push_back(data);
+        }
+      }
     }
+    held.push_back(memory);
     assembled[i] = MakeBuffer(first.counters, sig.input_dtypes[i], t.shape, std::move(memory));
     assembled[i]->ready->Set(Status::Ok());
     global[i] = assembled[i].get();
+  }
+  if (across_processes) {
+    JMP_RETURN_IF_ERROR(placement.group->Exchange(
+        program->fingerprint, "the arguments of a program over several processes", sends, receives, std::move(held)));
+    for (const Scattered& s : scattered) {
+      const mps::TensorType& t = g.type(g.inputs[s.input]);
+      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> whole, LiveMemory(*assembled[s.input]));
+      CopyTile(static_cast<uint8_t*>(whole->data()), t.shape, sig.input_shardings[s.input].tiles, s.tile,
+               s.data->data(), ByteSize(sig.input_dtypes[s.input]), /*to_global=*/true);
+    }
   }
 
   std::vector<std::shared_ptr<BufferState>> results;
@@ -187,8 +237,8 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const std::s
       JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, devices[d].executor.Allocate(bytes));
       if (bytes)
         CopyTile(static_cast<uint8_t*>(whole->data()), t.shape, sharding.tiles,
-                 sharding.device_tile.empty() ? 0 : sharding.device_tile.at(d), static_cast<uint8_t*>(memory->data()),
-                 element, /*to_global=*/false);
+                 sharding.device_tile.empty() ? 0 : sharding.device_tile.at(placement.local_positions[d]),
+                 static_cast<uint8_t*>(memory->data()), element, /*to_global=*/false);
       auto shard = MakeBuffer(devices[d].counters, dtype, shard_dims, std::move(memory));
       shard->space = results[j]->space;
       shard->ready->Set(Status::Ok());

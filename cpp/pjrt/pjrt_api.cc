@@ -236,7 +236,7 @@ const PJRT_Api* GetApi() {
     JMP_DECLINE(PJRT_Client_DmaMap)
     JMP_DECLINE(PJRT_Client_DmaUnmap)
     JMP_DECLINE(PJRT_Client_CreateUninitializedBuffer)
-    JMP_DECLINE(PJRT_Client_UpdateGlobalProcessInfo)
+    JMP_OFFER(PJRT_Client_UpdateGlobalProcessInfo, ClientUpdateGlobalProcessInfo)
     JMP_DECLINE(PJRT_TopologyDescription_Deserialize)
     JMP_DECLINE(PJRT_Client_CreateAliasBuffer)
     JMP_DECLINE(PJRT_Client_FulfillAliasBuffer)

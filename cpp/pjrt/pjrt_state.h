@@ -14,7 +14,9 @@
 #include "pjrt/compile.h"
 #include "pjrt/events.h"
 #include "pjrt/execute.h"
+#include "pjrt/execute_sharded.h"
 #include "pjrt/memory_spaces.h"
+#include "pjrt/process_group.h"
 #include "support/status.h"
 #include "xla/pjrt/c/pjrt_c_api.h"
 
@@ -37,9 +39,13 @@ struct DeviceState {
 };
 
 struct ClientState {
-  std::vector<std::unique_ptr<DeviceState>> devices;  // by device id
+  std::vector<std::unique_ptr<DeviceState>> devices;  // this process's, by local id
   std::string device_kind;
   std::string platform_version;
+  // With jax.distributed over several processes: them, and this process among them. Device ids are
+  // global, process by process.
+  std::unique_ptr<ProcessGroup> group;
+  int process_index = 0;
 };
 
 // How many logical devices a client has: JAX_METAL_NUM_DEVICES (1 to kMaxDevices), else 1.
@@ -59,8 +65,10 @@ struct PJRT_Event {
 };
 struct PJRT_DeviceDescription {
   PJRT_Client* client;
-  int id;
-  std::string text;  // "MetalDevice(id=3)"
+  int id;             // global
+  int process_index;  // the process it belongs to
+  int local_id;       // among its process's devices
+  std::string text;   // "MetalDevice(id=3)"
 };
 struct PJRT_Memory {
   PJRT_Client* client;
@@ -71,16 +79,17 @@ struct PJRT_Memory {
 };
 struct PJRT_Device {
   PJRT_DeviceDescription description;
-  jmp::pjrt::DeviceState* state;
+  jmp::pjrt::DeviceState* state;                      // null for another process's device
   PJRT_Memory memories[jmp::pjrt::kNumMemorySpaces];  // indexed by MemorySpace; memories[0] is the default
   PJRT_Memory* memory_list[jmp::pjrt::kNumMemorySpaces];
   PJRT_Device* self[1];  // the one device its memories are addressable by
 };
 struct PJRT_Client {
   std::unique_ptr<jmp::pjrt::ClientState> state;
-  std::vector<std::unique_ptr<PJRT_Device>> devices;  // by device id
+  std::vector<std::unique_ptr<PJRT_Device>> devices;  // by device id, every process's
   std::vector<PJRT_Device*> device_list;
-  std::vector<PJRT_Memory*> memory_list;  // every device's, device by device
+  std::vector<PJRT_Device*> addressable_list;  // this process's, by local id
+  std::vector<PJRT_Memory*> memory_list;       // the addressable devices', device by device
 };
 struct PJRT_Buffer {
   std::shared_ptr<jmp::pjrt::BufferState> state;
@@ -96,13 +105,18 @@ struct PJRT_SerializedExecutable {
 struct PJRT_LoadedExecutable {
   std::shared_ptr<jmp::pjrt::CompiledProgram> program;
   PJRT_Client* client;
-  // The devices it runs on, by partition (replica-major when there are several replicas): Execute's
-  // argument and output lists come in this order.
+  // The devices it runs on, by partition (replica-major when there are several replicas), of every
+  // process; this process's among them, in the same order, are Execute's argument and output lists.
   std::vector<PJRT_Device*> devices;
+  std::vector<PJRT_Device*> addressable;
+  jmp::pjrt::DevicePlacement placement;
   std::string device_assignment;  // DeviceAssignmentProto, serialized
   std::atomic<bool> deleted{false};
 };
 
 namespace jmp::pjrt {
 const PJRT_Api* GetApi();
-}
+
+// The device's state when it is this process's, else an error naming its process.
+StatusOr<DeviceState*> LocalState(const PJRT_Device* device);
+}  // namespace jmp::pjrt
