@@ -5,10 +5,13 @@ parameters are replicated on each, and the gradients are averaged over the devic
     python examples/train_data_parallel.py --devices 4 --style shard_map # the per-device program, with pmean
     python examples/train_data_parallel.py --devices 1                  # the same losses on one device
     python examples/train_data_parallel.py --devices 4 --platform cpu   # XLA's CPU backend, 4 host devices
+    mpiexec -n 2 python examples/train_data_parallel.py --devices 4     # 2 processes with 2 devices each
 
 With `--style jit` JAX compiles one global program and the shardings say where each piece lives; with
 `--style shard_map` the step is written per device and the devices' gradients are summed across them. The metal
-platform makes JAX_METAL_NUM_DEVICES devices (set here from --devices before JAX starts).
+platform makes JAX_METAL_NUM_DEVICES devices (set here from --devices before JAX starts). Started by
+mpiexec, each process joins the others with jax.distributed.initialize() and brings its share of the
+devices; the losses are those of one process with all of them (docs/distributed.md).
 """
 
 import argparse
@@ -25,11 +28,22 @@ def parse_args():
     return p.parse_args()
 
 
+def mpi_processes():
+    """How many processes mpiexec started (MPICH's or Open MPI's launcher), 1 without one."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(name):
+            return int(os.environ[name])
+    return 1
+
+
 if __name__ == "__main__":
     ARGS = parse_args()
+    PROCESSES = mpi_processes()
+    if ARGS.devices % PROCESSES:
+        raise SystemExit(f"{ARGS.devices} devices cannot be shared evenly by {PROCESSES} processes")
     # JAX fixes its device count when it starts: ask for enough devices first.
     os.environ["JAX_PLATFORMS"] = ARGS.platform
-    os.environ.setdefault("JAX_METAL_NUM_DEVICES", str(ARGS.devices))
+    os.environ.setdefault("JAX_METAL_NUM_DEVICES", str(ARGS.devices // PROCESSES))
     flag = f"--xla_force_host_platform_device_count={ARGS.devices}"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
 
@@ -87,28 +101,44 @@ def make_step(mesh, style, lr):
                    donate_argnums=0)
 
 
+def put(tree, sharding):
+    """Host arrays onto `sharding`, each process giving its own devices' pieces (every process holds the
+    same host data), which also serves devices of other processes."""
+    return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda index: a[index]), tree)
+
+
+def fetch(tree):
+    """Replicated arrays to the host, from a device of this process."""
+    return jax.tree.map(lambda a: np.asarray(a.addressable_shards[0].data), tree)
+
+
 def train(devices=4, style="jit", platform="metal", steps=40, batch_size=128, lr=0.2, seed=0):
-    """Trains on the first `devices` devices of `platform`; returns the losses and the parameters."""
+    """Trains on the first `devices` devices of `platform` (of every process); returns the losses and
+    the parameters."""
     mesh = Mesh(np.array(jax.devices(platform)[:devices]), ("batch",))
     step = make_step(mesh, style, lr)
     x, y = digits()
     rng = np.random.default_rng(seed)
-    params = jax.device_put(init_params(jax.random.key(seed)), NamedSharding(mesh, P()))
+    params = put(init_params(jax.random.key(seed)), NamedSharding(mesh, P()))
     split = NamedSharding(mesh, P("batch"))
     losses = []
     for _ in range(steps):
         idx = rng.choice(len(x), batch_size, replace=False)
-        params, loss = step(params, jax.device_put(x[idx], split), jax.device_put(y[idx], split))
+        params, loss = step(params, put(x[idx], split), put(y[idx], split))
         losses.append(loss)
-    return np.array(jax.device_get(losses)), jax.device_get(params)
+    return np.array(fetch(losses)), fetch(params)
 
 
 def main():
+    if PROCESSES > 1:
+        jax.distributed.initialize(cluster_detection_method="mpi4py")
     devices = jax.devices(ARGS.platform)
     if len(devices) < ARGS.devices:
         raise SystemExit(f"{len(devices)} {ARGS.platform} devices, {ARGS.devices} asked for")
-    print(f"platform {ARGS.platform}, {ARGS.devices} devices, step as {ARGS.style}")
     losses, _ = train(ARGS.devices, ARGS.style, ARGS.platform, ARGS.steps, ARGS.batch_size)
+    if jax.process_index() != 0:
+        return
+    print(f"platform {ARGS.platform}, {ARGS.devices} devices in {PROCESSES} process(es), step as {ARGS.style}")
     for k in range(0, len(losses), 10):
         print(f"step {k:3d}: loss {losses[k]:.5f}")
     print(f"step {len(losses) - 1:3d}: loss {losses[-1]:.5f}")
