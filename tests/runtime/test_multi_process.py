@@ -1,0 +1,99 @@
+"""Several processes (jax.distributed over MPI): multi_process_cases.py as 2 processes × 2 metal devices
+under mpiexec, against 1 process × 4 devices. Each run is a fresh set of processes, since JAX fixes its
+devices and its distributed state when it starts."""
+
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+CASES = pathlib.Path(__file__).with_name("multi_process_cases.py")
+TIMEOUT_S = 5  # JAX_METAL_PEER_TIMEOUT for these runs: the bound on a missing process's error
+
+
+def mpiexec():
+    """The launcher of the `mpich` wheel the test extras install, in this environment."""
+    path = os.path.join(sys.prefix, "bin", "mpiexec")
+    return path if os.path.exists(path) else shutil.which("mpiexec")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(mode, out, processes, extra=()):
+    env = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES=str(4 // processes),
+               JAX_METAL_PEER_TIMEOUT=str(TIMEOUT_S), JAX_COORDINATOR_PORT=str(free_port()))
+    env.pop("XLA_FLAGS", None)
+    command = [sys.executable, str(CASES), mode, str(out)]
+    if processes > 1:
+        launcher = mpiexec()
+        assert launcher, "no mpiexec: the test extras install the mpich wheel"
+        command = [launcher, *extra, "-n", str(processes), *command]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=out)
+
+
+def output(result):
+    return f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+
+
+@pytest.fixture(scope="module")
+def agreed(tmp_path_factory):
+    runs = {}
+    for processes in (1, 2):
+        out = tmp_path_factory.mktemp(f"agree{processes}")
+        result = run("agree", out, processes)
+        assert result.returncode == 0 and (out / "agree.npz").exists(), output(result)
+        runs[processes] = dict(np.load(out / "agree.npz"))
+    return runs
+
+
+NAMES = ["psum", "pmax", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index", "psum_int32",
+         "psum_2d", "matmul", "reshard", "losses_jit", "weights_jit", "losses_shard_map", "weights_shard_map"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_two_processes_give_one_process_results(agreed, name):
+    # The same programs on the same executor: bit for bit, whichever process holds which device.
+    np.testing.assert_array_equal(agreed[2][name], agreed[1][name])
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith(("losses", "weights"))])
+def test_results_match_numpy(agreed, name):
+    got, want = agreed[2][name], agreed[2][f"reference/{name}"]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    # Sums of a few float32 terms and one tanh of a 16-term dot: a few ulps of the operands' scale.
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=0, atol=16 * np.finfo(np.float32).eps * scale)
+
+
+def test_training_loss_falls(agreed):
+    for style in ("jit", "shard_map"):
+        losses = agreed[2][f"losses_{style}"]
+        assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+
+
+def test_a_process_that_ends_is_named_within_the_bound(tmp_path):
+    # mpiexec is told to keep the job's other processes when one ends, so the survivor must find out itself.
+    result = run("kill", tmp_path, 2, extra=("-disable-auto-cleanup",))
+    report = tmp_path / "kill.txt"
+    assert report.exists(), output(result)
+    elapsed, message = report.read_text().split("\n", 1)
+    assert "process 1" in message and "JAX_METAL_PEER_TIMEOUT" in message, message
+    assert float(elapsed) < TIMEOUT_S + 5, elapsed
+
+
+def test_different_programs_are_an_error_then_the_same_program_runs(tmp_path):
+    result = run("mismatch", tmp_path, 2)
+    assert result.returncode == 0, output(result)
+    for process, other in ((0, 1), (1, 0)):
+        first, again = (tmp_path / f"mismatch-{process}.txt").read_text().split("\n")
+        assert f"process {other} runs a different program" in first, first
+        assert again == str([2.0 * i for i in range(8)]), again
