@@ -153,11 +153,15 @@ Status ProcessGroup::Transfer(const std::string& what, int tag, const std::vecto
   for (const auto& t : sends)
     if (failed.ok()) failed = post(t, false);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  const auto patience = std::chrono::duration<double>(timeout_s_);
   size_t left = pending.size();
   std::vector<bool> done(pending.size(), false);
-  // Spins first (a transfer between processes on one machine takes microseconds), then sleeps.
+  // MPI moves a large message only while it is being tested (as a blocking MPI call spins), so the
+  // loop spins while data moves; after a while without progress (a peer still compiling, or gone) it
+  // sleeps between tests instead of holding a core.
+  auto progressed = std::chrono::steady_clock::now();
   for (int round = 0; failed.ok() && left > 0; ++round) {
+    const size_t left_before = left;
     for (size_t k = 0; k < pending.size() && failed.ok(); ++k) {
       if (done[k]) continue;
       StatusOr<bool> finished = mpi_->Test(&pending[k].request);
@@ -178,18 +182,21 @@ Status ProcessGroup::Transfer(const std::string& what, int tag, const std::vecto
       }
       if (!failed.ok()) break;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (left != left_before) progressed = now;
+    if (now - progressed > patience) {
       std::vector<bool> missing(static_cast<size_t>(count()), false);
       for (size_t k = 0; k < pending.size(); ++k)
         if (!done[k]) missing[static_cast<size_t>(pending[k].process)] = true;
       std::string names;
       for (int p = 0; p < count(); ++p)
         if (missing[static_cast<size_t>(p)]) names += (names.empty() ? "" : ", ") + std::to_string(p);
-      failed = Unavailable("process " + names + " did not take part in " + what + " within " + Seconds(timeout_s_) +
-                           " s (JAX_METAL_PEER_TIMEOUT): it ended, hangs, or runs other programs");
+      failed =
+          Unavailable("process " + names + " did not take part in " + what + ": nothing came for " +
+                      Seconds(timeout_s_) + " s (JAX_METAL_PEER_TIMEOUT); it ended, hangs, or runs other programs");
       break;
     }
-    if (round > 2000) std::this_thread::sleep_for(std::chrono::microseconds(round > 20000 ? 1000 : 20));
+    if (now - progressed > std::chrono::milliseconds(200)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (failed.ok()) return Status::Ok();
   for (size_t k = 0; k < pending.size(); ++k)

@@ -1,8 +1,8 @@
 // The processes of one JAX program run across processes (jax.distributed): who they are, how many
 // devices each brings, and the one way data moves between them, MPI point-to-point transfers with a
-// deadline. A process that never arrives, or died, is named in an error after JAX_METAL_PEER_TIMEOUT
-// seconds instead of hanging every other process; after that the group refuses further transfers, since
-// MPI's state with a vanished peer is undefined.
+// deadline. A process that never arrives, or died, is named in an error once nothing has come for
+// JAX_METAL_PEER_TIMEOUT seconds instead of hanging every other process; after that the group refuses further
+// transfers, since MPI's state with a vanished peer is undefined.
 #pragma once
 
 #include <chrono>
