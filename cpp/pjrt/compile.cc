@@ -9,6 +9,7 @@
 #include "exec/work_counters.h"
 #include "exec/work_estimate.h"
 #include "lower/lower.h"
+#include "lower/tile_signature.h"
 #include "pjrt/conversions.h"
 #include "pjrt/execute_sharded.h"
 #include "pjrt/optimized_program.h"
@@ -96,7 +97,34 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
     program->output_spaces.push_back(space);
   }
   DescribeOutputs(*program);
+  JMP_RETURN_IF_ERROR(AddTiledProgram(executor, *program));
   return program;
+}
+
+Status AddTiledProgram(exec::Executor& executor, CompiledProgram& p) {
+  if (p.num_replicas * p.num_partitions == 1) return Status::Ok();
+  const mps::Signature& sig = p.signature;
+  auto tiles = std::make_shared<CompiledProgram>();
+  JMP_ASSIGN_OR_RETURN(tiles->graph, mps::TileSignature(p.graph, sig));
+  for (size_t i = 0; i < sig.input_dtypes.size(); ++i)
+    for (int64_t t = 0; t < mps::TileCount(sig.input_shardings.at(i)); ++t)
+      tiles->signature.input_dtypes.push_back(sig.input_dtypes[i]);
+  for (size_t j = 0; j < sig.output_dtypes.size(); ++j)
+    for (int64_t t = 0; t < mps::TileCount(sig.output_shardings.at(j)); ++t) {
+      tiles->signature.output_dtypes.push_back(sig.output_dtypes[j]);
+      tiles->output_spaces.push_back(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
+    }
+  const size_t n = tiles->graph.inputs.size();
+  tiles->signature.aliased_output.assign(n, -1);
+  tiles->signature.donated.assign(n, false);
+  JMP_ASSIGN_OR_RETURN(tiles->executable, executor.Compile(tiles->graph));
+  tiles->in_place = tiles->executable->OutputsMayAliasInputs();
+  tiles->name = p.name;
+  tiles->fingerprint = p.fingerprint;
+  tiles->platform_version = p.platform_version;
+  DescribeOutputs(*tiles);
+  p.tiles = std::move(tiles);
+  return Status::Ok();
 }
 
 void DescribeOutputs(CompiledProgram& p) {

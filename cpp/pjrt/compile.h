@@ -49,12 +49,19 @@ struct CompiledProgram {
   int64_t num_partitions = 1;
   // For several devices: the module XLA reads the shardings from (optimized_program.h); empty for one.
   std::string optimized_program;
+  // For several devices: the same program over the devices' shards (lower/tile_signature.h), what
+  // ExecuteSharded runs: one input per tile of each argument, one output per tile of each result, never
+  // donating. Null for one device.
+  std::shared_ptr<CompiledProgram> tiles;
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
 StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& executor, std::string_view format,
                                                           const uint8_t* code, size_t code_size,
                                                           const mps::Partitioning& partitioning = {});
+
+// For a program over several devices, compiles its program over tiles (CompiledProgram::tiles).
+Status AddTiledProgram(exec::Executor& executor, CompiledProgram& program);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes), the optimized program and
 // runs_inline from the graph, its signature's output dtypes and output_spaces: the same for a program

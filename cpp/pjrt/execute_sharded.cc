@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "exec/host_callback.h"
+#include "lower/tile_signature.h"
 
 namespace jmp::pjrt {
 
@@ -14,34 +15,6 @@ int64_t Count(const std::vector<int64_t>& v) {
   int64_t n = 1;
   for (int64_t x : v) n *= x;
   return n;
-}
-
-bool Whole(const mps::TileSharding& s) {
-  for (int64_t t : s.tiles)
-    if (t != 1) return false;
-  return true;
-}
-
-// Copies the innermost-contiguous block of rank `dims.size() - k` at the given byte offsets.
-void CopyBlock(uint8_t* global, const std::vector<int64_t>& dims, const std::vector<int64_t>& offset,
-               const std::vector<int64_t>& extent, size_t k, size_t global_at, uint8_t* local, size_t& local_at,
-               size_t element, bool to_global) {
-  // Row-major strides of the global array from dimension k on.
-  size_t stride = element;
-  for (size_t j = k + 1; j < dims.size(); ++j) stride *= static_cast<size_t>(dims[j]);
-  if (k + 1 == dims.size()) {
-    const size_t bytes = static_cast<size_t>(extent[k]) * element;
-    uint8_t* g = global + global_at + static_cast<size_t>(offset[k]) * element;
-    if (to_global)
-      std::memcpy(g, local + local_at, bytes);
-    else
-      std::memcpy(local + local_at, g, bytes);
-    local_at += bytes;
-    return;
-  }
-  for (int64_t i = 0; i < extent[k]; ++i)
-    CopyBlock(global, dims, offset, extent, k + 1, global_at + static_cast<size_t>(offset[k] + i) * stride, local,
-              local_at, element, to_global);
 }
 
 // Device d's shard of one argument, checked against the program's input i.
@@ -73,28 +46,6 @@ StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const 
   return out;
 }
 
-void CopyTile(uint8_t* global, const std::vector<int64_t>& dims, const std::vector<int64_t>& tiles, int64_t tile,
-              uint8_t* local, size_t element, bool to_global) {
-  if (dims.empty()) {
-    if (to_global)
-      std::memcpy(global, local, element);
-    else
-      std::memcpy(local, global, element);
-    return;
-  }
-  std::vector<int64_t> extent(dims.size()), offset(dims.size());
-  for (size_t k = dims.size(); k-- > 0;) {
-    const int64_t t = tiles.empty() ? 1 : tiles[k];
-    extent[k] = dims[k] / t;
-    offset[k] = (tile % t) * extent[k];
-    tile /= t;
-  }
-  for (int64_t e : extent)
-    if (e == 0) return;
-  size_t local_at = 0;
-  CopyBlock(global, dims, offset, extent, 0, 0, local, local_at, element, to_global);
-}
-
 Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const DevicePlacement& placement,
                       const std::shared_ptr<CompiledProgram>& program,
                       const std::vector<std::vector<BufferState*>>& arguments, const int64_t* non_donatable,
@@ -102,18 +53,18 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
                       std::vector<std::shared_ptr<EventState>>& done) {
   const mps::Graph& g = program->graph;
   const mps::Signature& sig = program->signature;
+  const std::shared_ptr<CompiledProgram>& tiled = program->tiles;
   const size_t num_devices = devices.size(), n = g.inputs.size(), m = g.outputs.size();
-  if (sig.input_shardings.size() != n || sig.output_shardings.size() != m)
-    return Internal("a program for several devices without a sharding per argument and result");
+  if (!tiled || sig.input_shardings.size() != n || sig.output_shardings.size() != m)
+    return Internal("a program for several devices without its shardings and its program over tiles");
   if (placement.local_positions.size() != num_devices || num_devices == 0)
     return Internal("a placement for another number of devices");
   for (size_t d = 0; d < num_devices; ++d) JMP_RETURN_IF_ERROR(CheckArgumentCount(*program, arguments[d].size()));
+  const size_t positions = placement.process_of.size();
   bool across_processes = false;
   for (int p : placement.process_of) across_processes |= p != placement.process;
   if (across_processes && !placement.group) return Internal("devices of other processes without a process group");
-  // Which of this process's devices is at each position, if any.
-  std::vector<int> local_at(placement.process_of.size(), -1);
-  for (size_t d = 0; d < num_devices; ++d) local_at.at(placement.local_positions[d]) = static_cast<int>(d);
+  const int processes = across_processes ? placement.group->count() : 1;
 
   std::vector<bool> donate = sig.donated;
   if (exec::InPythonCallback()) donate.assign(n, false);
@@ -122,20 +73,14 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
   }
 
-  // The global arguments: a replicated one is the first device's buffer; the others are assembled on
-  // the first device once their shards are ready, each tile from the first device (in position order)
-  // holding it, this process's or another's.
+  // The tiles program's inputs: each tile from this process's device holding it; a tile no device of
+  // this process holds comes over MPI from the process of the first device (in position order) holding
+  // it, which sends it to every process without it.
   const ExecutionContext& first = devices[0];
-  std::vector<std::shared_ptr<BufferState>> assembled(n);
-  std::vector<BufferState*> global(n);
+  std::vector<BufferState*> inputs;
+  std::vector<std::shared_ptr<BufferState>> received;
   std::vector<Transfer> sends, receives;
   std::vector<std::shared_ptr<void>> held;  // what the transfers read and write
-  struct Scattered {                        // a received tile to place after the exchange
-    size_t input;
-    int64_t tile;
-    std::shared_ptr<std::vector<uint8_t>> data;
-  };
-  std::vector<Scattered> scattered;
   for (size_t i = 0; i < n; ++i) {
     const mps::TensorType& t = g.type(g.inputs[i]);
     const mps::TileSharding& sharding = sig.input_shardings[i];
@@ -144,106 +89,92 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     for (size_t d = 0; d < num_devices; ++d) {
       JMP_ASSIGN_OR_RETURN(shards[d], Shard(arguments, d, i, sig.input_dtypes[i], shard_dims));
     }
-    if (Whole(sharding)) {
-      global[i] = shards[0];
+    const int64_t count = mps::TileCount(sharding);
+    if (count == 1) {
+      inputs.push_back(shards[0]);
       continue;
     }
-    const size_t element = ByteSize(sig.input_dtypes[i]);
-    const size_t bytes = static_cast<size_t>(Count(t.shape)) * element;
-    const size_t tile_bytes = static_cast<size_t>(Count(shard_dims)) * element;
-    JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, first.executor.Allocate(bytes));
-    uint8_t* whole = static_cast<uint8_t*>(memory->data());
-    // Split along the first dimension only, a tile is one contiguous range of the whole.
-    bool contiguous = true;
-    for (size_t k = 1; k < sharding.tiles.size(); ++k) contiguous &= sharding.tiles[k] == 1;
-    std::vector<bool> seen(static_cast<size_t>(Count(sharding.tiles)), false);
-    for (size_t position = 0; position < placement.process_of.size(); ++position) {
-      const int64_t tile = sharding.device_tile.at(position);
-      if (seen.at(static_cast<size_t>(tile))) continue;
-      seen[static_cast<size_t>(tile)] = true;
-      const int owner = placement.process_of[position];
-      if (owner == placement.process) {
-        const size_t d = static_cast<size_t>(local_at[position]);
-        JMP_RETURN_IF_ERROR(shards[d]->ready->Await());
-        JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> shard, LiveMemory(*shards[d]));
-        if (bytes)
-          CopyTile(whole, t.shape, sharding.tiles, tile, static_cast<uint8_t*>(shard->data()), element,
-                   /*to_global=*/true);
-        if (!across_processes || !tile_bytes) continue;
-        for (int p = 0; p < placement.group->count(); ++p)
-          if (p != placement.process) sends.push_back({p, shard->data(), tile_bytes});
-        held.push_back(shard);
-      } else if (tile_bytes) {
-        if (contiguous) {
-          receives.push_back({owner, whole + static_cast<size_t>(tile) * tile_bytes, tile_bytes});
-        } else {
-          auto data = std::make_shared<std::vector<uint8_t>>(tile_bytes);
-          receives.push_back({owner, data->data(), tile_bytes});
-          scattered.push_back({i, tile, data});
-          held.push_back(data);
-        }
+    const size_t bytes = static_cast<size_t>(Count(shard_dims)) * ByteSize(sig.input_dtypes[i]);
+    for (int64_t tile = 0; tile < count; ++tile) {
+      int local = -1;
+      for (size_t d = 0; d < num_devices && local < 0; ++d)
+        if (sharding.device_tile.at(placement.local_positions[d]) == tile) local = static_cast<int>(d);
+      std::vector<bool> holds(static_cast<size_t>(processes), !across_processes);
+      int owner = -1;
+      for (size_t position = 0; position < positions; ++position) {
+        if (sharding.device_tile.at(position) != tile) continue;
+        if (owner < 0) owner = placement.process_of[position];
+        if (across_processes) holds.at(static_cast<size_t>(placement.process_of[position])) = true;
       }
+      if (owner < 0) return Internal("argument " + std::to_string(i) + ": a tile on no device");
+      if (local >= 0) {
+        BufferState* shard = shards[static_cast<size_t>(local)];
+        inputs.push_back(shard);
+        if (owner != placement.process || !bytes) continue;
+        bool others = false;
+        for (bool h : holds) others |= !h;
+        if (!others) continue;
+        JMP_RETURN_IF_ERROR(shard->ready->Await());
+        JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, LiveMemory(*shard));
+        for (int p = 0; p < processes; ++p)
+          if (!holds[static_cast<size_t>(p)]) sends.push_back({p, memory->data(), bytes});
+        held.push_back(memory);
+        continue;
+      }
+      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, first.executor.Allocate(bytes));
+      if (bytes) receives.push_back({owner, memory->data(), bytes});
+      held.push_back(memory);
+      received.push_back(MakeBuffer(first.counters, sig.input_dtypes[i], shard_dims, std::move(memory)));
+      received.back()->ready->Set(Status::Ok());
+      inputs.push_back(received.back().get());
     }
-    held.push_back(memory);
-    assembled[i] = MakeBuffer(first.counters, sig.input_dtypes[i], t.shape, std::move(memory));
-    assembled[i]->ready->Set(Status::Ok());
-    global[i] = assembled[i].get();
   }
-  if (across_processes) {
+  if (across_processes)
     JMP_RETURN_IF_ERROR(placement.group->Exchange(
         program->fingerprint, "the arguments of a program over several processes", sends, receives, std::move(held)));
-    for (const Scattered& s : scattered) {
-      const mps::TensorType& t = g.type(g.inputs[s.input]);
-      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> whole, LiveMemory(*assembled[s.input]));
-      CopyTile(static_cast<uint8_t*>(whole->data()), t.shape, sig.input_shardings[s.input].tiles, s.tile,
-               s.data->data(), ByteSize(sig.input_dtypes[s.input]), /*to_global=*/true);
-    }
-  }
 
+  std::vector<int64_t> keep(inputs.size());
+  for (size_t k = 0; k < keep.size(); ++k) keep[k] = static_cast<int64_t>(k);
   std::vector<std::shared_ptr<BufferState>> results;
   std::shared_ptr<EventState> ran;
-  // Device 0's own buffers are donated (or not) by the run itself; an assembled copy always may be.
-  std::vector<int64_t> keep;
-  for (size_t i = 0; i < n; ++i)
-    if (!donate[i]) keep.push_back(static_cast<int64_t>(i));
-  JMP_RETURN_IF_ERROR(Execute(first, program, global, keep.data(), keep.size(), results, ran));
-  // The other devices' donated shards are consumed with the call.
+  JMP_RETURN_IF_ERROR(Execute(first, tiled, inputs, keep.data(), keep.size(), results, ran));
+  JMP_RETURN_IF_ERROR(ran->Await());
+  // A donated argument's shards are consumed with the call.
   for (size_t i = 0; i < n; ++i) {
     if (!donate[i]) continue;
     for (size_t d = 0; d < num_devices; ++d) {
       BufferState* b = arguments[d][i];
-      if (b == global[i]) continue;
       std::lock_guard<std::mutex> lock(b->mu);
       if (b->external_refs == 0 && !b->SharedLocked()) b->DeleteLocked();
     }
   }
-  JMP_RETURN_IF_ERROR(ran->Await());
 
+  // Each device its tile of each result: the run's own buffer for the first device taking it, a copy
+  // for any other.
   outputs.assign(num_devices, {});
   done.assign(num_devices, nullptr);
+  size_t at = 0;
   for (size_t j = 0; j < m; ++j) {
-    const mps::TensorType& t = g.type(g.outputs[j]);
     const mps::TileSharding& sharding = sig.output_shardings[j];
-    JMP_ASSIGN_OR_RETURN(std::vector<int64_t> shard_dims, TileDims(t.shape, sharding.tiles));
-    const DType dtype = sig.output_dtypes[j];
-    const size_t element = ByteSize(dtype);
-    const size_t bytes = static_cast<size_t>(Count(shard_dims)) * element;
-    JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> whole, LiveMemory(*results[j]));
+    const int64_t count = mps::TileCount(sharding);
+    std::vector<bool> taken(static_cast<size_t>(count), false);
     for (size_t d = 0; d < num_devices; ++d) {
-      if (d == 0 && Whole(sharding)) {
-        outputs[d].push_back(results[j]);
+      const int64_t tile = count == 1 ? 0 : sharding.device_tile.at(placement.local_positions[d]);
+      const std::shared_ptr<BufferState>& result = results.at(at + static_cast<size_t>(tile));
+      if (!taken[static_cast<size_t>(tile)]) {
+        taken[static_cast<size_t>(tile)] = true;
+        outputs[d].push_back(result);
         continue;
       }
-      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, devices[d].executor.Allocate(bytes));
-      if (bytes)
-        CopyTile(static_cast<uint8_t*>(whole->data()), t.shape, sharding.tiles,
-                 sharding.device_tile.empty() ? 0 : sharding.device_tile.at(placement.local_positions[d]),
-                 static_cast<uint8_t*>(memory->data()), element, /*to_global=*/false);
-      auto shard = MakeBuffer(devices[d].counters, dtype, shard_dims, std::move(memory));
-      shard->space = results[j]->space;
-      shard->ready->Set(Status::Ok());
-      outputs[d].push_back(std::move(shard));
+      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> whole, LiveMemory(*result));
+      JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, devices[d].executor.Allocate(result->bytes));
+      if (result->bytes) std::memcpy(memory->data(), whole->data(), result->bytes);
+      auto copy = MakeBuffer(devices[d].counters, result->dtype, result->dims, std::move(memory));
+      copy->space = result->space;
+      copy->ready->Set(Status::Ok());
+      outputs[d].push_back(std::move(copy));
     }
+    at += static_cast<size_t>(count);
   }
   for (size_t d = 0; d < num_devices; ++d) done[d] = CompletedEvent(Status::Ok());
   return Status::Ok();

@@ -1,11 +1,12 @@
 // Running a program compiled for several devices. The program is the module's @main in global shapes,
 // its manual regions (shard_map, pmap) unrolled per device by the lowering; each device passes its shard
 // of every argument and receives its shard of every result, as the program's shardings (the signature's)
-// say. The simple way, correct for every sharding: each argument's global value is assembled on the
-// first device (a replicated argument is read where it is, without a copy), the program runs there, and
-// each device receives a copy of its shard of each result. Over several processes (jax.distributed) the
-// same holds in every process: each sends the tiles its devices hold first to every other process over
-// MPI and receives the rest, runs the whole program, and keeps its devices' shards of the results.
+// say. What runs is the program over tiles (lower/tile_signature.h), on the first device: the devices'
+// shards are its inputs as they are, and its outputs are the result tiles, each handed to the first
+// device holding it (a copy to any other device holding the same tile). Nothing is assembled or cut
+// unless the program itself needs a global value. Over several processes (jax.distributed) the same
+// holds in every process: a tile no device of the process holds comes over MPI from the process of the
+// first device holding it; each process runs the whole program and keeps its devices' tiles.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +41,5 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
 // The dims of one tile of an array of `dims` cut as `tiles` says (empty: the whole array); an error when
 // a dimension does not divide evenly.
 StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const std::vector<int64_t>& tiles);
-
-// Copies tile `tile` (row-major among `tiles`) of a dense array of `dims` into dense `local`, or back
-// (`to_global`). `element` is the byte size of one element.
-void CopyTile(uint8_t* global, const std::vector<int64_t>& dims, const std::vector<int64_t>& tiles, int64_t tile,
-              uint8_t* local, size_t element, bool to_global);
 
 }  // namespace jmp::pjrt

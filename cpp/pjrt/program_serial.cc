@@ -153,6 +153,7 @@ StatusOr<std::shared_ptr<CompiledProgram>> DeserializeProgram(exec::Executor& ex
   exec::Counters().programs_deserialized.fetch_add(1, std::memory_order_relaxed);
   program->in_place = program->executable->OutputsMayAliasInputs();
   DescribeOutputs(*program);
+  JMP_RETURN_IF_ERROR(AddTiledProgram(executor, *program));
   return program;
 }
 

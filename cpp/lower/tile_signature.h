@@ -1,0 +1,26 @@
+// A program over several devices with each device's shards as its inputs and outputs. The lowering's
+// graph takes and returns global values: run as it is, every sharded argument would be assembled from
+// its shards first, and every device's shard cut out of the global result after. This pass gives the
+// same graph one input per tile of each sharded argument and one output per tile of each sharded
+// result (tiles in row-major order; a whole one stays one), so the shards go in and come out as they
+// are. A manual computation's body reads its slice of an argument, which is now a tile input, and its
+// result is the concatenation of the devices' pieces, each of which is now a tile output: for the
+// usual shard_map nothing is assembled or cut at all. Where the graph needs a global value after all,
+// it concatenates the tiles itself.
+#pragma once
+
+#include <vector>
+
+#include "lower/lower.h"
+#include "mps/graph.h"
+
+namespace jmp::mps {
+
+// How many tiles a sharding cuts a value into (1 when whole).
+int64_t TileCount(const TileSharding& sharding);
+
+// The graph over tiles. Its inputs are, argument by argument, the argument (whole) or its tiles; its
+// outputs likewise per result.
+StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature);
+
+}  // namespace jmp::mps
