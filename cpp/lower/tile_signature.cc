@@ -70,25 +70,31 @@ class Tiler {
   std::map<int, size_t> producer_;
 };
 
-// Drops the Slices and Concats nothing reads any more (the pass's leftovers; both are pure).
-void DropDeadShapeOps(Graph& g) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::map<int, int> uses;
-    for (const Op& op : g.ops)
-      for (int v : op.inputs) ++uses[v];
-    for (int v : g.outputs) ++uses[v];
-    std::vector<Op> kept;
-    for (Op& op : g.ops) {
-      const bool shape_op = op.kind == OpKind::kSlice || op.kind == OpKind::kConcat;
-      if (shape_op && uses[op.outputs.at(0)] == 0) {
-        changed = true;
-        continue;
-      }
-      kept.push_back(std::move(op));
-    }
-    g.ops = std::move(kept);
+bool CallsPython(const Op& op) {
+  if (op.kind == OpKind::kPythonCallback) return true;
+  for (const Graph& sub : op.subgraphs)
+    for (const Op& inner : sub.ops)
+      if (CallsPython(inner)) return true;
+  return false;
+}
+
+// Drops the ops nothing reads, but those that call into Python (their effects are the point).
+void DropDeadOps(Graph& g) {
+  std::vector<bool> used(g.values.size(), false);
+  for (int v : g.outputs) used[static_cast<size_t>(v)] = true;
+  std::vector<bool> keep(g.ops.size(), false);
+  for (size_t i = g.ops.size(); i-- > 0;) {
+    const Op& op = g.ops[i];
+    bool needed = CallsPython(op);
+    for (int v : op.outputs) needed |= used[static_cast<size_t>(v)];
+    if (!needed) continue;
+    keep[i] = true;
+    for (int v : op.inputs) used[static_cast<size_t>(v)] = true;
   }
+  std::vector<Op> kept;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(g.ops[i]));
+  g.ops = std::move(kept);
 }
 
 }  // namespace
@@ -201,8 +207,17 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
     }
   }
   g.outputs = std::move(outputs);
-  DropDeadShapeOps(g);
+  DropDeadOps(g);
   JMP_RETURN_IF_ERROR(VerifyGraph(g).WithContext("the program over tiles"));
+  return g;
+}
+
+Graph KeepOutputs(const Graph& graph, const std::vector<bool>& keep) {
+  Graph g = graph;
+  g.outputs.clear();
+  for (size_t j = 0; j < graph.outputs.size(); ++j)
+    if (j < keep.size() && keep[j]) g.outputs.push_back(graph.outputs[j]);
+  DropDeadOps(g);
   return g;
 }
 

@@ -23,4 +23,8 @@ int64_t TileCount(const TileSharding& sharding);
 // outputs likewise per result.
 StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature);
 
+// The graph with only the outputs `keep` says, and without the ops only the others needed (a process
+// of several computes only its own devices' tiles). Its inputs stay as they are.
+Graph KeepOutputs(const Graph& graph, const std::vector<bool>& keep);
+
 }  // namespace jmp::mps

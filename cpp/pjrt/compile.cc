@@ -101,19 +101,18 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
   return program;
 }
 
-Status AddTiledProgram(exec::Executor& executor, CompiledProgram& p) {
-  if (p.num_replicas * p.num_partitions == 1) return Status::Ok();
-  const mps::Signature& sig = p.signature;
+namespace {
+
+// A program over tiles, never donating (the devices' shards are JAX's buffers, read as they are).
+StatusOr<std::shared_ptr<CompiledProgram>> CompileOverTiles(exec::Executor& executor, const CompiledProgram& p,
+                                                            mps::Graph graph, std::vector<DType> input_dtypes,
+                                                            std::vector<DType> output_dtypes,
+                                                            std::vector<MemorySpace> output_spaces) {
   auto tiles = std::make_shared<CompiledProgram>();
-  JMP_ASSIGN_OR_RETURN(tiles->graph, mps::TileSignature(p.graph, sig));
-  for (size_t i = 0; i < sig.input_dtypes.size(); ++i)
-    for (int64_t t = 0; t < mps::TileCount(sig.input_shardings.at(i)); ++t)
-      tiles->signature.input_dtypes.push_back(sig.input_dtypes[i]);
-  for (size_t j = 0; j < sig.output_dtypes.size(); ++j)
-    for (int64_t t = 0; t < mps::TileCount(sig.output_shardings.at(j)); ++t) {
-      tiles->signature.output_dtypes.push_back(sig.output_dtypes[j]);
-      tiles->output_spaces.push_back(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
-    }
+  tiles->graph = std::move(graph);
+  tiles->signature.input_dtypes = std::move(input_dtypes);
+  tiles->signature.output_dtypes = std::move(output_dtypes);
+  tiles->output_spaces = std::move(output_spaces);
   const size_t n = tiles->graph.inputs.size();
   tiles->signature.aliased_output.assign(n, -1);
   tiles->signature.donated.assign(n, false);
@@ -123,8 +122,46 @@ Status AddTiledProgram(exec::Executor& executor, CompiledProgram& p) {
   tiles->fingerprint = p.fingerprint;
   tiles->platform_version = p.platform_version;
   DescribeOutputs(*tiles);
-  p.tiles = std::move(tiles);
+  return tiles;
+}
+
+}  // namespace
+
+Status AddTiledProgram(exec::Executor& executor, CompiledProgram& p) {
+  if (p.num_replicas * p.num_partitions == 1) return Status::Ok();
+  const mps::Signature& sig = p.signature;
+  JMP_ASSIGN_OR_RETURN(mps::Graph graph, mps::TileSignature(p.graph, sig));
+  std::vector<DType> input_dtypes, output_dtypes;
+  std::vector<MemorySpace> spaces;
+  for (size_t i = 0; i < sig.input_dtypes.size(); ++i)
+    for (int64_t t = 0; t < mps::TileCount(sig.input_shardings.at(i)); ++t) input_dtypes.push_back(sig.input_dtypes[i]);
+  for (size_t j = 0; j < sig.output_dtypes.size(); ++j)
+    for (int64_t t = 0; t < mps::TileCount(sig.output_shardings.at(j)); ++t) {
+      output_dtypes.push_back(sig.output_dtypes[j]);
+      spaces.push_back(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
+    }
+  JMP_ASSIGN_OR_RETURN(p.tiles, CompileOverTiles(executor, p, std::move(graph), std::move(input_dtypes),
+                                                 std::move(output_dtypes), std::move(spaces)));
   return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, const CompiledProgram& p,
+                                                     const std::vector<bool>& keep) {
+  const CompiledProgram& tiles = *p.tiles;
+  std::lock_guard<std::mutex> lock(p.kept_tiles->mu);
+  std::shared_ptr<CompiledProgram>& kept = p.kept_tiles->programs[keep];
+  if (kept) return kept;
+  std::vector<DType> output_dtypes;
+  std::vector<MemorySpace> spaces;
+  for (size_t j = 0; j < keep.size(); ++j) {
+    if (!keep[j]) continue;
+    output_dtypes.push_back(tiles.signature.output_dtypes.at(j));
+    spaces.push_back(tiles.output_spaces.at(j));
+  }
+  JMP_ASSIGN_OR_RETURN(kept,
+                       CompileOverTiles(executor, p, mps::KeepOutputs(tiles.graph, keep), tiles.signature.input_dtypes,
+                                        std::move(output_dtypes), std::move(spaces)));
+  return kept;
 }
 
 void DescribeOutputs(CompiledProgram& p) {

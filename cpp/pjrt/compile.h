@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +19,14 @@
 #include "xla/pjrt/c/pjrt_c_api.h"
 
 namespace jmp::pjrt {
+
+struct CompiledProgram;
+
+// The variants of a program over tiles that keep only some of its outputs, each compiled once.
+struct KeptTiles {
+  std::mutex mu;
+  std::map<std::vector<bool>, std::shared_ptr<CompiledProgram>> programs;
+};
 
 struct CompiledProgram {
   std::string name;
@@ -53,6 +63,7 @@ struct CompiledProgram {
   // ExecuteSharded runs: one input per tile of each argument, one output per tile of each result, never
   // donating. Null for one device.
   std::shared_ptr<CompiledProgram> tiles;
+  std::shared_ptr<KeptTiles> kept_tiles = std::make_shared<KeptTiles>();
 };
 
 // `format` must be "mlir" (a VHLO portable artifact); the code is untrusted.
@@ -62,6 +73,11 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileProgram(exec::Executor& execut
 
 // For a program over several devices, compiles its program over tiles (CompiledProgram::tiles).
 Status AddTiledProgram(exec::Executor& executor, CompiledProgram& program);
+
+// The program over tiles with only the outputs `keep` says (by output of `program.tiles`), compiled the
+// first time a set is asked for: a process of several computes only its own devices' tiles.
+StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, const CompiledProgram& program,
+                                                     const std::vector<bool>& keep);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes), the optimized program and
 // runs_inline from the graph, its signature's output dtypes and output_spaces: the same for a program

@@ -1,5 +1,6 @@
 #include "pjrt/execute_sharded.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -133,11 +134,32 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     JMP_RETURN_IF_ERROR(placement.group->Exchange(
         program->fingerprint, "the arguments of a program over several processes", sends, receives, std::move(held)));
 
+  // Each result tile's place among the run's outputs. A process of several computes only the tiles its
+  // own devices hold.
+  std::shared_ptr<CompiledProgram> run = tiled;
+  std::vector<size_t> output_at;
+  {
+    std::vector<bool> wanted;
+    for (size_t j = 0; j < m; ++j) {
+      const mps::TileSharding& sharding = sig.output_shardings[j];
+      const int64_t count = mps::TileCount(sharding);
+      for (int64_t tile = 0; tile < count; ++tile) {
+        bool held = count == 1 || !across_processes;
+        for (size_t d = 0; d < num_devices && !held; ++d)
+          held = sharding.device_tile.at(placement.local_positions[d]) == tile;
+        output_at.push_back(std::count(wanted.begin(), wanted.end(), true));
+        wanted.push_back(held);
+      }
+    }
+    if (across_processes) {
+      JMP_ASSIGN_OR_RETURN(run, TilesKept(first.executor, *program, wanted));
+    }
+  }
   std::vector<int64_t> keep(inputs.size());
   for (size_t k = 0; k < keep.size(); ++k) keep[k] = static_cast<int64_t>(k);
   std::vector<std::shared_ptr<BufferState>> results;
   std::shared_ptr<EventState> ran;
-  JMP_RETURN_IF_ERROR(Execute(first, tiled, inputs, keep.data(), keep.size(), results, ran));
+  JMP_RETURN_IF_ERROR(Execute(first, run, inputs, keep.data(), keep.size(), results, ran));
   JMP_RETURN_IF_ERROR(ran->Await());
   // A donated argument's shards are consumed with the call.
   for (size_t i = 0; i < n; ++i) {
@@ -160,7 +182,7 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     std::vector<bool> taken(static_cast<size_t>(count), false);
     for (size_t d = 0; d < num_devices; ++d) {
       const int64_t tile = count == 1 ? 0 : sharding.device_tile.at(placement.local_positions[d]);
-      const std::shared_ptr<BufferState>& result = results.at(at + static_cast<size_t>(tile));
+      const std::shared_ptr<BufferState>& result = results.at(output_at.at(at + static_cast<size_t>(tile)));
       if (!taken[static_cast<size_t>(tile)]) {
         taken[static_cast<size_t>(tile)] = true;
         outputs[d].push_back(result);
