@@ -65,3 +65,18 @@ def test_a_short_data_parallel_run_reports_each_pair(tmp_path):
         (pair,) = style["pairs"]
         assert pair["one_s"] > 0 and pair["two_s"] > 0
         assert math.isclose(pair["ratio"], pair["two_s"] / pair["one_s"])
+
+
+def test_a_short_all_reduce_run_reports_both_sides(tmp_path):
+    """benchmarks/allreduce_processes.py: one pair of processes under mpiexec times the psum and MPI's
+    own all-reduce on 1 MB and writes both and their ratio. Says nothing of speed."""
+    out = tmp_path / "allreduce.json"
+    port = 24000 + os.getpid() % 1000
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "allreduce_processes.py"), "--sizes-mb", "1",
+                        "--rounds", "2", "--reps", "1", "--port", str(port), "--out", str(out)], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    results = json.loads(out.read_text())
+    (size,) = results["sizes"]
+    assert results["machine"] and size["size_mb"] == 1 and size["jax_s"] > 0 and size["mpi_s"] > 0
+    assert math.isclose(size["ratio"], size["mpi_s"] / size["jax_s"])
