@@ -1,7 +1,9 @@
 #include "lower/tile_signature.h"
 
+#include <cstddef>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "mps/verify.h"
 

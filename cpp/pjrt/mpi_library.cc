@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <utility>
 
 namespace jmp::pjrt {
 

@@ -1,9 +1,11 @@
 #include "pjrt/process_group.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace jmp::pjrt {
 
