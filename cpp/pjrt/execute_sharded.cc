@@ -66,6 +66,11 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
   for (int p : placement.process_of) across_processes |= p != placement.process;
   if (across_processes && !placement.group) return Internal("devices of other processes without a process group");
   const int processes = across_processes ? placement.group->count() : 1;
+  // The processes with devices in the program, in order: only they run it.
+  std::vector<int> participants;
+  for (int p : placement.process_of)
+    if (std::find(participants.begin(), participants.end(), p) == participants.end()) participants.push_back(p);
+  std::sort(participants.begin(), participants.end());
 
   std::vector<bool> donate = sig.donated;
   if (exec::InPythonCallback()) donate.assign(n, false);
@@ -100,7 +105,10 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
       int local = -1;
       for (size_t d = 0; d < num_devices && local < 0; ++d)
         if (sharding.device_tile.at(placement.local_positions[d]) == tile) local = static_cast<int>(d);
-      std::vector<bool> holds(static_cast<size_t>(processes), !across_processes);
+      // Whether each process holds the tile (one without devices in the program needs nothing).
+      std::vector<bool> holds(static_cast<size_t>(processes), true);
+      if (across_processes)
+        for (int p : participants) holds.at(static_cast<size_t>(p)) = false;
       int owner = -1;
       for (size_t position = 0; position < positions; ++position) {
         if (sharding.device_tile.at(position) != tile) continue;
@@ -131,8 +139,9 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     }
   }
   if (across_processes)
-    JMP_RETURN_IF_ERROR(placement.group->Exchange(
-        program->fingerprint, "the arguments of a program over several processes", sends, receives, std::move(held)));
+    JMP_RETURN_IF_ERROR(placement.group->Exchange(program->fingerprint,
+                                                  "the arguments of a program over several processes", participants,
+                                                  sends, receives, std::move(held)));
 
   // Each result tile's place among the run's outputs. A process of several computes only the tiles its
   // own devices hold.

@@ -85,13 +85,13 @@ void ProcessGroup::SetGone(int process, const std::string& why) {
 }
 
 Status ProcessGroup::Exchange(const std::string& fingerprint, const std::string& what,
-                              const std::vector<jmp::pjrt::Transfer>& sends,
+                              const std::vector<int>& participants, const std::vector<jmp::pjrt::Transfer>& sends,
                               const std::vector<jmp::pjrt::Transfer>& receives,
                               std::vector<std::shared_ptr<void>> keep) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!broken_.ok())
     return FailedPrecondition("the processes cannot run programs together any more: " + broken_.message());
-  const uint64_t run = ++runs_;
+  const uint64_t run = ++runs_[participants];
   const int tag = static_cast<int>(run % 32000);
   // First every process states which program it runs as which run: nothing else moves unless all agree.
   struct Header {
@@ -102,14 +102,14 @@ Status ProcessGroup::Exchange(const std::string& fingerprint, const std::string&
   // The header outlives a failed exchange, as MPI may still read it.
   auto header = std::make_shared<Header>(mine);
   std::vector<jmp::pjrt::Transfer> header_sends, header_receives;
-  for (int p = 0; p < count(); ++p) {
+  for (int p : participants) {
     if (p == process_) continue;
     header_sends.push_back({p, header.get(), sizeof(Header)});
     header_receives.push_back({p, &(*theirs)[static_cast<size_t>(p)], sizeof(Header)});
   }
   std::vector<std::shared_ptr<void>> header_keep{theirs, header};
   JMP_RETURN_IF_ERROR(Transfer(what + " (agreeing on the program)", tag, header_sends, header_receives, header_keep));
-  for (int p = 0; p < count(); ++p) {
+  for (int p : participants) {
     if (p == process_) continue;
     const Header& h = (*theirs)[static_cast<size_t>(p)];
     if (h.program != mine.program)

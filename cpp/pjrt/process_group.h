@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,12 +45,14 @@ class ProcessGroup {
   // Devices of each process, by process index.
   const std::vector<int>& devices() const { return devices_; }
 
-  // Every process of the group runs its matching exchange for the same run of the same program
-  // (`fingerprint`; a mismatch is an error in every process before any data moves). The messages between
+  // Every process of `participants` (the processes with devices in the program, this one among them)
+  // runs its matching exchange for the same run of the same program (`fingerprint`; a mismatch is an
+  // error in each of them before any data moves). The messages between
   // two processes are matched in the order both list them. `what` names the exchange in errors. `keep`
   // is kept alive for ever if the exchange fails (MPI may still touch the memory of abandoned transfers).
-  Status Exchange(const std::string& fingerprint, const std::string& what, const std::vector<Transfer>& sends,
-                  const std::vector<Transfer>& receives, std::vector<std::shared_ptr<void>> keep = {});
+  Status Exchange(const std::string& fingerprint, const std::string& what, const std::vector<int>& participants,
+                  const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
+                  std::vector<std::shared_ptr<void>> keep = {});
 
   // What JAX's coordination service reports of a process: an exchange waiting for a process that is
   // gone fails at once, naming it, rather than at the deadline.
@@ -66,8 +69,8 @@ class ProcessGroup {
   std::vector<int> devices_;
   std::vector<int> ranks_;  // MPI rank of each process
   double timeout_s_ = 300;
-  std::mutex mu_;  // one exchange at a time, in the same order in every process
-  uint64_t runs_ = 0;
+  std::mutex mu_;                              // one exchange at a time, in the same order in every process
+  std::map<std::vector<int>, uint64_t> runs_;  // by set of participants: their runs together
   Status broken_;
   std::vector<std::shared_ptr<void>> abandoned_;
   std::mutex gone_mu_;             // not mu_: the coordination service reports while an exchange waits

@@ -5,6 +5,8 @@ mpiexec, joined by jax.distributed) or as 1 process with 4. Usage: multi_process
             saves the global results (and numpy's) to OUT_DIR/agree.npz
   kill      process 1 ends abruptly after a first step; process 0's next step must fail naming it
   mismatch  the processes run different programs: an error in each, then the same program runs again
+  subset    3 processes with 1 device each: a program over the first two processes' devices runs in
+            those two only, then one over all three; process 0 saves both results to OUT_DIR/subset.npz
 """
 
 import os
@@ -30,9 +32,12 @@ shard_map = getattr(jax, "shard_map", None)
 if shard_map is None:  # JAX releases before jax.shard_map
     from jax.experimental.shard_map import shard_map
 
-assert jax.device_count() == 4 and jax.local_device_count() == 4 // PROCESSES, jax.devices()
-MESH = Mesh(np.array(jax.devices()), ("x",))
-MESH2 = Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
+if MODE == "subset":
+    assert jax.device_count() == 3 and jax.local_device_count() == 1, jax.devices()
+else:
+    assert jax.device_count() == 4 and jax.local_device_count() == 4 // PROCESSES, jax.devices()
+    MESH = Mesh(np.array(jax.devices()), ("x",))
+    MESH2 = Mesh(np.array(jax.devices()).reshape(2, 2), ("a", "b"))
 
 
 def put(a, sharding):
@@ -145,4 +150,19 @@ def mismatch():
     (OUT / f"mismatch-{jax.process_index()}.txt").write_text(f"{first}\n{again.tolist()}")
 
 
-{"agree": agree, "kill": kill, "mismatch": mismatch}[MODE]()
+def subset():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    total = per_device_sum = None
+    pair = Mesh(np.array(jax.devices()[:2]), ("x",))
+    if jax.process_index() < 2:
+        xs = put(x[:4], NamedSharding(pair, P("x")))
+        summed = jax.jit(shard_map(lambda b: jax.lax.psum(b, "x"), mesh=pair, in_specs=P("x"), out_specs=P()))(xs)
+        per_device_sum = np.asarray(summed.addressable_shards[0].data)
+    everyone = Mesh(np.array(jax.devices()), ("x",))
+    total = gather(jax.jit(lambda v: v * 2, out_shardings=NamedSharding(everyone, P()))(
+        put(x, NamedSharding(everyone, P("x")))))
+    if jax.process_index() == 0:
+        np.savez(OUT / "subset.npz", pair=per_device_sum, everyone=total)
+
+
+{"agree": agree, "kill": kill, "mismatch": mismatch, "subset": subset}[MODE]()

@@ -28,8 +28,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(mode, out, processes, extra=()):
-    env = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES=str(4 // processes),
+def run(mode, out, processes, extra=(), devices=4):
+    env = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES=str(devices // processes),
                JAX_METAL_PEER_TIMEOUT=str(TIMEOUT_S), JAX_COORDINATOR_PORT=str(free_port()))
     env.pop("XLA_FLAGS", None)
     command = [sys.executable, str(CASES), mode, str(out)]
@@ -97,3 +97,13 @@ def test_different_programs_are_an_error_then_the_same_program_runs(tmp_path):
         first, again = (tmp_path / f"mismatch-{process}.txt").read_text().split("\n")
         assert f"process {other} runs a different program" in first, first
         assert again == str([2.0 * i for i in range(8)]), again
+
+
+def test_a_program_on_some_processes_leaves_the_others_out(tmp_path):
+    # Process 2 has no device in the first program and never runs it; the one over all three follows.
+    result = run("subset", tmp_path, 3, devices=3)
+    assert result.returncode == 0, output(result)
+    got = np.load(tmp_path / "subset.npz")
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    np.testing.assert_array_equal(got["pair"], x[:2] + x[2:4])
+    np.testing.assert_array_equal(got["everyone"], x * 2)
