@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -78,11 +77,9 @@ def measure(size_mb, args):
     env = dict(os.environ, JAX_COORDINATOR_PORT=str(args.port))
     cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "--child", str(size_mb),
            "--rounds", str(args.rounds), "--reps", str(args.reps)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1])
+    from run import child_json
+
+    return child_json(cmd, env)
 
 
 def main():

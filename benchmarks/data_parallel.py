@@ -18,7 +18,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -69,11 +68,9 @@ def child(devices, style, rounds, steps):
 def measure(devices, style, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(devices), "--style", style,
            "--rounds", str(args.rounds), "--steps", str(args.steps)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1])
+    from run import child_json
+
+    return child_json(cmd)
 
 
 def main():
