@@ -107,3 +107,38 @@ def test_a_program_on_some_processes_leaves_the_others_out(tmp_path):
     x = np.arange(12, dtype=np.float32).reshape(6, 2)
     np.testing.assert_array_equal(got["pair"], x[:2] + x[2:4])
     np.testing.assert_array_equal(got["everyone"], x * 2)
+
+
+UNLAUNCHED = """
+import sys, jax
+jax.distributed.initialize(coordinator_address=sys.argv[2], num_processes=2, process_id=int(sys.argv[1]))
+try:
+    jax.devices()
+    print("no error")
+except Exception as e:  # noqa: BLE001 - the error is the outcome
+    print("error:", e)
+"""
+
+
+def run_unlaunched(tmp_path, **env):
+    """Two processes joined by jax.distributed directly, not started by mpiexec."""
+    environment = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES="1", **env)
+    address = f"127.0.0.1:{free_port()}"
+    procs = [subprocess.Popen([sys.executable, "-c", UNLAUNCHED, str(p), address], env=environment, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    return [out for out, _ in outs], [err for _, err in outs]
+
+
+def test_processes_not_started_by_mpiexec_get_a_clear_error(tmp_path):
+    outs, errs = run_unlaunched(tmp_path)
+    for out, err in zip(outs, errs):
+        assert "error:" in out and "start every process with the same mpiexec" in out, out + err[-3000:]
+
+
+def test_no_mpi_library_is_a_clear_error(tmp_path):
+    # A machine with MPICH installed system-wide finds that one instead, and then says the first error.
+    outs, errs = run_unlaunched(tmp_path, JAX_METAL_LIBMPI=str(tmp_path / "no-such-libmpi.so"))
+    for out, err in zip(outs, errs):
+        assert "error:" in out, out + err[-3000:]
+        assert 'pip install "jax-metal-plugin[mpi]"' in out or "the same mpiexec" in out, out
