@@ -77,7 +77,7 @@ def measure(size_mb, args):
     env = dict(os.environ, JAX_COORDINATOR_PORT=str(args.port))
     cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), "--child", str(size_mb),
            "--rounds", str(args.rounds), "--reps", str(args.reps)]
-    from run import child_json
+    from child_process import child_json
 
     return child_json(cmd, env)
 

@@ -68,7 +68,7 @@ def child(devices, style, rounds, steps):
 def measure(devices, style, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", str(devices), "--style", style,
            "--rounds", str(args.rounds), "--steps", str(args.steps)]
-    from run import child_json
+    from child_process import child_json
 
     return child_json(cmd)
 

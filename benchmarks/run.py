@@ -110,15 +110,6 @@ def spread(values):
     return {"median": statistics.median(values), "q1": q1, "q3": q3, "min": min(values), "max": max(values)}
 
 
-def child_json(cmd, env=None):
-    """Runs a measuring child process; its result is the last line of its output that is JSON."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1])
-
-
 def tenth_percentile(values):
     """A platform's step time from its rounds. What disturbs a round on a shared machine only ever adds
     time, and on this 2-core VM XLA:CPU's parallel loops run in one of two regimes lasting seconds (both
