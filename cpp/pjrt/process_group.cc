@@ -7,17 +7,13 @@
 #include <thread>
 #include <utility>
 
+#include "support/byte_stream.h"
+
 namespace jmp::pjrt {
 
 namespace {
 
 std::string Key(int process) { return "jax_metal/process/" + std::to_string(process); }
-
-uint64_t Hash(const std::string& s) {  // FNV-1a: the same in every process, unlike std::hash
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string Seconds(double s) {
   std::ostringstream out;
@@ -97,7 +93,7 @@ Status ProcessGroup::Exchange(const std::string& fingerprint, const std::string&
   struct Header {
     uint64_t program, run;
   };
-  const Header mine{Hash(fingerprint), run};
+  const Header mine{Fnv1a(fingerprint), run};  // FNV-1a: the same in every process
   auto theirs = std::make_shared<std::vector<Header>>(static_cast<size_t>(count()));
   // The header outlives a failed exchange, as MPI may still read it.
   auto header = std::make_shared<Header>(mine);
