@@ -4,6 +4,7 @@
 
 #include "lower/lower_context.h"
 #include "lower/lower_multiply_add.h"
+#include "lower/partial_sums.h"
 #include "lower/sharding.h"
 #include "mps/verify.h"
 #include "stablehlo/passes/narrow_types.h"
@@ -12,7 +13,12 @@ namespace jmp::mps {
 
 namespace {
 
-StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning);
+// @main's shardings: per argument and per result (both empty for a program on one device).
+struct MainShardings {
+  std::vector<TileSharding> arguments, results;
+};
+
+StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning, const MainShardings& shardings);
 StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
 
 // How each of @main's arguments (results) lies on the devices: its sdy.sharding or mhlo.sharding;
@@ -20,16 +26,16 @@ StatusOr<Signature> SignatureOf(const shlo::Func& main, const Graph& graph);
 // for it elsewhere (ResultShardingFinder). Only partitions split values; replicas (pmap's old form) are not
 // supported.
 StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, const std::vector<std::string>& texts,
-                                                const Graph& graph, const std::vector<int>& values,
-                                                const Partitioning& partitioning, bool results) {
+                                                const std::vector<shlo::Type>& types, const Partitioning& partitioning,
+                                                bool results) {
   if (partitioning.num_replicas > 1)
     return Unimplemented("programs with several replicas (num_replicas " + std::to_string(partitioning.num_replicas) +
                          ") are not supported; the metal platform runs partitioned (SPMD) programs");
   std::vector<TileSharding> out;
   std::optional<ResultShardingFinder> unspecified;  // built at the first result without a sharding
-  for (size_t i = 0; i < values.size(); ++i) {
+  for (size_t i = 0; i < types.size(); ++i) {
     const std::string text = i < texts.size() ? texts[i] : "";
-    const size_t rank = graph.type(values[i]).shape.size();
+    const size_t rank = types[i].shape.size();
     if (text.empty()) {
       if (results && !unspecified) unspecified.emplace(module, *module.FindFunc("main"), partitioning.num_devices());
       out.push_back(results ? unspecified->ForResult(i, rank) : TileSharding{});
@@ -58,25 +64,27 @@ StatusOr<std::vector<TileSharding>> ShardingsOf(const shlo::Module& module, cons
 // its operand's rank, ...); bounds-checked accessors then throw, and that is a bad-input error.
 StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partitioning& partitioning) {
   try {
+    const shlo::Func* main = module.FindFunc("main");
+    if (!main) return InvalidArgument("the module has no function @main");
+    MainShardings shardings;
+    if (partitioning.num_devices() > 1) {
+      JMP_ASSIGN_OR_RETURN(shardings.arguments,
+                           ShardingsOf(module, main->arg_shardings, main->arg_types, partitioning, /*results=*/false));
+      JMP_ASSIGN_OR_RETURN(shardings.results, ShardingsOf(module, main->result_shardings, main->result_types,
+                                                          partitioning, /*results=*/true));
+    }
     LoweredProgram program;
     if (!shlo::HasNarrowTypes(module)) {
-      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(module, partitioning));
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(module, partitioning, shardings));
     } else {
       JMP_ASSIGN_OR_RETURN(shlo::Module legal, shlo::LegalizeNarrowTypes(module));
-      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal, partitioning));
+      JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal, partitioning, shardings));
     }
     ContractMultiplyAdds(program.graph);
     JMP_RETURN_IF_ERROR(VerifyGraph(program.graph));
-    JMP_ASSIGN_OR_RETURN(program.signature,
-                         SignatureOf(*module.FindFunc("main"), program.graph));  // LowerMain found it
-    if (partitioning.num_devices() > 1) {
-      JMP_ASSIGN_OR_RETURN(program.signature.input_shardings,
-                           ShardingsOf(module, module.FindFunc("main")->arg_shardings, program.graph,
-                                       program.graph.inputs, partitioning, /*results=*/false));
-      JMP_ASSIGN_OR_RETURN(program.signature.output_shardings,
-                           ShardingsOf(module, module.FindFunc("main")->result_shardings, program.graph,
-                                       program.graph.outputs, partitioning, /*results=*/true));
-    }
+    JMP_ASSIGN_OR_RETURN(program.signature, SignatureOf(*main, program.graph));
+    program.signature.input_shardings = std::move(shardings.arguments);
+    program.signature.output_shardings = std::move(shardings.results);
     return program;
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("inconsistent program: ") + e.what());
@@ -85,7 +93,8 @@ StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partition
 
 namespace {
 
-StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning) {
+StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partitioning,
+                          const MainShardings& shardings) {
   const shlo::Func* main = module.FindFunc("main");
   if (!main) return InvalidArgument("the module has no function @main");
   if (main->body.blocks.size() != 1) return Unimplemented("@main must have exactly one block");
@@ -97,19 +106,25 @@ StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partit
   Scope scope;
   scope.graph = &graph;
   scope.func = main;
+  LowerContext cx(module, partitioning);
+  cx.SwapScope(&scope);
+  auto parts = [](const std::vector<TileSharding>& s, size_t i) { return i < s.size() ? s[i].parts : 1; };
   for (size_t i = 0; i < block.args.size(); ++i) {
     const shlo::Type& t = main->arg_types[i];
     if (t.kind != shlo::Type::Kind::kTensor && t.kind != shlo::Type::Kind::kToken)
       return Unimplemented("@main argument " + std::to_string(i) + " has type " + t.ToString() +
                            "; only tensors and tokens are supported");
-    int v = graph.AddValue(t.dtype, t.shape);
+    // An argument in parts comes in as their stack, and the program reads their sum.
+    Shape shape = t.shape;
+    if (parts(shardings.arguments, i) > 1) shape.insert(shape.begin(), parts(shardings.arguments, i));
+    int v = graph.AddValue(t.dtype, shape);
     graph.inputs.push_back(v);
-    scope.env[block.args[i]] = v;
+    scope.env[block.args[i]] = parts(shardings.arguments, i) > 1 ? SumOfParts(cx, v) : v;
   }
-  LowerContext cx(module, partitioning);
-  cx.SwapScope(&scope);
   JMP_ASSIGN_OR_RETURN(const shlo::Op* ret, cx.LowerBlock(block));
   JMP_ASSIGN_OR_RETURN(graph.outputs, cx.Values(ret->operands));
+  for (size_t j = 0; j < graph.outputs.size(); ++j)
+    if (parts(shardings.results, j) > 1) graph.outputs[j] = PartsOf(cx, graph.outputs[j], parts(shardings.results, j));
   return graph;
 }
 

@@ -15,10 +15,23 @@ namespace jmp::mps {
 // How an argument or result of a program for several devices lies on them: cut into tiles[k] pieces
 // along dimension k (tiles numbered row-major), the device at position d of the executable's devices
 // holding tile device_tile[d]. Empty `tiles`: every device holds the whole array.
+//
+// Partial sums (Shardy's unreduced axes): with parts > 1 the value is the sum of `parts` arrays and
+// each device holds its tile of one of them. The graph carries them stacked along a new leading
+// dimension, which tiles[0] (== parts) cuts, so `tiles` has one entry more than the value has
+// dimensions and a device's tile counts the part first.
 struct TileSharding {
   std::vector<int64_t> tiles;
   std::vector<int64_t> device_tile;
+  int64_t parts = 1;
 };
+
+// How many tiles a sharding cuts a value (its stack of parts) into: 1 when whole.
+inline int64_t TileCount(const TileSharding& sharding) {
+  int64_t n = 1;
+  for (int64_t t : sharding.tiles) n *= t;
+  return n;
+}
 
 // The devices a program is compiled for (XLA's build options): partitions of one program (SPMD, what
 // jit and shard_map compile) times replicas of it.

@@ -146,6 +146,14 @@ class LowerContext {
   void MarkIota(int v, int64_t axis) { iota_axis_[{scope_->graph, v}] = axis; }
   bool IsIotaAlong(int v, int64_t axis);
 
+  // Records that v is the sum of the parts stacked in `stack` (partial_sums.h); PartsStack gives the
+  // stack, or -1.
+  void MarkPartsOf(int v, int stack) { parts_stack_[{scope_->graph, v}] = stack; }
+  int PartsStack(int v) const {
+    auto it = parts_stack_.find({scope_->graph, v});
+    return it == parts_stack_.end() ? -1 : it->second;
+  }
+
   // The scope swap used by control flow and inlining.
   Scope* SwapScope(Scope* s) {
     Scope* old = scope_;
@@ -181,6 +189,7 @@ class LowerContext {
   Status failure_;
   std::map<std::pair<const Graph*, int>, double> splats_;
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
+  std::map<std::pair<const Graph*, int>, int> parts_stack_;
   // Broadcasts of one element (splats): the element, at the broadcast's rank. Elementwise ops whose
   // operands are all splats compute on the elements and broadcast the result, so a shift by a loop-carried
   // amount or a compare of two splats costs one element, not a tensor.

@@ -17,6 +17,7 @@
 
 #include "lower/lower_context.h"
 #include "lower/lower_families.h"
+#include "lower/partial_sums.h"
 #include "lower/sharding.h"
 
 namespace jmp::mps {
@@ -704,13 +705,16 @@ Status ManualComputation(LowerContext& cx) {
     StatusOr<TileSharding> s = TilesOf((*ins)[i], shape.size(), devices);
     if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
     const shlo::Type& local = region ? cx.ShloType(op.regions[0].blocks[0].args.at(i)) : cx.InType(i);
+    const size_t part_dims = s->parts > 1 ? 1 : 0;
     for (size_t k = 0; k < shape.size(); ++k) {
-      const int64_t t = s->tiles.empty() ? 1 : s->tiles[k];
+      const int64_t t = s->tiles.empty() ? 1 : s->tiles[k + part_dims];
       if (shape[k] % t != 0 || shape[k] / t != local.shape.at(k))
         return cx.Unsupported("operand " + std::to_string(i) + " of global shape " + cx.Type(global).ToString() +
                               " does not split into the body's argument " + local.ToString());
     }
-    for (size_t c = 0; c < n; ++c) args[c].push_back(Slice(cx, global, *s, copies.device[c]));
+    // An operand in parts: each device its tile of its part.
+    const int sliced = part_dims ? PartsOf(cx, global, s->parts) : global;
+    for (size_t c = 0; c < n; ++c) args[c].push_back(cx.Reshape(Slice(cx, sliced, *s, copies.device[c]), local.shape));
   }
   const shlo::Op* call = &op;
   Unroller unroller(cx, copies);
@@ -726,8 +730,14 @@ Status ManualComputation(LowerContext& cx) {
     const Shape local_shape = cx.ShapeOf(local[0]);
     StatusOr<TileSharding> s = TilesOf((*outs)[j], local_shape.size(), devices);
     if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
+    if (s->parts > 1) {
+      // A result in parts: the devices' pieces make the stack of parts, and the value is their sum.
+      Shape one = local_shape;
+      one.insert(one.begin(), 1);
+      for (int& v : local) v = cx.Reshape(v, one);
+    }
     JMP_ASSIGN_OR_RETURN(int global, Assemble(cx, local, *s, copies));
-    cx.BindShlo(results_ids[j], global);
+    cx.BindShlo(results_ids[j], s->parts > 1 ? SumOfParts(cx, global) : global);
   }
   return Status::Ok();
 }

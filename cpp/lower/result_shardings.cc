@@ -152,7 +152,8 @@ bool ResultShardingFinder::Parse(const std::string& text, size_t rank, TileShard
     s = ParseHloSharding(text, rank, devices_);
   }
   if (!s.ok()) return false;
-  *out = std::move(*s);
+  // Partial sums are where the program states them, never what the ops after them make.
+  *out = WithoutParts(*s);
   return true;
 }
 
@@ -161,7 +162,8 @@ bool ResultShardingFinder::FromList(const std::string& text, size_t j, size_t ra
   if (!list.ok() || j >= list->size()) return false;
   StatusOr<TileSharding> s = TilesOf((*list)[j], rank, devices_);
   if (!s.ok()) return false;
-  *out = std::move(*s);
+  // Partial sums are where the program states them, never what the ops after them make.
+  *out = WithoutParts(*s);
   return true;
 }
 

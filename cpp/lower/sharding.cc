@@ -173,13 +173,26 @@ StatusOr<SdySharding> ShardingBody(Text& t, const Meshes& meshes, std::string_vi
     } while (t.Eat(","));
     if (!t.Eat("]")) return Bad("sharding", text);
   }
-  // replicated={...}: copies on those axes, as the axes no dimension names. unreduced={...} would hold
-  // partial sums, which no program JAX sends for these devices to run has at its boundary.
+  // replicated={...}: copies on those axes, as the axes no dimension names. unreduced={...}: partial
+  // sums over those axes.
   while (t.Eat(",")) {
     std::string key;
     if (!t.Name(&key) || !t.Eat("=") || !t.Eat("{")) return Bad("sharding", text);
-    if (key != "replicated") return Unimplemented("a sharding with '" + key + "' axes is not supported");
-    if (!t.SkipNested('{', '}')) return Bad("sharding", text);
+    if (key == "replicated") {
+      if (!t.SkipNested('{', '}')) return Bad("sharding", text);
+      continue;
+    }
+    if (key != "unreduced") return Unimplemented("a sharding with '" + key + "' axes is not supported");
+    if (t.Eat("}")) continue;
+    do {
+      std::string axis;
+      if (!t.Quoted(&axis)) return Bad("sharding", text);
+      if (t.Peek(":")) return Unimplemented("a sharding over a sub-axis ('" + axis + "':...) is not supported");
+      const int k = out.mesh.AxisIndex(axis);
+      if (k < 0) return InvalidArgument("a sharding names axis '" + axis + "', which its mesh lacks");
+      out.unreduced.push_back(k);
+    } while (t.Eat(","));
+    if (!t.Eat("}")) return Bad("sharding", text);
   }
   if (!t.Eat(">")) return Bad("sharding", text);
   return out;
@@ -260,12 +273,20 @@ StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t
     return InvalidArgument("a sharding of rank " + std::to_string(sharding.dim_axes.size()) + " for a value of rank " +
                            std::to_string(rank));
   TileSharding out;
+  for (int a : sharding.unreduced) out.parts *= mesh.axis_sizes[static_cast<size_t>(a)];
+  // The parts count as the leading dimension of the value's stack (lower.h).
+  const bool partial = out.parts > 1;
+  std::vector<std::vector<int>> dim_axes = sharding.dim_axes;
+  if (partial) {
+    dim_axes.insert(dim_axes.begin(), sharding.unreduced);
+    ++rank;
+  }
   bool split = false;
   out.tiles.assign(rank, 1);
   for (size_t k = 0; k < rank; ++k)
-    for (int a : sharding.dim_axes[k]) {
+    for (int a : dim_axes[k]) {
       out.tiles[k] *= mesh.axis_sizes[static_cast<size_t>(a)];
-      split = true;
+      split = split || mesh.axis_sizes[static_cast<size_t>(a)] > 1;
     }
   if (!split) return TileSharding{};
   out.device_tile.assign(static_cast<size_t>(num_devices), 0);
@@ -279,8 +300,7 @@ StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t
     int64_t tile = 0;
     for (size_t k = 0; k < rank; ++k) {
       int64_t index = 0;  // along dimension k: the named axes' coordinates, major first
-      for (int a : sharding.dim_axes[k])
-        index = index * mesh.axis_sizes[static_cast<size_t>(a)] + coord[static_cast<size_t>(a)];
+      for (int a : dim_axes[k]) index = index * mesh.axis_sizes[static_cast<size_t>(a)] + coord[static_cast<size_t>(a)];
       tile = tile * out.tiles[k] + index;
     }
     out.device_tile[static_cast<size_t>(mesh.DeviceAt(position))] = tile;
@@ -292,6 +312,15 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
   Text t(text);
   if (!t.Eat("{")) return Bad("HloSharding", text);
   if (t.Eat("replicated") || t.Eat("manual")) return TileSharding{};
+  if (t.Eat("unreduced")) {  // every device a part of the whole
+    if (num_devices <= 1) return TileSharding{};
+    TileSharding out;
+    out.parts = num_devices;
+    out.tiles.assign(rank + 1, 1);
+    out.tiles[0] = num_devices;
+    for (int64_t d = 0; d < num_devices; ++d) out.device_tile.push_back(d);
+    return out;
+  }
   if (t.Peek("{")) return Unimplemented("a tuple sharding of one value is not supported: '" + std::string(text) + "'");
   if (t.Eat("maximal")) return Unimplemented("a sharding on one device only (maximal) is not supported");
   if (!t.Eat("devices=")) return Bad("HloSharding", text);
@@ -349,18 +378,22 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
     } while (t.Eat(","));
   }
   if (static_cast<int64_t>(devices.size()) != count) return Bad("HloSharding", text);
-  // Trailing tile dimensions beyond the rank hold copies (last_tile_dim_replicate, last_tile_dims).
+  // Trailing tile dimensions beyond the rank hold copies (last_tile_dim_replicate, last_tile_dims) or
+  // parts (an "unreduced" one).
   size_t replicated_dims = 0;
+  std::vector<bool> unreduced_dim;  // per trailing dimension
   if (t.Eat("last_tile_dim_replicate")) {
     replicated_dims = 1;
+    unreduced_dim.push_back(false);
   } else if (t.Eat("last_tile_dims=")) {
     if (!t.Eat("{")) return Bad("HloSharding", text);
     do {
       std::string kind;
       if (!t.Name(&kind)) return Bad("HloSharding", text);
-      if (kind != "replicated" && kind != "manual")
+      if (kind != "replicated" && kind != "manual" && kind != "unreduced")
         return Unimplemented("a sharding with '" + kind + "' tile dimensions is not supported");
       ++replicated_dims;
+      unreduced_dim.push_back(kind == "unreduced");
     } while (t.Eat(","));
     if (!t.Eat("}")) return Bad("HloSharding", text);
   }
@@ -372,13 +405,28 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
                            std::to_string(num_devices) + ": '" + std::string(text) + "'");
   TileSharding out;
   out.tiles.assign(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(rank));
-  int64_t copies = 1;
-  for (size_t k = rank; k < shape.size(); ++k) copies *= shape[k];
+  const int64_t per_part = TileCount(out);
+  for (size_t k = 0; k < unreduced_dim.size(); ++k)
+    if (unreduced_dim[k]) out.parts *= shape[rank + k];
   out.device_tile.assign(static_cast<size_t>(num_devices), -1);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t d = devices[static_cast<size_t>(i)];
     if (d < 0 || d >= num_devices || out.device_tile[static_cast<size_t>(d)] >= 0) return Bad("HloSharding", text);
-    out.device_tile[static_cast<size_t>(d)] = i / copies;
+    // Device i's coordinates: its tile over the first `rank` dimensions, its part over the unreduced ones.
+    int64_t rest = i, part = 0, part_stride = 1;
+    for (size_t k = shape.size(); k-- > rank;) {
+      const int64_t coord = rest % shape[k];
+      rest /= shape[k];
+      if (unreduced_dim[k - rank]) {
+        part += coord * part_stride;
+        part_stride *= shape[k];
+      }
+    }
+    out.device_tile[static_cast<size_t>(d)] = part * per_part + rest;
+  }
+  if (out.parts > 1) {
+    out.tiles.insert(out.tiles.begin(), out.parts);
+    return out;
   }
   bool split = false;
   for (int64_t x : out.tiles) split = split || x > 1;
@@ -386,22 +434,39 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
   return out;
 }
 
+TileSharding WithoutParts(const TileSharding& sharding) {
+  if (sharding.parts <= 1) return sharding;
+  TileSharding whole;
+  whole.tiles.assign(sharding.tiles.begin() + 1, sharding.tiles.end());
+  const int64_t per_part = TileCount(whole);
+  if (per_part <= 1) return TileSharding{};
+  for (int64_t tile : sharding.device_tile) whole.device_tile.push_back(tile % per_part);
+  return whole;
+}
+
 std::string HloShardingText(const TileSharding& sharding, int64_t num_devices) {
-  int64_t tiles = 1;
-  for (int64_t t : sharding.tiles) tiles *= t;
+  const int64_t tiles = TileCount(sharding);
   if (tiles <= 1 || sharding.device_tile.size() != static_cast<size_t>(num_devices)) return "{replicated}";
-  // Devices in tile order; the devices sharing a tile are consecutive, in ascending id.
+  // XLA lists the devices tile by tile, within a tile part by part (its "unreduced" subgroup), and the
+  // copies of one part last, here in ascending id.
+  const int64_t parts = sharding.parts;
+  if (parts > 1 && parts == num_devices) return "{unreduced}";
+  const int64_t per_part = tiles / parts;
   std::vector<int64_t> order;
-  for (int64_t tile = 0; tile < tiles; ++tile)
-    for (int64_t d = 0; d < num_devices; ++d)
-      if (sharding.device_tile[static_cast<size_t>(d)] == tile) order.push_back(d);
+  for (int64_t tile = 0; tile < per_part; ++tile)
+    for (int64_t part = 0; part < parts; ++part)
+      for (int64_t d = 0; d < num_devices; ++d)
+        if (sharding.device_tile[static_cast<size_t>(d)] == part * per_part + tile) order.push_back(d);
   const int64_t copies = num_devices / tiles;
+  std::vector<int64_t> dims(sharding.tiles.begin() + (parts > 1 ? 1 : 0), sharding.tiles.end());
+  if (parts > 1) dims.push_back(parts);
+  if (copies > 1) dims.push_back(copies);
   std::string out = "{devices=[";
-  for (size_t k = 0; k < sharding.tiles.size(); ++k) out += (k ? "," : "") + std::to_string(sharding.tiles[k]);
-  if (copies > 1) out += "," + std::to_string(copies);
+  for (size_t k = 0; k < dims.size(); ++k) out += (k ? "," : "") + std::to_string(dims[k]);
   out += "]";
   for (size_t k = 0; k < order.size(); ++k) out += (k ? "," : "") + std::to_string(order[k]);
-  if (copies > 1) out += " last_tile_dim_replicate";
+  if (parts > 1) out += copies > 1 ? " last_tile_dims={unreduced, replicated}" : " last_tile_dims={unreduced}";
+  if (parts == 1 && copies > 1) out += " last_tile_dim_replicate";
   return out + "}";
 }
 

@@ -34,6 +34,7 @@ using Meshes = std::map<std::string, Mesh>;
 struct SdySharding {
   Mesh mesh;
   std::vector<std::vector<int>> dim_axes;  // axis indices into mesh
+  std::vector<int> unreduced;              // axes over which the devices hold partial sums
 };
 
 // "#sdy.mesh<[\"x\"=4, \"y\"=2], device_ids=[...]>" (the prefix optional).
@@ -47,7 +48,7 @@ StatusOr<SdySharding> ParseSdySharding(std::string_view text, const Meshes& mesh
 StatusOr<std::vector<SdySharding>> ParseSdyShardings(std::string_view text, const Meshes& meshes);
 
 // How an array of `rank` dimensions lies on `num_devices` devices under the Shardy sharding: device ids
-// index device_tile. An error unless the mesh has num_devices devices.
+// index device_tile; unreduced axes make parts (lower.h). An error unless the mesh has num_devices devices.
 StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t num_devices);
 // The same for an HloSharding string.
 StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int64_t num_devices);
@@ -72,6 +73,8 @@ class ResultShardingFinder {
   std::map<int, size_t> argument_;
   std::map<int, std::pair<const shlo::Op*, size_t>> producer_;
 };
+// The sharding with the parts of a partial sum as copies of its tiles.
+TileSharding WithoutParts(const TileSharding& sharding);
 // The inverse of ParseHloSharding, as XLA prints it: "{replicated}", "{devices=[1,4]0,1,2,3}", with a trailing copies
 // dimension (last_tile_dim_replicate) where several devices hold one tile.
 std::string HloShardingText(const TileSharding& sharding, int64_t num_devices);

@@ -72,6 +72,15 @@ class Tiler {
   std::map<int, size_t> producer_;
 };
 
+// The op that gives `out` the elements of `in` (of another shape).
+Op Reshaped(int in, int out) {
+  Op reshape;
+  reshape.kind = OpKind::kReshape;
+  reshape.inputs = {in};
+  reshape.outputs = {out};
+  return reshape;
+}
+
 bool CallsPython(const Op& op) {
   if (op.kind == OpKind::kPythonCallback) return true;
   for (const Graph& sub : op.subgraphs)
@@ -101,12 +110,6 @@ void DropDeadOps(Graph& g) {
 
 }  // namespace
 
-int64_t TileCount(const TileSharding& sharding) {
-  int64_t n = 1;
-  for (int64_t t : sharding.tiles) n *= t;
-  return n;
-}
-
 StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
   if (signature.input_shardings.size() != graph.inputs.size() ||
       signature.output_shardings.size() != graph.outputs.size())
@@ -131,12 +134,19 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
     for (int64_t t = 0; t < count; ++t) {
       Shape starts, sizes;
       TileRegion(type.shape, s.tiles, t, starts, sizes);
-      tile_inputs.push_back(g.AddValue(type.dtype, sizes));
+      if (s.parts > 1) {
+        // A tile of a stack of parts is a device's shard with a leading dimension of 1.
+        inputs.push_back(g.AddValue(type.dtype, Shape(sizes.begin() + 1, sizes.end())));
+        tile_inputs.push_back(g.AddValue(type.dtype, sizes));
+        prologue.push_back(Reshaped(inputs.back(), tile_inputs.back()));
+      } else {
+        tile_inputs.push_back(g.AddValue(type.dtype, sizes));
+        inputs.push_back(tile_inputs.back());
+      }
       Shape ends(starts.size());
       for (size_t k = 0; k < starts.size(); ++k) ends[k] = starts[k] + sizes[k];
       by_region[{starts, ends}] = tile_inputs.back();
     }
-    inputs.insert(inputs.end(), tile_inputs.begin(), tile_inputs.end());
     bool needs_global = false;
     for (const int out : graph.outputs) needs_global |= out == global;
     for (Op& op : g.ops) {
@@ -205,7 +215,13 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
     for (int64_t t = 0; t < count; ++t) {
       Shape starts, sizes;
       TileRegion(g.type(global).shape, s.tiles, t, starts, sizes);
-      outputs.push_back(tiler.Region(global, starts, sizes));
+      const int tile = tiler.Region(global, starts, sizes);
+      if (s.parts == 1) {
+        outputs.push_back(tile);
+        continue;
+      }
+      outputs.push_back(g.AddValue(g.type(tile).dtype, Shape(sizes.begin() + 1, sizes.end())));
+      g.ops.push_back(Reshaped(tile, outputs.back()));
     }
   }
   g.outputs = std::move(outputs);

@@ -16,9 +16,6 @@
 
 namespace jmp::mps {
 
-// How many tiles a sharding cuts a value into (1 when whole).
-int64_t TileCount(const TileSharding& sharding);
-
 // The graph over tiles. Its inputs are, argument by argument, the argument (whole) or its tiles; its
 // outputs likewise per result.
 StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature);

@@ -176,13 +176,13 @@ void DescribeOutputs(CompiledProgram& p) {
   for (size_t j = 0; j < p.graph.outputs.size(); ++j) {
     const mps::TensorType& t = p.graph.type(p.graph.outputs[j]);
     p.output_types.push_back(ToBufferType(p.signature.output_dtypes.at(j)));
-    p.output_ranks.push_back(t.shape.size());
     // Over several devices, what each device holds: its shard.
     std::vector<int64_t> dims = t.shape;
     if (j < p.signature.output_shardings.size()) {
-      StatusOr<std::vector<int64_t>> shard = TileDims(t.shape, p.signature.output_shardings[j].tiles);
+      StatusOr<std::vector<int64_t>> shard = TileDims(t.shape, p.signature.output_shardings[j]);
       if (shard.ok()) dims = *shard;
     }
+    p.output_ranks.push_back(dims.size());
     p.output_dims_flat.insert(p.output_dims_flat.end(), dims.begin(), dims.end());
     const std::string_view kind = KindName(j < p.output_spaces.size() ? p.output_spaces[j] : MemorySpace::kDevice);
     p.output_memory_kinds.push_back(kind.data());  // the names are literals: NUL-terminated and static

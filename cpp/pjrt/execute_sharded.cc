@@ -31,7 +31,8 @@ StatusOr<BufferState*> Shard(const std::vector<std::vector<BufferState*>>& argum
 
 }  // namespace
 
-StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const std::vector<int64_t>& tiles) {
+StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const mps::TileSharding& sharding) {
+  const std::vector<int64_t>& tiles = sharding.tiles;
   if (tiles.empty()) return dims;
   if (tiles.size() != dims.size())
     return InvalidArgument("a sharding of rank " + std::to_string(tiles.size()) + " for an array of rank " +
@@ -44,6 +45,7 @@ StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const 
                            " uneven shards; the metal platform splits dimensions evenly only");
     out[k] = dims[k] / tiles[k];
   }
+  if (sharding.parts > 1) out.erase(out.begin());
   return out;
 }
 
@@ -90,7 +92,7 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
   for (size_t i = 0; i < n; ++i) {
     const mps::TensorType& t = g.type(g.inputs[i]);
     const mps::TileSharding& sharding = sig.input_shardings[i];
-    JMP_ASSIGN_OR_RETURN(std::vector<int64_t> shard_dims, TileDims(t.shape, sharding.tiles));
+    JMP_ASSIGN_OR_RETURN(std::vector<int64_t> shard_dims, TileDims(t.shape, sharding));
     std::vector<BufferState*> shards(num_devices);
     for (size_t d = 0; d < num_devices; ++d) {
       JMP_ASSIGN_OR_RETURN(shards[d], Shard(arguments, d, i, sig.input_dtypes[i], shard_dims));

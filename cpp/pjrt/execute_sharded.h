@@ -38,8 +38,9 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
                       size_t num_non_donatable, std::vector<std::vector<std::shared_ptr<BufferState>>>& outputs,
                       std::vector<std::shared_ptr<EventState>>& done);
 
-// The dims of one tile of an array of `dims` cut as `tiles` says (empty: the whole array); an error when
-// a dimension does not divide evenly.
-StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const std::vector<int64_t>& tiles);
+// The dims of a device's shard of a graph value of `dims` that lies on the devices as `sharding` says:
+// its tile, without the leading dimension of a stack of parts; an error when a dimension does not divide
+// evenly.
+StatusOr<std::vector<int64_t>> TileDims(const std::vector<int64_t>& dims, const mps::TileSharding& sharding);
 
 }  // namespace jmp::pjrt

@@ -31,7 +31,7 @@ const mps::TileSharding& At(const std::vector<mps::TileSharding>& shardings, siz
 
 // One device's piece: as in XLA's partitioned module, whose signature is each device's.
 std::vector<int64_t> ShardShape(const std::vector<int64_t>& shape, const mps::TileSharding& sharding) {
-  StatusOr<std::vector<int64_t>> dims = TileDims(shape, sharding.tiles);
+  StatusOr<std::vector<int64_t>> dims = TileDims(shape, sharding);
   return dims.ok() ? *dims : shape;
 }
 

@@ -12,7 +12,7 @@ namespace jmp::pjrt {
 namespace {
 
 // Bumped whenever the layout below changes.
-constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '5'};
+constexpr char kMagic[8] = {'J', 'M', 'P', 'X', 'E', 'C', '0', '6'};
 constexpr char kWhat[] = "serialized executable";
 
 void WriteDTypes(const std::vector<DType>& v, ByteWriter& out) {
@@ -54,6 +54,7 @@ void WriteShardings(const std::vector<mps::TileSharding>& v, ByteWriter& out) {
   for (const mps::TileSharding& s : v) {
     out.I64s(s.tiles);
     out.I64s(s.device_tile);
+    out.I64(s.parts);
   }
 }
 
@@ -64,6 +65,9 @@ StatusOr<std::vector<mps::TileSharding>> ReadShardings(ByteReader& in, size_t ex
   for (mps::TileSharding& s : v) {
     JMP_ASSIGN_OR_RETURN(s.tiles, in.I64s());
     JMP_ASSIGN_OR_RETURN(s.device_tile, in.I64s());
+    JMP_ASSIGN_OR_RETURN(s.parts, in.I64());
+    if (s.parts < 1 || (s.parts > 1 && (s.tiles.empty() || s.tiles[0] != s.parts)))
+      return in.Malformed("a sharding's parts do not match its tiles");
     int64_t tiles = 1;
     for (int64_t t : s.tiles) {
       if (t < 1 || t > devices) return in.Malformed("a sharding's tile count is out of range");

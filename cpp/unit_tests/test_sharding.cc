@@ -1,6 +1,7 @@
 // Sharding text both ways: XLA's HloSharding strings read into TileSharding and printed back, and the
 // module XLA reads a several-device program's shardings from.
 #include <string>
+#include <vector>
 
 #include "lower/sharding.h"
 #include "pjrt/optimized_program.h"
@@ -22,6 +23,7 @@ void RoundTrip(Context& jmp_test_, const std::string& text, size_t rank, int64_t
   if (!back.ok()) return;
   EXPECT_TRUE(back->tiles == s->tiles);
   EXPECT_TRUE(back->device_tile == s->device_tile);
+  EXPECT_TRUE(back->parts == s->parts);
 }
 
 JMP_TEST(Sharding, HloTextRoundTrips) {
@@ -35,6 +37,41 @@ JMP_TEST(Sharding, HloTextRoundTrips) {
             "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}");
   RoundTrip(jmp_test_, "{devices=[2,4]<=[8] last_tile_dim_replicate}", 1, 8,
             "{devices=[2,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}");
+  // Parts of partial sums (XLA's unreduced subgroup), with copies of each part, and over every device.
+  RoundTrip(jmp_test_, "{devices=[2,2]<=[4] last_tile_dims={unreduced, replicated}}", 0, 4,
+            "{devices=[2,2]0,1,2,3 last_tile_dims={unreduced, replicated}}");
+  RoundTrip(jmp_test_, "{devices=[2,2]<=[2,2]T(1,0) last_tile_dims={unreduced}}", 1, 4,
+            "{devices=[2,2]0,2,1,3 last_tile_dims={unreduced}}");
+  RoundTrip(jmp_test_, "{unreduced}", 2, 4, "{unreduced}");
+}
+
+// Unreduced axes make parts: the stack's leading dimension, counted first in a device's tile; XLA's text
+// shows the parts as copies.
+JMP_TEST(Sharding, UnreducedAxesMakeParts) {
+  StatusOr<mps::Meshes> meshes = mps::ParseSdyMeshes("{mesh = #sdy.mesh<[\"x\"=2, \"y\"=2]>}");
+  EXPECT_TRUE(meshes.ok());
+  if (!meshes.ok()) return;
+  StatusOr<mps::SdySharding> sdy =
+      mps::ParseSdySharding("#sdy.sharding<@mesh, [{\"x\"}, {}], unreduced={\"y\"}>", *meshes);
+  EXPECT_TRUE(sdy.ok());
+  if (!sdy.ok()) return;
+  StatusOr<mps::TileSharding> s = mps::TilesOf(*sdy, 2, 4);
+  EXPECT_TRUE(s.ok());
+  if (!s.ok()) return;
+  EXPECT_TRUE(s->parts == 2);
+  EXPECT_TRUE((s->tiles == std::vector<int64_t>{2, 2, 1}));
+  // Device (x, y) holds part y of tile x.
+  EXPECT_TRUE((s->device_tile == std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_TRUE(mps::HloShardingText(*s, 4) == "{devices=[2,1,2]0,1,2,3 last_tile_dims={unreduced}}");
+  // Over every axis, a scalar: four parts of one tile.
+  StatusOr<mps::SdySharding> all = mps::ParseSdySharding("#sdy.sharding<@mesh, [], unreduced={\"x\", \"y\"}>", *meshes);
+  EXPECT_TRUE(all.ok());
+  if (!all.ok()) return;
+  StatusOr<mps::TileSharding> scalar = mps::TilesOf(*all, 0, 4);
+  EXPECT_TRUE(scalar.ok() && scalar->parts == 4 && scalar->tiles == std::vector<int64_t>{4});
+  EXPECT_TRUE(mps::HloShardingText(*scalar, 4) == "{unreduced}");
+  // An axis the mesh lacks is an error.
+  EXPECT_TRUE(!mps::ParseSdySharding("#sdy.sharding<@mesh, [{}], unreduced={\"z\"}>", *meshes).ok());
 }
 
 JMP_TEST(Sharding, OptimizedProgramDeclaresEveryValuesSharding) {

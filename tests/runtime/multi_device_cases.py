@@ -375,3 +375,56 @@ def test_serialized_sharded_executable_runs():
 ])
 def test_shard_map_collectives_in_branches(name, body):
     compare(smap_case(body, P("x"), P("x")), X)
+
+
+
+def explicit_mesh(platform):
+    """Partial sums (unreduced axes) name axes of an explicit mesh."""
+    return jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2,
+                         devices=jax.devices(platform)[:N])
+
+
+def partial_sums_case(platform):
+    """A matmul whose contraction is split over `y`: the shard_map's result is left as partial sums over
+    `y` (unreduced), one per device; later programs read them as their argument and add them up."""
+    mesh = explicit_mesh(platform)
+    a = jax.device_put(np.arange(32, dtype=np.float32).reshape(4, 8) / 5, NamedSharding(mesh, P("x", "y")))
+    b = jax.device_put(np.arange(48, dtype=np.float32).reshape(8, 6) / 9, NamedSharding(mesh, P("y", None)))
+    unreduced = P("x", None, unreduced={"y"})
+    with jax.set_mesh(mesh):
+        matmul = jax.jit(jax.shard_map(lambda u, v: jax.lax.pcast(u @ v, "y", to="unreduced"),
+                                       in_specs=(P("x", "y"), P("y", None)), out_specs=unreduced))
+        parts = matmul(a, b)
+        summed = jax.jit(jax.shard_map(lambda c: jax.lax.psum(c, "y"), in_specs=unreduced,
+                                       out_specs=P("x", None)))(parts)
+        resharded = jax.jit(lambda c: jax.sharding.reshard(c, P("x", None)))(parts)
+    devices = list(jax.devices(platform))
+    shards = sorted((devices.index(s.device), np.asarray(s.data)) for s in parts.addressable_shards)
+    return ([d for d, _ in shards], [x for _, x in shards], np.asarray(summed), np.asarray(resharded),
+            np.asarray(a) @ np.asarray(b))
+
+
+def test_partial_sums_stay_on_their_devices():
+    metal, cpu = partial_sums_case("metal"), partial_sums_case("cpu")
+    assert metal[0] == cpu[0]
+    for m, c in zip(metal[1], cpu[1]):
+        assert_close(m, c, what="a device's partial sum")
+    for m, c in zip(metal[2:4], cpu[2:4]):
+        assert_close(m, c, what="the sum of the parts")
+    assert_close(metal[2], metal[4], what="the sum of the parts against numpy")
+
+
+def test_a_whole_value_split_into_parts_sums_to_itself():
+    """A replicated value resharded to partial sums: any split is right whose parts add up to it."""
+    got = {}
+    for platform in PLATFORMS:
+        mesh = explicit_mesh(platform)
+        unreduced = P(None, None, unreduced={"x", "y"})
+        with jax.set_mesh(mesh):
+            x = jax.device_put(X, NamedSharding(mesh, P()))
+            parts = jax.jit(lambda v: jax.sharding.reshard(v * 2, unreduced))(x)
+            back = jax.jit(jax.shard_map(lambda c: jax.lax.psum(c, ("x", "y")), in_specs=unreduced,
+                                         out_specs=P()))(parts)
+        got[platform] = np.asarray(back)
+    assert_close(got["metal"], got["cpu"], what="the parts' sum")
+    assert_close(got["metal"], X * 2, what="the parts' sum against numpy")

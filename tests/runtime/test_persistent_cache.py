@@ -81,7 +81,7 @@ def entries(cache_dir):
     return [os.path.join(cache_dir, f) for f in os.listdir(cache_dir) if f.endswith("-cache")]
 
 
-MAGIC = b"JMPXEC05"
+MAGIC = b"JMPXEC06"
 
 
 def read_entries(cache_dir):

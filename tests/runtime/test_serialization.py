@@ -48,17 +48,17 @@ def test_a_loaded_executable_computes_what_the_original_does():
 
 def corrupt(data, offset, replacement):
     """JAX wraps our bytes in a container of its own; change ours inside it, keeping its length."""
-    start = data.index(b"JMPXEC05") + offset
+    start = data.index(b"JMPXEC06") + offset
     return data[:start] + replacement + data[start + len(replacement):]
 
 
 def graph_offset(data):
     """Where the op graph starts in our bytes: after the header's magic, platform version, program name
     and fingerprint, each string after its 8-byte little-endian length."""
-    at = data.index(b"JMPXEC05") + 8
+    at = data.index(b"JMPXEC06") + 8
     for _ in range(3):
         at += 8 + int.from_bytes(data[at:at + 8], "little")
-    return at - data.index(b"JMPXEC05")
+    return at - data.index(b"JMPXEC06")
 
 
 @pytest.mark.parametrize("offset,replacement,message", [

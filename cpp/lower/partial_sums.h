@@ -1,0 +1,21 @@
+// Values held as partial sums in a program over several devices (Shardy's unreduced axes: each device
+// holds a part, the value is their sum). The graph carries such a value's parts stacked along a new
+// leading dimension (TileSharding in lower.h); where the program reads the value itself, it reads the
+// sum, and where it hands the value on as parts (a manual computation's operand, @main's result) it
+// hands on the stack it was summed from, so each device keeps its own part.
+#pragma once
+
+#include <cstdint>
+
+#include "lower/lower_context.h"
+
+namespace jmp::mps {
+
+// The sum of the stack's parts, added in part order; remembered as the sum of that stack.
+int SumOfParts(LowerContext& cx, int stack);
+
+// `value` as a stack of `parts` parts: the stack it is the sum of, when that has `parts` parts; else the
+// value itself as the first part and zeros as the others (a split that sums to it).
+int PartsOf(LowerContext& cx, int value, int64_t parts);
+
+}  // namespace jmp::mps
