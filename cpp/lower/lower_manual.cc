@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lower/lower_context.h"
@@ -113,10 +114,34 @@ StatusOr<Copies> CopiesOf(const Mesh& mesh, const std::vector<int>& manual_axes)
   return c;
 }
 
+// A manual computation as read from its op: either form (sdy.manual_computation with its region, or
+// the call to an outlined body with frontend attributes), its shardings and its manual axes.
+struct ManualOp {
+  const shlo::Func* body = nullptr;  // the call form's outlined body; null for the region form
+  std::vector<SdySharding> ins, outs;
+  Mesh mesh;
+  std::vector<int> manual_axes;
+};
+
+bool IsManualOp(const shlo::Op& op) {
+  if (op.name == "sdy.manual_computation") return true;
+  const shlo::Attr* callee = op.name == "func.call" ? op.Find("callee") : nullptr;
+  return callee && callee->kind == shlo::Attr::Kind::kString && IsManualComputationBody(callee->s);
+}
+
+StatusOr<ManualOp> ReadManualOp(LowerContext& cx);
+// Operand i's piece for the device `device`, from the operand's value `global` (global over the op's
+// manual axes).
+StatusOr<int> OperandPiece(LowerContext& cx, const ManualOp& m, size_t i, int global, int64_t device);
+// Result j from the copies' pieces `local` (one per copy of `copies`).
+StatusOr<int> ResultFromPieces(LowerContext& cx, const ManualOp& m, size_t j, std::vector<int> local,
+                               const Copies& copies);
+
 // Lowers a body once per copy, op by op, so that a collective sees every copy's operands.
 class Unroller {
  public:
-  Unroller(LowerContext& cx, const Copies& copies) : cx_(cx), copies_(copies) {}
+  Unroller(LowerContext& cx, const Copies& copies, std::vector<int> axes)
+      : cx_(cx), copies_(copies), axes_(std::move(axes)) {}
 
   // Lowers `func`'s body in each copy on `args[c]`; returns each copy's results.
   StatusOr<std::vector<std::vector<int>>> Call(const shlo::Func& func, const std::vector<std::vector<int>>& args,
@@ -164,6 +189,10 @@ class Unroller {
       return InvalidArgument("a manual computation's body ends without a return");
     for (const shlo::Op& op : block.ops) {
       if (&op == &block.ops.back()) break;
+      if (IsManualOp(op)) {
+        JMP_RETURN_IF_ERROR(Nested(op, scopes, depth));
+        continue;
+      }
       if (IsCollective(op.name)) {
         JMP_RETURN_IF_ERROR(Collective(op, scopes));
         continue;
@@ -558,8 +587,14 @@ class Unroller {
     return Status::Ok();
   }
 
+  // A manual computation inside this one: its body unrolled over the devices of both computations'
+  // manual axes, each inner copy reading its piece of its outer copy's operands; each outer copy's
+  // results joined from its inner copies' pieces.
+  Status Nested(const shlo::Op& op, std::vector<Scope>& scopes, int depth);
+
   LowerContext& cx_;
   const Copies& copies_;
+  std::vector<int> axes_;  // the manual axes the copies stand for
 };
 
 // A frontend attribute of the op being lowered, as text.
@@ -649,14 +684,11 @@ StatusOr<std::string> TextAttr(LowerContext& cx, const char* name) {
   return cx.Unsupported(std::string("manual computation without its ") + name);
 }
 
-// Either form: the call to an outlined body with frontend attributes, or sdy.manual_computation.
-Status ManualComputation(LowerContext& cx) {
+StatusOr<ManualOp> ReadManualOp(LowerContext& cx) {
   const shlo::Op& op = cx.op();
-  if (cx.manual_copies() > 0) return cx.Unsupported("a manual computation nested in another one is not supported");
-  const bool region = op.name == "sdy.manual_computation";
-  const shlo::Func* body = nullptr;
+  ManualOp m;
   std::string in_text, out_text, axes_text;
-  if (region) {
+  if (op.name == "sdy.manual_computation") {
     if (op.regions.size() != 1 || op.regions[0].blocks.size() != 1)
       return cx.Unsupported("a manual computation without one body");
     JMP_ASSIGN_OR_RETURN(in_text, TextAttr(cx, "in_shardings"));
@@ -664,80 +696,169 @@ Status ManualComputation(LowerContext& cx) {
     JMP_ASSIGN_OR_RETURN(axes_text, TextAttr(cx, "manual_axes"));
   } else {
     const shlo::Attr* callee_attr = op.Find("callee");
-    body = callee_attr ? cx.module().FindFunc(callee_attr->s) : nullptr;
-    if (!body) return cx.Unsupported("call to an unknown function");
+    m.body = callee_attr ? cx.module().FindFunc(callee_attr->s) : nullptr;
+    if (!m.body) return cx.Unsupported("call to an unknown function");
     JMP_ASSIGN_OR_RETURN(in_text, Frontend(cx, "xla.sdy.in_shardings"));
     JMP_ASSIGN_OR_RETURN(out_text, Frontend(cx, "xla.sdy.out_shardings"));
     JMP_ASSIGN_OR_RETURN(axes_text, Frontend(cx, "xla.sdy.manual_axes"));
   }
   Meshes meshes;
   if (!cx.module().sdy_meshes.empty()) {
-    StatusOr<Meshes> m = ParseSdyMeshes(cx.module().sdy_meshes);
-    if (!m.ok()) return cx.Unsupported(m.status().message());
-    meshes = std::move(*m);
+    StatusOr<Meshes> parsed = ParseSdyMeshes(cx.module().sdy_meshes);
+    if (!parsed.ok()) return cx.Unsupported(parsed.status().message());
+    meshes = std::move(*parsed);
   }
   StatusOr<std::vector<SdySharding>> ins = ParseSdyShardings(in_text, meshes);
   if (!ins.ok()) return cx.Unsupported(ins.status().message());
   StatusOr<std::vector<SdySharding>> outs = ParseSdyShardings(out_text, meshes);
   if (!outs.ok()) return cx.Unsupported(outs.status().message());
-  if (ins->size() != op.operands.size() || outs->size() != op.results.size())
+  m.ins = std::move(*ins);
+  m.outs = std::move(*outs);
+  if (m.ins.size() != op.operands.size() || m.outs.size() != op.results.size())
     return cx.Unsupported("a manual computation's shardings do not match its operands and results");
   // The mesh: the shardings', else the module's only one.
-  const Mesh* mesh = nullptr;
-  if (!ins->empty()) mesh = &(*ins)[0].mesh;
-  if (!mesh && !outs->empty()) mesh = &(*outs)[0].mesh;
-  if (!mesh && meshes.size() == 1) mesh = &meshes.begin()->second;
-  if (!mesh) return cx.Unsupported("a manual computation without a mesh");
+  if (!m.ins.empty()) {
+    m.mesh = m.ins[0].mesh;
+  } else if (!m.outs.empty()) {
+    m.mesh = m.outs[0].mesh;
+  } else if (meshes.size() == 1) {
+    m.mesh = meshes.begin()->second;
+  } else {
+    return cx.Unsupported("a manual computation without a mesh");
+  }
   const int64_t devices = cx.partitioning().num_devices();
-  if (mesh->size() != devices)
-    return cx.Unsupported("a manual computation over " + std::to_string(mesh->size()) +
+  if (m.mesh.size() != devices)
+    return cx.Unsupported("a manual computation over " + std::to_string(m.mesh.size()) +
                           " devices in a program compiled for " + std::to_string(devices));
-  JMP_ASSIGN_OR_RETURN(std::vector<int> manual_axes, ManualAxes(cx, axes_text, *mesh));
-  JMP_ASSIGN_OR_RETURN(Copies copies, CopiesOf(*mesh, manual_axes));
+  JMP_ASSIGN_OR_RETURN(m.manual_axes, ManualAxes(cx, axes_text, m.mesh));
+  return m;
+}
 
+StatusOr<int> OperandPiece(LowerContext& cx, const ManualOp& m, size_t i, int global, int64_t device) {
+  const shlo::Op& op = cx.op();
+  const Shape shape = cx.ShapeOf(global);
+  StatusOr<TileSharding> s = TilesOf(m.ins[i], shape.size(), cx.partitioning().num_devices());
+  if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
+  const shlo::Type& local = m.body ? cx.InType(i) : cx.ShloType(op.regions[0].blocks[0].args.at(i));
+  const size_t part_dims = s->parts > 1 ? 1 : 0;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    const int64_t t = s->tiles.empty() ? 1 : s->tiles[k + part_dims];
+    if (k >= local.shape.size() || shape[k] % t != 0 || shape[k] / t != local.shape[k])
+      return cx.Unsupported("operand " + std::to_string(i) + " of global shape " + cx.Type(global).ToString() +
+                            " does not split into the body's argument " + local.ToString());
+  }
+  // An operand in parts: each device its tile of its part.
+  const int sliced = part_dims ? PartsOf(cx, global, s->parts) : global;
+  return cx.Reshape(Slice(cx, sliced, *s, device), local.shape);
+}
+
+StatusOr<int> ResultFromPieces(LowerContext& cx, const ManualOp& m, size_t j, std::vector<int> local,
+                               const Copies& copies) {
+  Shape local_shape = cx.ShapeOf(local.at(0));
+  StatusOr<TileSharding> s = TilesOf(m.outs[j], local_shape.size(), cx.partitioning().num_devices());
+  if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
+  if (s->parts == 1) return Assemble(cx, local, *s, copies);
+  // A result in parts: the devices' pieces make the stack of parts, and the value is their sum.
+  local_shape.insert(local_shape.begin(), 1);
+  for (int& v : local) v = cx.Reshape(v, local_shape);
+  JMP_ASSIGN_OR_RETURN(int stack, Assemble(cx, local, *s, copies));
+  return SumOfParts(cx, stack);
+}
+
+// Either form, at the top of the program: the body unrolled over the copies of the manual axes.
+Status ManualComputation(LowerContext& cx) {
+  const shlo::Op& op = cx.op();
+  if (cx.manual_copies() > 0)
+    return cx.Unsupported("a manual computation in a branch or loop of another one is not supported");
+  JMP_ASSIGN_OR_RETURN(ManualOp m, ReadManualOp(cx));
+  JMP_ASSIGN_OR_RETURN(Copies copies, CopiesOf(m.mesh, m.manual_axes));
   // Each copy's slice of each operand.
   const size_t n = copies.device.size();
   std::vector<std::vector<int>> args(n);
-  std::vector<int> results_ids = op.results;
   for (size_t i = 0; i < op.operands.size(); ++i) {
     JMP_ASSIGN_OR_RETURN(int global, cx.In(i));
-    const Shape shape = cx.ShapeOf(global);
-    StatusOr<TileSharding> s = TilesOf((*ins)[i], shape.size(), devices);
-    if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
-    const shlo::Type& local = region ? cx.ShloType(op.regions[0].blocks[0].args.at(i)) : cx.InType(i);
-    const size_t part_dims = s->parts > 1 ? 1 : 0;
-    for (size_t k = 0; k < shape.size(); ++k) {
-      const int64_t t = s->tiles.empty() ? 1 : s->tiles[k + part_dims];
-      if (shape[k] % t != 0 || shape[k] / t != local.shape.at(k))
-        return cx.Unsupported("operand " + std::to_string(i) + " of global shape " + cx.Type(global).ToString() +
-                              " does not split into the body's argument " + local.ToString());
+    for (size_t c = 0; c < n; ++c) {
+      JMP_ASSIGN_OR_RETURN(int piece, OperandPiece(cx, m, i, global, copies.device[c]));
+      args[c].push_back(piece);
     }
-    // An operand in parts: each device its tile of its part.
-    const int sliced = part_dims ? PartsOf(cx, global, s->parts) : global;
-    for (size_t c = 0; c < n; ++c) args[c].push_back(cx.Reshape(Slice(cx, sliced, *s, copies.device[c]), local.shape));
   }
-  const shlo::Op* call = &op;
-  Unroller unroller(cx, copies);
+  Unroller unroller(cx, copies, m.manual_axes);
   Scope* outer = &cx.scope();
-  JMP_ASSIGN_OR_RETURN(std::vector<std::vector<int>> results,
-                       region
-                           ? unroller.Run(*outer->func, op.regions[0].blocks[0], args, 0, std::vector<Scope*>(n, outer))
-                           : unroller.Call(*body, args, 0));
-  cx.SetOp(*call);
-  for (size_t j = 0; j < results_ids.size(); ++j) {
+  JMP_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int>> results,
+      m.body ? unroller.Call(*m.body, args, 0)
+             : unroller.Run(*outer->func, op.regions[0].blocks[0], args, 0, std::vector<Scope*>(n, outer)));
+  cx.SetOp(op);
+  for (size_t j = 0; j < op.results.size(); ++j) {
     std::vector<int> local(n);
     for (size_t c = 0; c < n; ++c) local[c] = results[c].at(j);
-    const Shape local_shape = cx.ShapeOf(local[0]);
-    StatusOr<TileSharding> s = TilesOf((*outs)[j], local_shape.size(), devices);
-    if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
-    if (s->parts > 1) {
-      // A result in parts: the devices' pieces make the stack of parts, and the value is their sum.
-      Shape one = local_shape;
-      one.insert(one.begin(), 1);
-      for (int& v : local) v = cx.Reshape(v, one);
+    JMP_ASSIGN_OR_RETURN(int global, ResultFromPieces(cx, m, j, std::move(local), copies));
+    cx.BindShlo(op.results[j], global);
+  }
+  return Status::Ok();
+}
+
+Status Unroller::Nested(const shlo::Op& op, std::vector<Scope>& scopes, int depth) {
+  cx_.SwapScope(&scopes[0]);
+  cx_.SetOp(op);
+  JMP_ASSIGN_OR_RETURN(ManualOp m, ReadManualOp(cx_));
+  std::vector<int> axes = axes_;
+  for (int a : m.manual_axes)
+    if (std::find(axes.begin(), axes.end(), a) == axes.end()) axes.push_back(a);
+  JMP_ASSIGN_OR_RETURN(Copies inner, CopiesOf(m.mesh, axes));
+  // Each inner copy's outer copy: the device with its coordinates on the outer axes and 0 on the others.
+  const size_t n = inner.device.size();
+  std::vector<int64_t> position_of(static_cast<size_t>(m.mesh.size()));
+  for (int64_t p = 0; p < m.mesh.size(); ++p) position_of.at(static_cast<size_t>(m.mesh.DeviceAt(p))) = p;
+  std::vector<size_t> owner(n);
+  for (size_t c = 0; c < n; ++c) {
+    int64_t rest = position_of.at(static_cast<size_t>(inner.device[c])), position = 0, stride = 1;
+    for (size_t a = m.mesh.axis_sizes.size(); a-- > 0;) {
+      const int64_t size = m.mesh.axis_sizes[a], coord = rest % size;
+      rest /= size;
+      if (std::find(axes_.begin(), axes_.end(), static_cast<int>(a)) != axes_.end()) position += coord * stride;
+      stride *= size;
     }
-    JMP_ASSIGN_OR_RETURN(int global, Assemble(cx, local, *s, copies));
-    cx.BindShlo(results_ids[j], s->parts > 1 ? SumOfParts(cx, global) : global);
+    const int outer = copies_.copy_of_device.at(static_cast<size_t>(m.mesh.DeviceAt(position)));
+    if (outer < 0) return cx_.Unsupported("a nested manual computation over another mesh than the one around it");
+    owner[c] = static_cast<size_t>(outer);
+  }
+  std::vector<std::vector<int>> args(n);
+  std::vector<Scope*> outer_scopes(n);
+  for (size_t c = 0; c < n; ++c) {
+    cx_.SwapScope(&scopes[owner[c]]);
+    cx_.SetOp(op);
+    outer_scopes[c] = &scopes[owner[c]];
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      JMP_ASSIGN_OR_RETURN(int value, cx_.In(i));
+      JMP_ASSIGN_OR_RETURN(int piece, OperandPiece(cx_, m, i, value, inner.device[c]));
+      args[c].push_back(piece);
+    }
+  }
+  Unroller unroller(cx_, inner, axes);
+  JMP_ASSIGN_OR_RETURN(std::vector<std::vector<int>> results,
+                       m.body ? unroller.Call(*m.body, args, depth + 1)
+                              : unroller.Run(*scopes[0].func, op.regions[0].blocks[0], args, depth + 1, outer_scopes));
+  // Each outer copy's results from the pieces of its inner copies.
+  for (size_t outer = 0; outer < scopes.size(); ++outer) {
+    Copies mine;
+    mine.copy_of_device.assign(inner.copy_of_device.size(), -1);
+    std::vector<size_t> members;
+    for (size_t c = 0; c < n; ++c)
+      if (owner[c] == outer) {
+        mine.copy_of_device[static_cast<size_t>(inner.device[c])] = static_cast<int>(mine.device.size());
+        mine.device.push_back(inner.device[c]);
+        members.push_back(c);
+      }
+    cx_.SwapScope(&scopes[outer]);
+    cx_.SetOp(op);
+    for (size_t j = 0; j < op.results.size(); ++j) {
+      std::vector<int> local;
+      for (size_t c : members) local.push_back(results[c].at(j));
+      if (local.empty()) return cx_.Unsupported("a nested manual computation leaves a device of the outer one out");
+      JMP_ASSIGN_OR_RETURN(int value, ResultFromPieces(cx_, m, j, std::move(local), mine));
+      scopes[outer].env[op.results[j]] = value;
+    }
   }
   return Status::Ok();
 }

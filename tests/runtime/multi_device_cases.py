@@ -428,3 +428,31 @@ def test_a_whole_value_split_into_parts_sums_to_itself():
         got[platform] = np.asarray(back)
     assert_close(got["metal"], got["cpu"], what="the parts' sum")
     assert_close(got["metal"], X * 2, what="the parts' sum against numpy")
+
+
+def nested_case(platform):
+    """A shard_map over `y` inside one over `x`: the inner body runs once per device of both axes, its
+    collectives span the inner axis, and each outer device's result is joined from its inner pieces."""
+    mesh = make_mesh(platform, (2, 2), ("x", "y"))
+
+    def inner(b):
+        return jax.lax.psum(b * b, "y") + jax.lax.axis_index("y") + 10 * jax.lax.axis_index("x")
+
+    def outer(a):
+        mid = jax.shard_map(inner, in_specs=P(None, "y"), out_specs=P(None, "y"), axis_names={"y"}, check_vma=False)(a)
+        return jax.lax.pmax(mid, "x") - mid
+
+    f = jax.jit(jax.shard_map(outer, in_specs=P("x", None), out_specs=P("x", None), axis_names={"x"},
+                              check_vma=False), out_shardings=NamedSharding(mesh, P("x", None)))
+    with jax.set_mesh(mesh):
+        out = f(jax.device_put(X, NamedSharding(mesh, P("x", "y"))))
+    return layout(out)
+
+
+def test_nested_shard_maps():
+    (mv, mplaces, mshards), = nested_case("metal")
+    (cv, cplaces, cshards), = nested_case("cpu")
+    assert_close(mv, cv, what="global value")
+    assert mplaces == cplaces
+    for m, c in zip(mshards, cshards):
+        assert_close(m, c, what="shard")
