@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the tests cpu passes and metal does not")
     ap.add_argument("--require", type=float, default=0.0, help="percent of cpu's passes metal must pass")
     ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
+    ap.add_argument("--cpu-from", help="the --json of an earlier run (same jax, same device count): its cpu "
+                    "outcomes stand for the files it ran, and only metal runs again")
     args = ap.parse_args()
 
     import jax
@@ -66,6 +68,13 @@ def main():
     n = str(args.devices)
     flags = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n}").strip()
     sides = {"metal": {"JAX_METAL_NUM_DEVICES": n}, "cpu": {"XLA_FLAGS": flags}}
+    earlier_cpu = {}
+    if args.cpu_from:
+        with open(args.cpu_from, encoding="utf-8") as f:
+            earlier = json.load(f)
+        if earlier.get("jax") != jax.__version__ or earlier.get("devices") != args.devices:
+            sys.exit(f"{args.cpu_from} is of jax {earlier.get('jax')} with {earlier.get('devices')} devices")
+        earlier_cpu = {test: tuple(outcome) for test, outcome in earlier["results"]["cpu"].items()}
 
     print(f"jax {jax.__version__}, {n} devices a side, {len(args.files)} files, logs in {out_dir}")
     print(f"{'file':16} {'cpu passed':>10} {'metal passed':>12} {'both':>6} {'rate':>8} {'tagged':>7} "
@@ -76,6 +85,12 @@ def main():
     for name in args.files:
         results, seconds, notes = {}, {}, []
         for side, env in sides.items():
+            reused = {test: o for test, o in earlier_cpu.items() if test.startswith(name + "::")}
+            if side == "cpu" and reused:
+                results[side], seconds[side] = reused, 0.0
+                outcomes[side].update(reused)
+                notes.append(f"cpu from {args.cpu_from}")
+                continue
             side_dir = os.path.join(out_dir, side)
             os.makedirs(side_dir, exist_ok=True)
             results[side], _, seconds[side], note = run_file(tests_dir, name, args.timeout, side_dir, platform=side,
