@@ -146,6 +146,18 @@ class LowerContext {
   void MarkIota(int v, int64_t axis) { iota_axis_[{scope_->graph, v}] = axis; }
   bool IsIotaAlong(int v, int64_t axis);
 
+  // A dot_general's operands and dimension numbers, kept per result so that partial_sums.cc can compute
+  // the result's partial sums over a split contraction as XLA's partitioner does.
+  struct DotOperands {
+    int lhs, rhs;
+    std::vector<int64_t> lb, rb, lc, rc;
+  };
+  void RecordDot(int v, DotOperands d) { dots_[{scope_->graph, v}] = std::move(d); }
+  const DotOperands* DotOf(int v) const {
+    auto it = dots_.find({scope_->graph, v});
+    return it == dots_.end() ? nullptr : &it->second;
+  }
+
   // Records that v is the sum of the parts stacked in `stack` (partial_sums.h); PartsStack gives the
   // stack, or -1.
   void MarkPartsOf(int v, int stack) { parts_stack_[{scope_->graph, v}] = stack; }
@@ -190,6 +202,7 @@ class LowerContext {
   std::map<std::pair<const Graph*, int>, double> splats_;
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
   std::map<std::pair<const Graph*, int>, int> parts_stack_;
+  std::map<std::pair<const Graph*, int>, DotOperands> dots_;
   // Broadcasts of one element (splats): the element, at the broadcast's rank. Elementwise ops whose
   // operands are all splats compute on the elements and broadcast the result, so a shift by a loop-carried
   // amount or a compare of two splats costs one element, not a tensor.

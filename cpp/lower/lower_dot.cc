@@ -32,10 +32,12 @@ std::vector<int64_t> Concat3(const std::vector<int64_t>& a, const std::vector<in
   return out;
 }
 
-Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& lb, const std::vector<int64_t>& rb,
-                const std::vector<int64_t>& lc, const std::vector<int64_t>& rc) {
-  const shlo::Type& out = cx.OutType(0);
-  DType t = out.dtype;
+}  // namespace
+
+StatusOr<int> DotValue(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& lb,
+                       const std::vector<int64_t>& rb, const std::vector<int64_t>& lc, const std::vector<int64_t>& rc,
+                       DType dtype) {
+  DType t = dtype;
   // Bool: an OR of ANDs, computed as the count of true products (int32, k < 2^31) compared with 0.
   const bool boolean = t == DType::kBool;
   if (boolean) t = DType::kI32;
@@ -62,7 +64,24 @@ Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& 
   rhs = cx.Reshape(rhs, r3);
   int product = MatMul(cx, lhs, rhs);
   if (boolean) product = cx.Compare(OpKind::kNotEqual, product, cx.Splat(t, o3, 0));
-  cx.Bind(0, cx.Reshape(product, out.shape));
+  // The result: batch dims, then lhs's free dims, then rhs's.
+  Shape shape;
+  for (int64_t d : lb) shape.push_back(ls[static_cast<size_t>(d)]);
+  for (int64_t d : lf) shape.push_back(ls[static_cast<size_t>(d)]);
+  for (int64_t d : rf) shape.push_back(rs[static_cast<size_t>(d)]);
+  return cx.Reshape(product, shape);
+}
+
+namespace {
+
+Status LowerDot(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& lb, const std::vector<int64_t>& rb,
+                const std::vector<int64_t>& lc, const std::vector<int64_t>& rc) {
+  const shlo::Type& out = cx.OutType(0);
+  JMP_ASSIGN_OR_RETURN(int product, DotValue(cx, lhs, rhs, lb, rb, lc, rc, out.dtype));
+  if (cx.ShapeOf(product) != out.shape)
+    return cx.Unsupported("dot_general whose result type does not follow from its operands");
+  cx.Bind(0, product);
+  if (cx.partitioning().num_devices() > 1) cx.RecordDot(product, {lhs, rhs, lb, rb, lc, rc});
   return Status::Ok();
 }
 

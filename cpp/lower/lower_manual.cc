@@ -863,6 +863,29 @@ Status Unroller::Nested(const shlo::Op& op, std::vector<Scope>& scopes, int dept
   return Status::Ok();
 }
 
+// A sharding constraint changes no value. One that splits a dot_general's result into partial sums
+// over its split contraction makes them the ones XLA's partitioner leaves on each device.
+Status ShardingConstraint(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int value, cx.In(0));
+  cx.Bind(0, value);
+  const shlo::Attr* text = cx.op().Find("sharding");
+  if (cx.partitioning().num_devices() <= 1 || cx.manual_copies() > 0 || !text ||
+      text->kind != shlo::Attr::Kind::kString || text->s.find("unreduced") == std::string::npos)
+    return Status::Ok();
+  Meshes meshes;
+  if (!cx.module().sdy_meshes.empty()) {
+    StatusOr<Meshes> parsed = ParseSdyMeshes(cx.module().sdy_meshes);
+    if (!parsed.ok()) return cx.Unsupported(parsed.status().message());
+    meshes = std::move(*parsed);
+  }
+  StatusOr<SdySharding> sharding = ParseSdySharding(text->s, meshes);
+  if (!sharding.ok()) return cx.Unsupported(sharding.status().message());
+  int64_t parts = 1;
+  for (int a : sharding->unreduced) parts *= sharding->mesh.axis_sizes.at(static_cast<size_t>(a));
+  if (parts > 1) SplitDotIntoParts(cx, value, parts);
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsManualComputationBody(const std::string& callee) {
@@ -877,6 +900,7 @@ void RegisterManualRules(std::map<std::string, LowerRule>& r) {
   // Shardy's export marks a function's results with their shardings; @main's are read from its
   // attributes.
   RegisterRule(r, "custom_call:xla.sdy.FuncResultSharding", &PassThrough);
+  RegisterRule(r, "sdy.sharding_constraint", &ShardingConstraint);
   RegisterRule(r, kManualComputationRule, &ManualComputation);
   RegisterRule(r, "sdy.manual_computation", &ManualComputation);
 }

@@ -20,4 +20,10 @@ inline constexpr int64_t kMatMulMaxComplexK = 2048;
 // once at the end, as one call would).
 int MatMul(LowerContext& cx, int a, int b);
 
+// dot_general of lhs and rhs with these batch (lb, rb) and contracting (lc, rc) dimensions, computed in
+// `dtype`: [batch..., lhs free..., rhs free...].
+StatusOr<int> DotValue(LowerContext& cx, int lhs, int rhs, const std::vector<int64_t>& lb,
+                       const std::vector<int64_t>& rb, const std::vector<int64_t>& lc, const std::vector<int64_t>& rc,
+                       DType dtype);
+
 }  // namespace jmp::mps

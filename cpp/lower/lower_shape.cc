@@ -234,7 +234,6 @@ void RegisterShapeRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.pad", &PadOp);
   RegisterRule(r, "stablehlo.optimization_barrier", &PassThrough);
   RegisterRule(r, "builtin.unrealized_conversion_cast", &PassThrough);
-  RegisterRule(r, "sdy.sharding_constraint", &PassThrough);  // one device: shardings mean nothing
   RegisterRule(r, "sdy.reshard", &PassThrough);
   // The pass-through custom-call targets (stablehlo/custom_calls.def). JAX's dce_sink keeps its operands
   // alive through XLA's dead-code elimination; it has no results, and this lowering removes nothing, so

@@ -18,4 +18,10 @@ int SumOfParts(LowerContext& cx, int stack);
 // value itself as the first part and zeros as the others (a split that sums to it).
 int PartsOf(LowerContext& cx, int value, int64_t parts);
 
+// A dot_general result that a sharding splits into `parts` partial sums, as XLA's partitioner leaves
+// it when the contraction is split over the unreduced axes: part p is the product of the operands' p-th
+// blocks along their contracting dimension. Recorded as `value`'s parts; nothing when `value` is no
+// dot_general with one contracting dimension that splits evenly, or already has parts.
+void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts);
+
 }  // namespace jmp::mps

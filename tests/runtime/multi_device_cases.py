@@ -456,3 +456,23 @@ def test_nested_shard_maps():
     assert mplaces == cplaces
     for m, c in zip(mshards, cshards):
         assert_close(m, c, what="shard")
+
+
+def test_an_einsum_left_as_partial_sums_keeps_xlas_pieces():
+    """jit's einsum with an unreduced out_sharding: each device holds the product of its blocks of the split
+    contraction, as XLA's partitioner leaves it; adding them up gives the product."""
+    got = {}
+    for platform in PLATFORMS:
+        mesh = explicit_mesh(platform)
+        with jax.set_mesh(mesh):
+            a = jax.device_put(np.arange(32, dtype=np.float32).reshape(4, 8) / 5, P("x", "y"))
+            b = jax.device_put(np.arange(48, dtype=np.float32).reshape(8, 6) / 9, P("y", None))
+            out = jax.jit(lambda u, v: jnp.einsum("ab,bc->ac", u, v, out_sharding=P("x", None, unreduced={"y"})))(a, b)
+            summed = jax.sharding.reshard(out, P("x", None))
+        devices = list(jax.devices(platform))
+        got[platform] = (sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards),
+                         np.asarray(summed))
+    for (md, m), (cd, c) in zip(got["metal"][0], got["cpu"][0]):
+        assert md == cd
+        assert_close(m, c, what="a device's partial sum")
+    assert_close(got["metal"][1], got["cpu"][1], what="the sum")
