@@ -33,7 +33,7 @@ def test_the_loops_match_cpu_at_each_level(level):
         pytest.skip(f"this CPU runs up to {CPU_LEVEL}")
     assert level_in_child(level) == level
     files = [os.path.join(HERE, f) for f in ("test_vector_loops.py", "test_multiply_add.py")]
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files,
+    args = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *files,
             os.path.join(HERE, "test_elementwise.py") + "::test_vectorised_exp_tanh_sigmoid_over_the_float_range",
             os.path.join(HERE, "test_dot_and_reduce.py") + "::test_float32_reductions_by_layout"]
     # Every op on the host executor: the loops under test, whatever executor runs Metal's segments here.

@@ -24,7 +24,7 @@ def outcomes(tmp_path_factory):
     report = tmp_path_factory.mktemp("multi") / "report.xml"
     env = dict(os.environ, JAX_METAL_NUM_DEVICES="4", JAX_PLATFORMS="metal,cpu",
                XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip())
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(CASES_FILE),
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", str(CASES_FILE),
                           f"--junitxml={report}"], env=env, capture_output=True, text=True, timeout=1800,
                          cwd=CASES_FILE.parents[2])
     assert report.exists(), run.stdout[-4000:] + run.stderr[-4000:]
