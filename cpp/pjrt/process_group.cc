@@ -1,6 +1,9 @@
 #include "pjrt/process_group.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -12,6 +15,22 @@
 namespace jmp::pjrt {
 
 namespace {
+
+// MPICH's mpiexec (hydra) tells the job's other processes that one has ended with SIGUSR1, and MPICH's
+// handler for it ends them too. The group takes the signal instead, so that a survivor finds the
+// missing process itself and reports it as an error, within JAX_METAL_PEER_TIMEOUT.
+volatile std::sig_atomic_t job_notice = 0;
+
+extern "C" void OnJobNotice(int) { job_notice = 1; }
+
+void TakeJobNotices() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = &OnJobNotice;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &action, nullptr);
+}
 
 std::string Key(int process) { return "jax_metal/process/" + std::to_string(process); }
 
@@ -43,6 +62,7 @@ StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(int process, int coun
   std::unique_ptr<ProcessGroup> group(new ProcessGroup);
   JMP_ASSIGN_OR_RETURN(group->timeout_s_, Timeout());
   JMP_ASSIGN_OR_RETURN(group->mpi_, MpiLibrary::Get());
+  TakeJobNotices();
   MpiLibrary& mpi = *group->mpi_;
   if (mpi.size() != count)
     return FailedPrecondition("JAX runs " + std::to_string(count) + " processes, but MPI (" + mpi.path() + ") has " +
@@ -189,9 +209,10 @@ Status ProcessGroup::Transfer(const std::string& what, int tag, const std::vecto
       std::string names;
       for (int p = 0; p < count(); ++p)
         if (missing[static_cast<size_t>(p)]) names += (names.empty() ? "" : ", ") + std::to_string(p);
-      failed =
-          Unavailable("process " + names + " did not take part in " + what + ": nothing came for " +
-                      Seconds(timeout_s_) + " s (JAX_METAL_PEER_TIMEOUT); it ended, hangs, or runs other programs");
+      failed = Unavailable("process " + names + " did not take part in " + what + ": nothing came for " +
+                           Seconds(timeout_s_) + " s (JAX_METAL_PEER_TIMEOUT); " +
+                           (job_notice ? "mpiexec reported that a process of the job ended"
+                                       : "it ended, hangs, or runs other programs"));
       break;
     }
     if (now - progressed > std::chrono::milliseconds(200)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
