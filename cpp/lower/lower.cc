@@ -1,5 +1,6 @@
 #include "lower/lower.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "lower/lower_context.h"
@@ -123,8 +124,17 @@ StatusOr<Graph> LowerMain(const shlo::Module& module, const Partitioning& partit
   }
   JMP_ASSIGN_OR_RETURN(const shlo::Op* ret, cx.LowerBlock(block));
   JMP_ASSIGN_OR_RETURN(graph.outputs, cx.Values(ret->operands));
-  for (size_t j = 0; j < graph.outputs.size(); ++j)
-    if (parts(shardings.results, j) > 1) graph.outputs[j] = PartsOf(cx, graph.outputs[j], parts(shardings.results, j));
+  for (size_t j = 0; j < graph.outputs.size(); ++j) {
+    if (parts(shardings.results, j) <= 1) continue;
+    // An argument returned in parts splits as XLA reshards it; any other value as PartsOf says.
+    const int v = graph.outputs[j];
+    auto input = std::find(graph.inputs.begin(), graph.inputs.end(), v);
+    const size_t i = static_cast<size_t>(input - graph.inputs.begin());
+    const bool split_argument = input != graph.inputs.end() && i < shardings.arguments.size() &&
+                                !shardings.arguments[i].tiles.empty() && shardings.arguments[i].parts == 1;
+    graph.outputs[j] = split_argument ? PartsByOwner(cx, v, shardings.arguments[i], shardings.results[j])
+                                      : PartsOf(cx, v, parts(shardings.results, j));
+  }
   return graph;
 }
 

@@ -2,6 +2,7 @@
 
 #include "lower/lower_matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace jmp::mps {
@@ -36,6 +37,44 @@ int PartsOf(LowerContext& cx, int value, int64_t parts) {
   stacked.insert(stacked.begin(), parts);
   return cx.Emit(OpKind::kConcat, {cx.Reshape(value, one), cx.Splat(type.dtype, rest, 0.0)}, type.dtype, stacked,
                  AxisAttrs{0});
+}
+
+int PartsByOwner(LowerContext& cx, int value, const TileSharding& in, const TileSharding& out) {
+  const int64_t parts = out.parts, per_part = TileCount(out) / parts, tiles = TileCount(in);
+  std::vector<int64_t> owner(static_cast<size_t>(tiles), parts);
+  for (size_t d = 0; d < in.device_tile.size() && d < out.device_tile.size(); ++d) {
+    int64_t& o = owner.at(static_cast<size_t>(in.device_tile[d]));
+    o = std::min(o, out.device_tile[d] / per_part);
+  }
+  // Each element's tile, row-major over the value.
+  const Shape shape = cx.ShapeOf(value);
+  int64_t count = 1;
+  for (int64_t n : shape) count *= n;
+  std::vector<int64_t> tile_of(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, tile = 0, stride = 1;
+    for (size_t k = shape.size(); k-- > 0;) {
+      const int64_t coord = rest % shape[k];
+      rest /= shape[k];
+      tile += coord / (shape[k] / in.tiles[k]) * stride;
+      stride *= in.tiles[k];
+    }
+    tile_of[static_cast<size_t>(i)] = tile;
+  }
+  const TensorType type = cx.Type(value);
+  const int zeros = cx.Splat(type.dtype, shape, 0.0);
+  Shape one = shape;
+  one.insert(one.begin(), 1);
+  std::vector<int> pieces;
+  for (int64_t p = 0; p < parts; ++p) {
+    std::vector<int32_t> mine(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) mine[static_cast<size_t>(i)] = owner[static_cast<size_t>(tile_of[i])] == p;
+    const int keep = cx.Compare(OpKind::kNotEqual, cx.Int32Constant(shape, mine), cx.Splat(DType::kI32, shape, 0));
+    pieces.push_back(cx.Reshape(cx.Select(keep, value, zeros), one));
+  }
+  Shape stacked = shape;
+  stacked.insert(stacked.begin(), parts);
+  return cx.Emit(OpKind::kConcat, pieces, type.dtype, stacked, AxisAttrs{0});
 }
 
 void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {

@@ -18,6 +18,11 @@ int SumOfParts(LowerContext& cx, int stack);
 // value itself as the first part and zeros as the others (a split that sums to it).
 int PartsOf(LowerContext& cx, int value, int64_t parts);
 
+// An argument `value` lying on the devices as `in` (split, not in parts), returned in parts as `out` says:
+// as XLA reshards it, each part keeps the tiles its devices hold (a tile held by several parts goes to
+// the first) and is zero elsewhere.
+int PartsByOwner(LowerContext& cx, int value, const TileSharding& in, const TileSharding& out);
+
 // A dot_general result that a sharding splits into `parts` partial sums, as XLA's partitioner leaves
 // it when the contraction is split over the unreduced axes: part p is the product of the operands' p-th
 // blocks along their contracting dimension. Recorded as `value`'s parts; nothing when `value` is no

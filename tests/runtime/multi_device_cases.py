@@ -476,3 +476,23 @@ def test_an_einsum_left_as_partial_sums_keeps_xlas_pieces():
         assert md == cd
         assert_close(m, c, what="a device's partial sum")
     assert_close(got["metal"][1], got["cpu"][1], what="the sum")
+
+
+def test_a_sharded_argument_returned_in_parts_keeps_each_devices_block():
+    """A jit returning its sharded argument as partial sums: as XLA reshards it, each device keeps the
+    block it held and zeros the rest; a whole argument goes to the first part."""
+    got = {}
+    for platform in PLATFORMS:
+        mesh = explicit_mesh(platform)
+        unreduced = NamedSharding(mesh, P(None, None, unreduced={"x"}))
+        with jax.set_mesh(mesh):
+            sharded = jax.device_put(X, NamedSharding(mesh, P("x", "y")))
+            whole = jax.device_put(X, NamedSharding(mesh, P()))
+            outs = [jax.jit(lambda v: v, out_shardings=unreduced)(a) for a in (sharded, whole)]
+        devices = list(jax.devices(platform))
+        got[platform] = [sorted((devices.index(s.device), np.asarray(s.data)) for s in o.addressable_shards)
+                         for o in outs]
+    for mine, theirs in zip(got["metal"], got["cpu"]):
+        for (md, m), (cd, c) in zip(mine, theirs):
+            assert md == cd
+            assert_close(m, c, exact=True, what="a device's part")
