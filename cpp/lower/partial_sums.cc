@@ -80,7 +80,7 @@ int PartsByOwner(LowerContext& cx, int value, const TileSharding& in, const Tile
 void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {
   const LowerContext::DotOperands* dot = cx.DotOf(value);
   if (!dot || cx.PartsStack(value) >= 0 || dot->lc.size() != 1 || dot->rc.size() != 1) return;
-  const LowerContext::DotOperands operands = *dot;  // the record may move as the parts are emitted
+  const LowerContext::DotOperands operands = *dot;
   const size_t lk = static_cast<size_t>(operands.lc[0]), rk = static_cast<size_t>(operands.rc[0]);
   const Shape ls = cx.ShapeOf(operands.lhs), rs = cx.ShapeOf(operands.rhs);
   if (ls.at(lk) % parts != 0 || rs.at(rk) != ls[lk]) return;
