@@ -96,9 +96,8 @@ def test_training_loss_falls(agreed):
         assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
 
 
-def test_a_killed_process_is_named_within_the_bound(tmp_path):
-    # mpiexec is told to keep the job's other processes when one is killed, so the survivor must find out
-    # itself (MPICH's own handler of mpiexec's notice would end it).
+def test_a_process_that_ends_is_named_within_the_bound(tmp_path):
+    # mpiexec is told to keep the job's other processes when one ends, so the survivor must find out itself.
     result = run("kill", tmp_path, 2, extra=("-disable-auto-cleanup",))
     report = tmp_path / "kill.txt"
     assert report.exists(), output(result)
