@@ -26,17 +26,27 @@ int SumOfParts(LowerContext& cx, int stack) {
   return sum;
 }
 
+namespace {
+
+// The pieces, each of the value's shape, as one stack along a new leading dimension.
+int Stack(LowerContext& cx, const std::vector<int>& pieces, DType dtype, const Shape& shape) {
+  Shape one = shape, stacked = shape;
+  one.insert(one.begin(), 1);
+  stacked.insert(stacked.begin(), static_cast<int64_t>(pieces.size()));
+  std::vector<int> rows;
+  for (int piece : pieces) rows.push_back(cx.Reshape(piece, one));
+  return cx.Emit(OpKind::kConcat, rows, dtype, stacked, AxisAttrs{0});
+}
+
+}  // namespace
+
 int PartsOf(LowerContext& cx, int value, int64_t parts) {
   const int stack = cx.PartsStack(value);
   if (stack >= 0 && cx.ShapeOf(stack).at(0) == parts) return stack;
   const TensorType type = cx.Type(value);
-  Shape one = type.shape, rest = type.shape;
-  one.insert(one.begin(), 1);
-  rest.insert(rest.begin(), parts - 1);
-  Shape stacked = type.shape;
-  stacked.insert(stacked.begin(), parts);
-  return cx.Emit(OpKind::kConcat, {cx.Reshape(value, one), cx.Splat(type.dtype, rest, 0.0)}, type.dtype, stacked,
-                 AxisAttrs{0});
+  std::vector<int> pieces(static_cast<size_t>(parts), cx.Splat(type.dtype, type.shape, 0.0));
+  pieces[0] = value;
+  return Stack(cx, pieces, type.dtype, type.shape);
 }
 
 int PartsByOwner(LowerContext& cx, int value, const TileSharding& in, const TileSharding& out) {
@@ -46,35 +56,34 @@ int PartsByOwner(LowerContext& cx, int value, const TileSharding& in, const Tile
     int64_t& o = owner.at(static_cast<size_t>(in.device_tile[d]));
     o = std::min(o, out.device_tile[d] / per_part);
   }
-  // Each element's tile, row-major over the value.
-  const Shape shape = cx.ShapeOf(value);
-  int64_t count = 1;
-  for (int64_t n : shape) count *= n;
-  std::vector<int64_t> tile_of(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t rest = i, tile = 0, stride = 1;
-    for (size_t k = shape.size(); k-- > 0;) {
-      const int64_t coord = rest % shape[k];
-      rest /= shape[k];
-      tile += coord / (shape[k] / in.tiles[k]) * stride;
-      stride *= in.tiles[k];
-    }
-    tile_of[static_cast<size_t>(i)] = tile;
-  }
+  // Each element's tile (row-major over the tile grid), from its coordinates: a few ops whatever the
+  // value's size, where a mask per part would be a constant as large as the value.
   const TensorType type = cx.Type(value);
-  const int zeros = cx.Splat(type.dtype, shape, 0.0);
-  Shape one = shape;
-  one.insert(one.begin(), 1);
-  std::vector<int> pieces;
-  for (int64_t p = 0; p < parts; ++p) {
-    std::vector<int32_t> mine(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) mine[static_cast<size_t>(i)] = owner[static_cast<size_t>(tile_of[i])] == p;
-    const int keep = cx.Compare(OpKind::kNotEqual, cx.Int32Constant(shape, mine), cx.Splat(DType::kI32, shape, 0));
-    pieces.push_back(cx.Reshape(cx.Select(keep, value, zeros), one));
+  const Shape& shape = type.shape;
+  int tile_of = -1;
+  int64_t stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (in.tiles[k] == 1) continue;
+    int t = cx.Binary(OpKind::kDivide, cx.Iota(shape, static_cast<int64_t>(k)),
+                      cx.Splat(DType::kI32, shape, static_cast<double>(shape[k] / in.tiles[k])));
+    if (stride != 1) t = cx.Binary(OpKind::kMultiply, t, cx.Splat(DType::kI32, shape, static_cast<double>(stride)));
+    tile_of = tile_of < 0 ? t : cx.Binary(OpKind::kAdd, tile_of, t);
+    stride *= in.tiles[k];
   }
-  Shape stacked = shape;
-  stacked.insert(stacked.begin(), parts);
-  return cx.Emit(OpKind::kConcat, pieces, type.dtype, stacked, AxisAttrs{0});
+  const int zeros = cx.Splat(type.dtype, shape, 0.0);
+  std::vector<int> pieces(static_cast<size_t>(parts), zeros);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t p = owner[static_cast<size_t>(t)];
+    if (p >= parts) continue;  // a tile no device of the result holds
+    int& piece = pieces[static_cast<size_t>(p)];
+    if (tile_of < 0) {
+      piece = value;
+      continue;
+    }
+    const int mine = cx.Compare(OpKind::kEqual, tile_of, cx.Splat(DType::kI32, shape, static_cast<double>(t)));
+    piece = cx.Select(mine, value, piece);
+  }
+  return Stack(cx, pieces, type.dtype, shape);
 }
 
 void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {
@@ -86,8 +95,6 @@ void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {
   if (ls.at(lk) % parts != 0 || rs.at(rk) != ls[lk]) return;
   const int64_t block = ls[lk] / parts;
   std::vector<int> pieces;
-  Shape one = cx.ShapeOf(value);
-  one.insert(one.begin(), 1);
   for (int64_t p = 0; p < parts; ++p) {
     Shape lstart(ls.size(), 0), lend = ls, rstart(rs.size(), 0), rend = rs;
     lstart[lk] = rstart[rk] = p * block;
@@ -95,11 +102,9 @@ void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {
     StatusOr<int> part = DotValue(cx, cx.Slice(operands.lhs, lstart, lend), cx.Slice(operands.rhs, rstart, rend),
                                   operands.lb, operands.rb, operands.lc, operands.rc, cx.DTypeOf(value));
     if (!part.ok()) return;
-    pieces.push_back(cx.Reshape(*part, one));
+    pieces.push_back(*part);
   }
-  Shape stacked = cx.ShapeOf(value);
-  stacked.insert(stacked.begin(), parts);
-  cx.MarkPartsOf(value, cx.Emit(OpKind::kConcat, pieces, cx.DTypeOf(value), stacked, AxisAttrs{0}));
+  cx.MarkPartsOf(value, Stack(cx, pieces, cx.DTypeOf(value), cx.ShapeOf(value)));
 }
 
 }  // namespace jmp::mps
