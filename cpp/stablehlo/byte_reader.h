@@ -11,6 +11,10 @@
 
 namespace jmp::shlo {
 
+// How deeply the bytecode's regions, attributes and types may nest before the reader refuses the
+// input: a bound on the reader's recursion, so that malformed input cannot exhaust the stack.
+constexpr int kMaxNesting = 200;
+
 struct Span {
   const uint8_t* data = nullptr;
   size_t size = 0;

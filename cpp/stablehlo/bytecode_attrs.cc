@@ -8,8 +8,6 @@ namespace jmp::shlo {
 
 namespace {
 
-constexpr int kMaxNesting = 200;
-
 // Builtin attribute codes (MLIR's BuiltinDialectBytecode): only what ops and locations use.
 enum BuiltinAttrCode {
   kBArray = 0,

@@ -24,8 +24,6 @@ constexpr uint64_t kElideUnknownBlockArgLocation = 4;
 constexpr uint64_t kNativePropertiesEncoding = 5;
 constexpr uint64_t kNewestBytecodeVersion = 6;
 
-constexpr int kMaxNesting = 200;
-
 enum SectionId : uint8_t {
   kString = 0,
   kDialect = 1,

@@ -17,7 +17,9 @@
 #include "exec/standin/standin.h"
 #include "unit_tests/unit_test.h"
 
-namespace jmp::unit {
+// A namespace of its own: its names for the Metal interface's types (Shape, Tensor, DataType) would
+// clash with the IR's in the files compiled beside it.
+namespace jmp::unit::standin_calls {
 namespace {
 
 using exec::metal::CommandQueue;
@@ -594,4 +596,4 @@ JMP_TEST(Standin, NoShadingLanguageCompiler) {
 }
 
 }  // namespace
-}  // namespace jmp::unit
+}  // namespace jmp::unit::standin_calls

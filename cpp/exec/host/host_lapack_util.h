@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/host/host_kernels.h"
+#include "exec/host/host_types.h"
 
 namespace jmp::exec::host {
 
@@ -26,8 +27,6 @@ struct RealOf<std::complex<R>> {
 };
 template <typename T>
 using Real = typename RealOf<T>::type;
-template <typename T>
-inline constexpr bool kIsComplex = !std::is_same_v<T, Real<T>>;
 
 // f(T{}) for the element type of `t` (f32, f64, c64, c128); anything else is the op's error.
 template <typename F>
