@@ -8,13 +8,14 @@ import sys
 
 # --isa holds both sides to one x86-64 level, so that a figure does not depend on what this CPU has beyond
 # it (Apple's CPUs have 128-bit NEON: SSE4.2 is the nearest level here). Set before either side loads:
-# the host executor's vector loops (JMP_HOST_ISA), XLA:CPU's generated code (--xla_cpu_max_isa), and
-# OpenBLAS's kernel on both sides (OPENBLAS_CORETYPE). XLA:CPU's own library kernels (Eigen, built into
-# jaxlib) keep the level jaxlib was built for.
-ISA_LEVELS = {  # level: (JMP_HOST_ISA, --xla_cpu_max_isa, OPENBLAS_CORETYPE)
-    "sse4.2": ("sse4.2", "SSE4_2", "Nehalem"),
-    "avx2": ("avx2", "AVX2", "Haswell"),
-    "avx512": ("avx512", "AVX512", "SkylakeX"),
+# the host executor's vector loops (JMP_HOST_ISA) and XLA:CPU's generated code (--xla_cpu_max_isa).
+# Matrix products are left at the CPU's best on both sides: XLA:CPU's run in YNNPACK, which picks its
+# kernels from the CPU at run time whatever --xla_cpu_max_isa says (jaxlib 0.10 and 0.12 alike), so
+# OpenBLAS, the host executor's, picks its own too; holding it lower would compare two levels again.
+ISA_LEVELS = {  # level: (JMP_HOST_ISA, --xla_cpu_max_isa)
+    "sse4.2": ("sse4.2", "SSE4_2"),
+    "avx2": ("avx2", "AVX2"),
+    "avx512": ("avx512", "AVX512"),
 }
 
 
@@ -50,13 +51,10 @@ def settle(argv):
 
     isa = asked_isa(argv)
     if isa in ISA_LEVELS:
-        host_isa, xla_isa, coretype = ISA_LEVELS[isa]
+        host_isa, xla_isa = ISA_LEVELS[isa]
         os.environ["JMP_HOST_ISA"] = host_isa
         flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_cpu_max_isa")]
         os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_cpu_max_isa={xla_isa}"])
-        os.environ["OPENBLAS_CORETYPE"] = coretype
-        os.environ["JMP_BENCH_KEEP_BLAS_CORETYPE"] = "1"  # the suite processes keep the pin
-        lifted = None
     return lifted
 
 

@@ -627,8 +627,9 @@ def main():
                    help="keep an OPENBLAS_CORETYPE set in the environment (default: OpenBLAS picks the kernel "
                         "for this CPU, as XLA:CPU does; the lifted value is recorded in results.json)")
     p.add_argument("--isa", choices=list(ISA_LEVELS), default=None,
-                   help="hold both sides to one x86-64 level: the host executor's loops, XLA:CPU's code and "
-                        "OpenBLAS's kernel (default: each picks this CPU's best)")
+                   help="hold both sides to one x86-64 level: the host executor's loops and XLA:CPU's generated "
+                        "code; matrix products stay at this CPU's best on both sides (default: everything "
+                        "at this CPU's best)")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave glibc's malloc thresholds adaptive (default: fixed while timing, see docs/benchmarks.md)")
     p.add_argument("--rss-child", nargs=2, metavar=("SUITE", "PLATFORM"), help=argparse.SUPPRESS)
