@@ -128,8 +128,10 @@ def test_float32_reductions_by_layout(shape, axes):
     # Trailing, leading and interior reduced dims, size-1 dims, and lengths past eight-lane blocks.
     # Multiples of 1/16: every partial sum (below 2**18) is exact in float32, so the sums compare exactly
     # whatever the order (a rounding bound for 70000 terms could not tell one wrong element); the means
-    # round the exact sum once or twice (a division, or a product with 1/n).
-    x = np.round(random_array(RNG, shape, np.float32) * 16) / 16
+    # round the exact sum once or twice (a division, or a product with 1/n). Adding +0.0 turns the -0.0
+    # that rounding leaves into +0.0: which zero the max or min of both is depends on the order the
+    # elements are compared in, on XLA:CPU as much as here.
+    x = np.round(random_array(RNG, shape, np.float32) * 16) / 16 + np.float32(0.0)
     check(lambda x: jnp.sum(x, axis=axes), x, exact=True)
     check_reduction(lambda x: jnp.mean(x, axis=axes), x, k=2, magnitude=lambda x: np.abs(np.mean(x, axis=axes)))
     check(lambda x: (jnp.max(x, axis=axes), jnp.min(x, axis=axes)), x, exact=True)

@@ -19,10 +19,6 @@ def _case_names():
     return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
 
 
-# One worker runs the whole file: its module fixture runs every case in one process.
-pytestmark = pytest.mark.xdist_group("test_multi_device")
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     report = tmp_path_factory.mktemp("multi") / "report.xml"

@@ -60,10 +60,6 @@ def output(result):
     return f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 
 
-# One worker runs the whole file: its module fixture runs the cases under mpiexec once.
-pytestmark = pytest.mark.xdist_group("test_multi_process")
-
-
 @pytest.fixture(scope="module")
 def agreed(tmp_path_factory):
     runs = {}

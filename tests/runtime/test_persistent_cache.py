@@ -118,10 +118,6 @@ def close(a, b):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=2e-5, atol=2e-5)
 
 
-# One worker runs the whole file: its module fixture fills one cache the tests read.
-pytestmark = pytest.mark.xdist_group("test_persistent_cache")
-
-
 @pytest.fixture(scope="module")
 def first(tmp_path_factory):
     cache = tmp_path_factory.mktemp("jax-cache")

@@ -13,10 +13,6 @@ ERROR_DESTROY, ERROR_MESSAGE, CLIENT_CREATE, CLIENT_DESTROY, BUFFER_FROM_HOST = 
 Fn = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
 
-# One worker runs the whole file: its module fixture loads the plugin once.
-pytestmark = pytest.mark.xdist_group("test_pjrt_c_api")
-
-
 @pytest.fixture(scope="module")
 def api():
     lib = ctypes.CDLL(jax_metal_plugin.library_path())
