@@ -398,7 +398,13 @@ Status ComplexBinary(const OpArgs& a, BinOp op) {
     case BinOp::kNotEqual: Compare<T>(a, op); return Status::Ok();
     case BinOp::kAdd: Arith<T>(a, [](T x, T y) { return x + y; }); return Status::Ok();
     case BinOp::kSubtract: Arith<T>(a, [](T x, T y) { return x - y; }); return Status::Ok();
-    case BinOp::kMultiply: Arith<T>(a, [](T x, T y) { return x * y; }); return Status::Ok();
+    // As XLA computes it, (ac - bd, ad + bc): std::complex's product recovers infinities from NaN
+    // results (C99 Annex G) through a call into libgcc on every element.
+    case BinOp::kMultiply:
+      Arith<T>(a, [](T x, T y) {
+        return T(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
+      });
+      return Status::Ok();
     case BinOp::kDivide: Arith<T>(a, [](T x, T y) { return x / y; }); return Status::Ok();
 #define JMP_MPS_BINARY(name, macos, primary, secondary, domain) JMP_DOMAIN_LACKS(domain, COMPLEX, case BinOp::k##name:)
 #include "mps/op_kinds.def"
