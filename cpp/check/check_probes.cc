@@ -103,6 +103,19 @@ std::vector<Case> AssumptionProbes() {
     cases.push_back(std::move(c));
   }
   {
+    Case c = Probe(K::kMultiply, D::kC64, "Multiply: complex product (ac - bd, ad + bc), no Annex G recovery");
+    // Interleaved (real, imaginary) parts. The first product's parts are both NaN, which Annex G would
+    // turn into (inf, inf); the second has one NaN part, which it leaves alone.
+    const double inf = HUGE_VAL;
+    ProgramBuilder b("infinite and finite factors");
+    b.Returning(K::kMultiply,
+                {b.In(D::kC64, {3}, Encode(D::kF32, {inf, inf, inf, 0, 1, 2})),
+                 b.In(D::kC64, {3}, Encode(D::kF32, {1, 0, 0, 1, 3, -1}))},
+                {D::kC64, {3}});
+    c.programs.push_back(b.Done({Exact()}));
+    cases.push_back(std::move(c));
+  }
+  {
     Case c = Probe(K::kHermiteanToRealFFT, D::kC64,
                    "HermiteanToRealFFT: imaginary parts of the zero and Nyquist bins ignored");
     // Interleaved (real, imaginary) parts of 5 bins of an 8-point signal, nonzero imaginary at bins 0 and 4.

@@ -2,6 +2,7 @@
 // tests pin those semantics on hand-built graphs, so a host kernel change that drifts from the
 // documented contract (and so from what the lowering relies on for MPSGraph) fails here by name.
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -145,6 +146,18 @@ JMP_TEST(HostAssumptions, MaximumAndMinimumPropagateNaN) {
                           std::vector<float>{1.0f, kNaN});
   ASSERT_OK(mn);
   EXPECT_TRUE(std::isnan(mn.value()[0]) && std::isnan(mn.value()[1]));
+}
+
+JMP_TEST(HostAssumptions, ComplexProductHasNoAnnexGRecovery) {
+  using c64 = std::complex<float>;
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  auto r = Binary<c64>(OpKind::kMultiply, DType::kC64, DType::kC64, std::vector<c64>{{inf, inf}, {inf, 0}, {1, 2}},
+                       std::vector<c64>{{1, 0}, {0, 1}, {3, -1}});
+  ASSERT_OK(r);
+  const auto& v = r.value();
+  EXPECT_TRUE(std::isnan(v[0].real()) && std::isnan(v[0].imag()));
+  EXPECT_TRUE(std::isnan(v[1].real()) && v[1].imag() == inf);
+  EXPECT_TRUE(v[2] == c64(5, 5));
 }
 
 JMP_TEST(HostAssumptions, ComparisonsTreatNaNAsUnequal) {

@@ -180,3 +180,10 @@ def test_infinite_and_nan_parts(name):
     vals = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -2.5, 20.0, 1e20, -3e38]  # no subnormals: XLA:CPU flushes them
     f = UNARY[name]
     check(lambda z: (jnp.real(f(z)), jnp.imag(f(z))), cgrid(vals), **TOL)
+
+
+def test_product_with_infinite_and_nan_parts():
+    # As XLA computes it, (ac - bd, ad + bc), compared part by part: C99 Annex G would make
+    # (inf + inf j)(1 + 0j) inf + inf j where XLA gives nan + nan j.
+    z = cgrid([np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -2.5])
+    check(lambda a, b: (jnp.real(a * b), jnp.imag(a * b)), z[:, None], z[None, :])
