@@ -21,6 +21,17 @@ IsaLevel CpuIsa() {
 #endif
 }
 
+bool CpuHasFma() {
+#ifdef JMP_HOST_ISA_LEVELS
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("fma");
+#elif defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 // JMP_HOST_ISA's level, held to what the CPU runs (a higher one would fault); unset or unknown: the CPU's.

@@ -19,6 +19,9 @@ IsaLevel CpuIsa();
 // "sse2", "sse4.2", "avx2", "avx512"; "neon" or "baseline" for kBaseline off x86-64.
 std::string_view IsaName(IsaLevel level);
 
+// Whether the CPU has fused multiply-add instructions (x86-64 from AVX2's generation; every arm64).
+bool CpuHasFma();
+
 template <typename F>
 F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
   switch (HostIsa()) {
@@ -30,6 +33,13 @@ F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
   return baseline;
 }
 
+// As PickByIsa, and at the SSE4.2 level the build with FMA where the CPU has it.
+template <typename F>
+F PickByIsaWithFma(F avx512, F avx2, F sse42_fma, F sse42, F baseline) {
+  if (HostIsa() == IsaLevel::kSse42 && CpuHasFma()) return sse42_fma;
+  return PickByIsa(avx512, avx2, sse42, baseline);
+}
+
 }  // namespace jmp::exec::host
 
 // The levels' target attributes, as feature lists (the x86-64-v2, -v3 and -v4 levels) rather than
@@ -38,6 +48,7 @@ F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define JMP_HOST_ISA_LEVELS 1
 #define JMP_TARGET_SSE42 __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf")))
+#define JMP_TARGET_SSE42_FMA __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,fma")))
 #define JMP_TARGET_AVX2                                                              \
   __attribute__((                                                                    \
       target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
@@ -64,10 +75,30 @@ F PickByIsa(F avx512, F avx2, F sse42, F baseline) {
     static const auto level = ::jmp::exec::host::PickByIsa(&Name##Avx512, &Name##Avx2, &Name##Sse42, &Name##Sse2); \
     level Args;                                                                                                    \
   }
+// JMP_VECTOR_LOOP for a loop of fused multiply-adds (std::fma): at the SSE4.2 level it is also built
+// with FMA, taken where the CPU has it. The level stands for Apple's CPUs, whose 128-bit NEON has FMA;
+// built without the instruction, each std::fma is a call into libm.
+#define JMP_FMA_LOOP(Name, Params, Args, ...)                                                                        \
+  inline __attribute__((                                                                                             \
+      always_inline)) void Name##AnyLevel Params __VA_ARGS__ JMP_TARGET_AVX512 void Name##Avx512 Params {            \
+    Name##AnyLevel Args;                                                                                             \
+  }                                                                                                                  \
+  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                                    \
+  JMP_TARGET_SSE42_FMA void Name##Sse42Fma Params { Name##AnyLevel Args; }                                           \
+  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                                  \
+  void Name##Sse2 Params { Name##AnyLevel Args; }                                                                    \
+  void Name Params {                                                                                                 \
+    static const auto level =                                                                                        \
+        ::jmp::exec::host::PickByIsaWithFma(&Name##Avx512, &Name##Avx2, &Name##Sse42Fma, &Name##Sse42, &Name##Sse2); \
+    level Args;                                                                                                      \
+  }
 #elif defined(__GNUC__)
 // Kept out of line, as the levels' dispatch keeps them on x86-64: one call per chunk of elements, and
 // scripts/check_neon.py finds each loop by name in an arm64 build's object code.
 #define JMP_VECTOR_LOOP(Name, Params, Args, ...) __attribute__((noinline)) void Name Params __VA_ARGS__
 #else
 #define JMP_VECTOR_LOOP(Name, Params, Args, ...) void Name Params __VA_ARGS__
+#endif
+#ifndef JMP_HOST_ISA_LEVELS
+#define JMP_FMA_LOOP JMP_VECTOR_LOOP
 #endif

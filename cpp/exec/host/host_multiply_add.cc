@@ -1,6 +1,6 @@
 // MultiplyAdd (op_kinds.def): a * b + c with only the sum rounded, as XLA:CPU computes a multiply whose
 // one reader is an add (LLVM contracts the pair into an FMA instruction). std::fma is correctly rounded
-// on every target; the float32 loop is also built for AVX2+FMA, where it is one instruction.
+// on every target, and one instruction where the CPU has FMA (JMP_FMA_LOOP).
 #include <cmath>
 
 #include "exec/host/host_fastmath.h"
@@ -11,15 +11,15 @@ namespace jmp::exec::host {
 
 namespace {
 
-JMP_VECTOR_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t begin, int64_t end),
-                (a, b, c, y, begin, end), {
-                  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-                })
+JMP_FMA_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t begin, int64_t end),
+             (a, b, c, y, begin, end), {
+               for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+             })
 
-JMP_VECTOR_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t begin, int64_t end),
-                (a, b, c, y, begin, end), {
-                  for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
-                })
+JMP_FMA_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t begin, int64_t end),
+             (a, b, c, y, begin, end), {
+               for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
+             })
 
 template <typename T, typename Loop>
 void Run(const OpArgs& a, Loop loop) {

@@ -236,11 +236,11 @@ void SelectWhole(const uint8_t* const* in, uint8_t* out, int64_t bytes) {
 }
 
 // MultiplyAdd: only the sum rounded (std::fma), as host_multiply_add.cc; built per instruction-set level,
-// and from AVX2 up (which has FMA) it is one instruction rather than a call into libm per element.
-JMP_VECTOR_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t n), (a, b, c, y, n), {
+// and where the CPU has FMA (JMP_FMA_LOOP) it is one instruction rather than a call into libm per element.
+JMP_FMA_LOOP(FmaF32, (const float* a, const float* b, const float* c, float* y, int64_t n), (a, b, c, y, n), {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
 })
-JMP_VECTOR_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t n), (a, b, c, y, n), {
+JMP_FMA_LOOP(FmaF64, (const double* a, const double* b, const double* c, double* y, int64_t n), (a, b, c, y, n), {
   for (int64_t i = 0; i < n; ++i) y[i] = std::fma(a[i], b[i], c[i]);
 })
 template <typename T>
