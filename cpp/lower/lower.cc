@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "lower/lower_context.h"
+#include "lower/lower_cse.h"
 #include "lower/lower_multiply_add.h"
 #include "lower/partial_sums.h"
 #include "lower/sharding.h"
@@ -81,6 +82,7 @@ StatusOr<LoweredProgram> LowerModule(const shlo::Module& module, const Partition
       JMP_ASSIGN_OR_RETURN(shlo::Module legal, shlo::LegalizeNarrowTypes(module));
       JMP_ASSIGN_OR_RETURN(program.graph, LowerMain(legal, partitioning, shardings));
     }
+    EliminateCommonOps(program.graph);
     ContractMultiplyAdds(program.graph);
     JMP_RETURN_IF_ERROR(VerifyGraph(program.graph));
     JMP_ASSIGN_OR_RETURN(program.signature, SignatureOf(*main, program.graph));
