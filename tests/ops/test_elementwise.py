@@ -264,3 +264,15 @@ def test_vectorised_exp_tanh_sigmoid_over_the_float_range(dtype):
     bound = 4 * eps(dtype) * np.maximum(np.abs(x.astype(np.float64)), np.abs(w)) + float(ml_dtypes.finfo(dtype).tiny)
     assert np.all(np.abs(g - w)[ok] <= bound[ok])
     check(lambda x: jax.nn.softmax(x.reshape(-1, 7)[:, :5]), x[: x.size // 7 * 7])
+
+
+def test_an_op_repeated_on_the_same_operands_is_computed_once():
+    # XLA's common-subexpression elimination: the program JAX emits takes log(x) twice (as erf_inv does in
+    # two branches), and the plugin computes it once, with the same results.
+    import jax_metal_plugin
+    x = RNG.uniform(0.1, 4.0, 4096).astype(np.float32)
+    fn = lambda x: (jnp.log(x) * 2.0, jnp.log(x) + 1.0, jnp.where(x > 1, jnp.log(x), -jnp.log(x)))  # noqa: E731
+    # A few ulps of log's largest result (log(4) < 2) on either side.
+    check(fn, x, rtol=0, atol=8 * eps(np.float32))
+    text = jax_metal_plugin.mps_graph(fn, x)
+    assert text.count("Logarithm(") == 1, text
