@@ -17,7 +17,7 @@ namespace {
 
 using mps::OpKind;
 
-Status RunOnHost(exec::Executor& host, const check::Program& p) {
+Status RunProgramOnHost(exec::Executor& host, const check::Program& p) {
   JMP_RETURN_IF_ERROR(mps::VerifyGraph(p.graph));
   JMP_ASSIGN_OR_RETURN(std::unique_ptr<exec::Executable> executable, host.Compile(p.graph));
   std::vector<std::shared_ptr<exec::DeviceMemory>> keep;
@@ -68,7 +68,7 @@ JMP_TEST(OpDomains, EveryRowRunsEveryDTypeOfItsDomainOnTheHost) {
         continue;
       }
       for (const check::Program& p : c.programs) {
-        Status ran = RunOnHost(*host, p);
+        Status ran = RunProgramOnHost(*host, p);
         if (!ran.ok()) jmp_test_.Fail(__FILE__, __LINE__, what + " (" + p.what + "): " + ran.message());
       }
       ++cases;
