@@ -63,14 +63,17 @@ F PickByIsaWithFma(F avx512, F avx2, F sse42_fma, F sse42, F baseline) {
 // picks. Params is the parenthesised parameter list, Args the parenthesised names passed on. Helpers the
 // body calls must be inline (JMP_FASTMATH) to be built for each level with it.
 #ifdef JMP_HOST_ISA_LEVELS
+// The body built once per level, as Name##Avx512, ##Avx2, ##Sse42 and ##Sse2.
+#define JMP_LEVEL_BUILDS(Name, Params, Args, ...)                                                         \
+  inline __attribute__((                                                                                  \
+      always_inline)) void Name##AnyLevel Params __VA_ARGS__ JMP_TARGET_AVX512 void Name##Avx512 Params { \
+    Name##AnyLevel Args;                                                                                  \
+  }                                                                                                       \
+  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                         \
+  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                       \
+  void Name##Sse2 Params { Name##AnyLevel Args; }
 #define JMP_VECTOR_LOOP(Name, Params, Args, ...)                                                                   \
-  inline __attribute__((                                                                                           \
-      always_inline)) void Name##AnyLevel Params __VA_ARGS__ JMP_TARGET_AVX512 void Name##Avx512 Params {          \
-    Name##AnyLevel Args;                                                                                           \
-  }                                                                                                                \
-  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                                  \
-  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                                \
-  void Name##Sse2 Params { Name##AnyLevel Args; }                                                                  \
+  JMP_LEVEL_BUILDS(Name, Params, Args, __VA_ARGS__)                                                                \
   void Name Params {                                                                                               \
     static const auto level = ::jmp::exec::host::PickByIsa(&Name##Avx512, &Name##Avx2, &Name##Sse42, &Name##Sse2); \
     level Args;                                                                                                    \
@@ -79,14 +82,8 @@ F PickByIsaWithFma(F avx512, F avx2, F sse42_fma, F sse42, F baseline) {
 // with FMA, taken where the CPU has it. The level stands for Apple's CPUs, whose 128-bit NEON has FMA;
 // built without the instruction, each std::fma is a call into libm.
 #define JMP_FMA_LOOP(Name, Params, Args, ...)                                                                        \
-  inline __attribute__((                                                                                             \
-      always_inline)) void Name##AnyLevel Params __VA_ARGS__ JMP_TARGET_AVX512 void Name##Avx512 Params {            \
-    Name##AnyLevel Args;                                                                                             \
-  }                                                                                                                  \
-  JMP_TARGET_AVX2 void Name##Avx2 Params { Name##AnyLevel Args; }                                                    \
+  JMP_LEVEL_BUILDS(Name, Params, Args, __VA_ARGS__)                                                                  \
   JMP_TARGET_SSE42_FMA void Name##Sse42Fma Params { Name##AnyLevel Args; }                                           \
-  JMP_TARGET_SSE42 void Name##Sse42 Params { Name##AnyLevel Args; }                                                  \
-  void Name##Sse2 Params { Name##AnyLevel Args; }                                                                    \
   void Name Params {                                                                                                 \
     static const auto level =                                                                                        \
         ::jmp::exec::host::PickByIsaWithFma(&Name##Avx512, &Name##Avx2, &Name##Sse42Fma, &Name##Sse42, &Name##Sse2); \
