@@ -41,8 +41,7 @@ void EliminateCommonOps(Graph& g) {
   for (Op& op : g.ops) {
     for (int& v : op.inputs) v = repl[static_cast<size_t>(v)];
     for (Graph& sub : op.subgraphs) EliminateCommonOps(sub);
-    if (OfOperandsAlone(op.kind) && op.outputs.size() == 1 && op.subgraphs.empty() &&
-        std::holds_alternative<NoAttrs>(op.attrs)) {
+    if (OfOperandsAlone(op.kind) && op.outputs.size() == 1 && std::holds_alternative<NoAttrs>(op.attrs)) {
       const TensorType& t = g.type(op.outputs[0]);
       auto [at, fresh] = seen.try_emplace(Key{op.kind, op.inputs, t.dtype, t.shape}, op.outputs[0]);
       if (!fresh) {

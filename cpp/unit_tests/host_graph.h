@@ -55,6 +55,13 @@ class GraphBuilder {
 StatusOr<std::vector<std::vector<uint8_t>>> RunExecutable(exec::Executor& executor, exec::Executable& executable,
                                                           const mps::Graph& graph,
                                                           const std::vector<std::vector<uint8_t>>& inputs);
+// How many of the graph's own ops (not its subgraphs') are of this kind.
+inline int CountOps(const mps::Graph& g, mps::OpKind kind) {
+  int n = 0;
+  for (const mps::Op& op : g.ops) n += op.kind == kind;
+  return n;
+}
+
 // Compiles the graph on a fresh host executor and runs it once on these input bytes.
 StatusOr<std::vector<std::vector<uint8_t>>> RunOnHost(const mps::Graph& graph,
                                                       const std::vector<std::vector<uint8_t>>& inputs);

@@ -11,12 +11,6 @@ namespace {
 
 using mps::OpKind;
 
-size_t CountOf(const mps::Graph& g, OpKind kind) {
-  size_t n = 0;
-  for (const mps::Op& op : g.ops) n += op.kind == kind;
-  return n;
-}
-
 JMP_TEST(CommonOps, AnOpOnTheSameOperandsIsOne) {
   GraphBuilder b;
   const int x = b.Input(DType::kF32, {3});
@@ -27,7 +21,7 @@ JMP_TEST(CommonOps, AnOpOnTheSameOperandsIsOne) {
   b.Output(l2);
   mps::Graph g = b.graph();
   mps::EliminateCommonOps(g);
-  EXPECT_SAME(CountOf(g, OpKind::kLogarithm), size_t{1});
+  EXPECT_SAME(CountOps(g, OpKind::kLogarithm), 1);
   EXPECT_SAME(g.outputs[1], l1);
   const std::vector<std::vector<uint8_t>> in = {Bytes(std::vector<float>{0.5f, 2.0f, 3.0f})};
   auto merged = RunOnHost(g, in);
@@ -47,8 +41,8 @@ JMP_TEST(CommonOps, OtherResultTypesAndParametersStayApart) {
   b.Output(b.Apply(OpKind::kTranspose, {x}, DType::kF32, {3, 2}, transpose));
   mps::Graph g = b.graph();
   mps::EliminateCommonOps(g);
-  EXPECT_SAME(CountOf(g, OpKind::kCast), size_t{2});
-  EXPECT_SAME(CountOf(g, OpKind::kTranspose), size_t{2});
+  EXPECT_SAME(CountOps(g, OpKind::kCast), 2);
+  EXPECT_SAME(CountOps(g, OpKind::kTranspose), 2);
 }
 
 }  // namespace

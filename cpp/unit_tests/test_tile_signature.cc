@@ -85,12 +85,6 @@ mps::Signature Signature(std::vector<mps::TileSharding> in, std::vector<mps::Til
   return sig;
 }
 
-int Count(const mps::Graph& g, OpKind kind) {
-  int n = 0;
-  for (const mps::Op& op : g.ops) n += op.kind == kind;
-  return n;
-}
-
 std::vector<float> Iota(size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * 0.5f - 3.0f;
@@ -115,7 +109,7 @@ JMP_TEST(TileSignature, AManualComputationsSlicesAndPiecesDisappear) {
   const mps::TileSharding halves{{2}, {0, 1}};
   mps::Graph tiled = CheckTiles(jmp_test_, b.graph(), Signature({halves}, {halves}), {Iota(8)});
   EXPECT_TRUE(tiled.inputs.size() == 2 && tiled.outputs.size() == 2);
-  EXPECT_TRUE(tiled.ops.size() == 1 && Count(tiled, OpKind::kAdd) == 1);
+  EXPECT_TRUE(tiled.ops.size() == 1 && CountOps(tiled, OpKind::kAdd) == 1);
 }
 
 JMP_TEST(TileSignature, AGlobalReaderGetsTheTilesConcatenated) {
@@ -126,7 +120,7 @@ JMP_TEST(TileSignature, AGlobalReaderGetsTheTilesConcatenated) {
   const mps::TileSharding grid{{2, 3}, {0, 1, 2, 3, 4, 5}};
   mps::Graph tiled = CheckTiles(jmp_test_, b.graph(), Signature({grid}, {mps::TileSharding{}}), {Iota(24)});
   EXPECT_TRUE(tiled.inputs.size() == 6 && tiled.outputs.size() == 1);
-  EXPECT_TRUE(Count(tiled, OpKind::kConcat) == 3);  // each row of tiles, then the rows
+  EXPECT_TRUE(CountOps(tiled, OpKind::kConcat) == 3);  // each row of tiles, then the rows
 }
 
 JMP_TEST(TileSignature, AResultNotBuiltFromPiecesIsSliced) {
@@ -135,7 +129,7 @@ JMP_TEST(TileSignature, AResultNotBuiltFromPiecesIsSliced) {
   b.Output(b.Apply(OpKind::kNegative, {x}, DType::kF32, {4, 6}));
   const mps::TileSharding columns{{1, 2}, {0, 1}};
   mps::Graph tiled = CheckTiles(jmp_test_, b.graph(), Signature({mps::TileSharding{}}, {columns}), {Iota(24)});
-  EXPECT_TRUE(tiled.outputs.size() == 2 && Count(tiled, OpKind::kSlice) == 2);
+  EXPECT_TRUE(tiled.outputs.size() == 2 && CountOps(tiled, OpKind::kSlice) == 2);
 }
 
 JMP_TEST(TileSignature, NestedPiecesAndAnInputReturnedAsItIs) {
@@ -153,8 +147,8 @@ JMP_TEST(TileSignature, NestedPiecesAndAnInputReturnedAsItIs) {
   b.Output(x);
   const mps::TileSharding grid{{2, 2}, {0, 1, 2, 3}};
   mps::Graph tiled = CheckTiles(jmp_test_, b.graph(), Signature({grid}, {grid, grid}), {Iota(16)});
-  EXPECT_TRUE(Count(tiled, OpKind::kSlice) == 0 && Count(tiled, OpKind::kConcat) == 0);
-  EXPECT_TRUE(Count(tiled, OpKind::kNegative) == 4);
+  EXPECT_TRUE(CountOps(tiled, OpKind::kSlice) == 0 && CountOps(tiled, OpKind::kConcat) == 0);
+  EXPECT_TRUE(CountOps(tiled, OpKind::kNegative) == 4);
 }
 
 }  // namespace
