@@ -38,6 +38,9 @@ inline int64_t TileCount(const TileSharding& sharding) {
 struct Partitioning {
   int64_t num_replicas = 1;
   int64_t num_partitions = 1;
+  // The devices belong to several processes: an all_reduce over a manual computation's devices is one
+  // AllReduce op (op_kinds.def), which each process's part of the program runs with the others.
+  bool across_processes = false;
   int64_t num_devices() const { return num_replicas * num_partitions; }
 };
 

@@ -447,6 +447,33 @@ class Unroller {
     return acc;
   }
 
+  // An all_reduce's fold over one group. In a program over several processes a body that is one
+  // binary op on (accumulator, member), the usual sum, product, max or min, becomes one AllReduce of
+  // that op, which each process's part of the program runs with the others (lower/process_part.h);
+  // any other body is folded here, and the processes exchange the arguments instead.
+  StatusOr<int> ReduceGroup(const shlo::Op& op, const std::vector<int>& values, const std::vector<size_t>& group,
+                            Scope& scope) {
+    if (!cx_.partitioning().across_processes || values.size() < 2) return Reduce(op, values, scope);
+    cx_.SwapScope(&scope);
+    const size_t before = cx_.graph().ops.size();
+    JMP_ASSIGN_OR_RETURN(int pair, Reduce(op, {values[0], values[1]}, scope));
+    Graph& g = cx_.graph();
+    BinaryOp binary;
+    if (g.ops.size() == before + 1 && BinaryOpOf(g.ops.back().kind, &binary) &&
+        g.ops.back().inputs == std::vector<int>{values[0], values[1]} &&
+        g.ops.back().outputs == std::vector<int>{pair}) {
+      AllReduceAttrs attrs;
+      attrs.combine = g.ops.back().kind;
+      for (size_t c : group) attrs.devices.push_back(copies_.device[c]);
+      g.ops.pop_back();
+      const TensorType t = cx_.Type(values[0]);
+      return cx_.Emit(OpKind::kAllReduce, values, t.dtype, t.shape, attrs);
+    }
+    std::vector<int> rest{pair};
+    rest.insert(rest.end(), values.begin() + 2, values.end());
+    return Reduce(op, rest, scope);
+  }
+
   int Concat(const std::vector<int>& parts, int64_t dim) {
     if (parts.size() == 1) return parts[0];
     TensorType t = cx_.Type(parts[0]);
@@ -512,7 +539,7 @@ class Unroller {
     const int64_t size = static_cast<int64_t>(group.size());
     if (i >= op.results.size()) return cx_.Unsupported("collective with fewer results than operands");
     if (name == "stablehlo.all_reduce") {
-      JMP_ASSIGN_OR_RETURN(int r, Reduce(op, values, scopes[group[0]]));
+      JMP_ASSIGN_OR_RETURN(int r, ReduceGroup(op, values, group, scopes[group[0]]));
       for (size_t c : group) out[c][i] = r;
     } else if (name == "stablehlo.collective_broadcast") {
       for (size_t c : group) out[c][i] = values[0];

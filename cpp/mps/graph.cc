@@ -30,6 +30,18 @@ std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
 std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
 int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
 bool OpKindHostOnly(OpKind kind) { return Info(kind).macos == 0; }
+
+bool HasEffects(const Op& op) {
+  return op.kind == OpKind::kPythonCallback ||
+         (op.kind == OpKind::kAllReduce && !op.Attrs<AllReduceAttrs>().processes.empty());
+}
+
+bool BinaryOpOf(OpKind kind, BinaryOp* op) {
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) \
+  if (kind == OpKind::k##name) return *op = BinaryOp::k##name, true;
+#include "mps/op_kinds.def"
+  return false;
+}
 DTypeDomain OpKindDomain(OpKind kind) { return Info(kind).domain; }
 std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; }
 

@@ -34,6 +34,9 @@ enum class BinaryOp : uint8_t {
 #include "mps/op_kinds.def"
 };
 
+// The BINARY row's enum for its op kind; false for any other kind.
+bool BinaryOpOf(OpKind kind, BinaryOp* op);
+
 std::string_view OpKindName(OpKind kind);      // "Add"
 std::string_view OpKindSelector(OpKind kind);  // the MPSGraph selector
 int OpKindMacOS(OpKind kind);                  // 1100 = macOS 11.0; 0 for a JMP_HOST_OP row
@@ -76,6 +79,10 @@ struct Op {
     return kDefaults;
   }
 };
+
+// Whether running the op matters beyond its results, so it is never folded, moved or skipped: a
+// Python callback, or an all-reduce other processes take part in.
+bool HasEffects(const Op& op);
 
 struct Graph {
   std::vector<TensorType> values;  // indexed by value id

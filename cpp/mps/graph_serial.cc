@@ -67,6 +67,8 @@ void Fields(A& a, F&& f) {
     f(a.algorithm);
   } else if constexpr (kIs<A, PythonCallbackAttrs>) {
     f(a.callback_id, a.token_inputs);
+  } else if constexpr (kIs<A, AllReduceAttrs>) {
+    f(a.combine, a.devices, a.processes);
   } else {
     static_assert(kIs<A, MetalKernelAttrs>, "an OpAttrs alternative without its fields here");
     f(a.source, a.entry, a.grid, a.threadgroup);
@@ -76,6 +78,7 @@ void Fields(A& a, F&& f) {
 // The enums' last enumerators, which reading checks against.
 constexpr ScatterMode Last(ScatterMode) { return ScatterMode::kSet; }
 constexpr RngAlgorithm Last(RngAlgorithm) { return RngAlgorithm::kPhilox; }
+constexpr OpKind Last(OpKind) { return kAllOpKinds[std::size(kAllOpKinds) - 1]; }
 
 // How each type of field is written: flags and enums as a u64, sizes and strings with their length first.
 struct FieldWriter {

@@ -31,13 +31,14 @@ JMP_SAME_ORDER(LapackAttrs)
 JMP_SAME_ORDER(RngAttrs)
 JMP_SAME_ORDER(PythonCallbackAttrs)
 JMP_SAME_ORDER(MetalKernelAttrs)
+JMP_SAME_ORDER(AllReduceAttrs)
 #undef JMP_SAME_ORDER
 
 constexpr std::string_view kAttrsKindNames[] = {
-    "NoAttrs",     "ConstantAttrs", "AxisAttrs",           "AxesAttrs",       "PermutationAttrs",
-    "SliceAttrs",  "PadAttrs",      "SortAttrs",           "TopKAttrs",       "CumulativeAttrs",
-    "FFTAttrs",    "GatherNDAttrs", "ScatterAttrs",        "Conv2DAttrs",     "Pool4DAttrs",
-    "LapackAttrs", "RngAttrs",      "PythonCallbackAttrs", "MetalKernelAttrs"};
+    "NoAttrs",     "ConstantAttrs", "AxisAttrs",           "AxesAttrs",        "PermutationAttrs",
+    "SliceAttrs",  "PadAttrs",      "SortAttrs",           "TopKAttrs",        "CumulativeAttrs",
+    "FFTAttrs",    "GatherNDAttrs", "ScatterAttrs",        "Conv2DAttrs",      "Pool4DAttrs",
+    "LapackAttrs", "RngAttrs",      "PythonCallbackAttrs", "MetalKernelAttrs", "AllReduceAttrs"};
 static_assert(std::size(kAttrsKindNames) == std::variant_size_v<OpAttrs>);
 
 template <typename... T>
@@ -117,6 +118,7 @@ AttrsKind AttrsKindOf(OpKind kind) {
     case OpKind::kRngBitGenerator: return A::kRngAttrs;
     case OpKind::kPythonCallback: return A::kPythonCallbackAttrs;
     case OpKind::kMetalKernel: return A::kMetalKernelAttrs;
+    case OpKind::kAllReduce: return A::kAllReduceAttrs;
 #define JMP_MPS_UNARY(name, macos, selector, domain) case OpKind::k##name:
 #define JMP_MPS_BINARY(name, macos, primary, secondary, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
@@ -162,6 +164,17 @@ Status CheckAttrs(const Op& op) {
             return a.token_inputs >= 0 && a.token_inputs <= static_cast<int64_t>(op.inputs.size())
                        ? Status::Ok()
                        : Internal("needs a token count within its inputs");
+          },
+          [&](const AllReduceAttrs& a) {
+            bool binary = false;
+#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) binary |= a.combine == OpKind::k##name;
+#include "mps/op_kinds.def"
+            if (!binary) return Internal("combines with " + std::string(OpKindName(a.combine)) + ", not a binary op");
+            const size_t members = a.devices.size();
+            if (a.processes.empty() ? op.inputs.size() != members : a.processes.size() != members)
+              return Internal("needs a device for each member and as many operands as members here");
+            if (members == 0 || op.inputs.size() > members) return Internal("needs members");
+            return Status::Ok();
           },
           [&](const MetalKernelAttrs& a) {
             if (a.source.empty() || a.entry.empty()) return Internal("a Metal kernel without source or entry");
@@ -224,6 +237,11 @@ std::string AttrsToString(const OpAttrs& attrs) {
           },
           [&](const RngAttrs& a) { os << (a.algorithm == RngAlgorithm::kThreeFry ? " threefry" : " philox"); },
           [&](const PythonCallbackAttrs& a) { os << " callback=" << a.callback_id << " tokens=" << a.token_inputs; },
+          [&](const AllReduceAttrs& a) {
+            os << " combine=" << OpKindName(a.combine);
+            PrintInts(os, "devices", a.devices);
+            PrintInts(os, "processes", a.processes);
+          },
           [&](const MetalKernelAttrs& a) {
             os << " entry=" << a.entry << " source_bytes=" << a.source.size();
             PrintInts(os, "grid", {a.grid.begin(), a.grid.end()});

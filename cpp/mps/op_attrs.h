@@ -117,6 +117,14 @@ struct PythonCallbackAttrs {
   int64_t token_inputs = 0;
 };
 
+// AllReduce: the BINARY row that combines members, and per member (group order) the device its operand
+// comes from and, in one process's part of a program, its process (empty: every member is an operand).
+struct AllReduceAttrs {
+  OpKind combine{};
+  std::vector<int64_t> devices;
+  std::vector<int64_t> processes;
+};
+
 // MetalKernel: the user's kernel (op_kinds.def).
 struct MetalKernelAttrs {
   std::string source;  // Metal Shading Language
@@ -128,7 +136,7 @@ struct MetalKernelAttrs {
 // One alternative per kind of parameters; AttrsKind names them in the same order.
 using OpAttrs = std::variant<NoAttrs, ConstantAttrs, AxisAttrs, AxesAttrs, PermutationAttrs, SliceAttrs, PadAttrs,
                              SortAttrs, TopKAttrs, CumulativeAttrs, FFTAttrs, GatherNDAttrs, ScatterAttrs, Conv2DAttrs,
-                             Pool4DAttrs, LapackAttrs, RngAttrs, PythonCallbackAttrs, MetalKernelAttrs>;
+                             Pool4DAttrs, LapackAttrs, RngAttrs, PythonCallbackAttrs, MetalKernelAttrs, AllReduceAttrs>;
 enum class AttrsKind : uint8_t {
   kNoAttrs,
   kConstantAttrs,
@@ -148,9 +156,10 @@ enum class AttrsKind : uint8_t {
   kLapackAttrs,
   kRngAttrs,
   kPythonCallbackAttrs,
-  kMetalKernelAttrs
+  kMetalKernelAttrs,
+  kAllReduceAttrs
 };
-static_assert(std::variant_size_v<OpAttrs> == static_cast<size_t>(AttrsKind::kMetalKernelAttrs) + 1);
+static_assert(std::variant_size_v<OpAttrs> == static_cast<size_t>(AttrsKind::kAllReduceAttrs) + 1);
 // The parameters each op kind takes (a switch over every op_kinds.def row, no default).
 AttrsKind AttrsKindOf(OpKind kind);
 // The kind of parameters `attrs` holds; AttrsKindName: "SliceAttrs".

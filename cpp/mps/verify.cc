@@ -212,6 +212,13 @@ Status CheckOp(const Graph& g, const Op& op) {
         if (in(static_cast<size_t>(i)).ByteSize() != 0) return Internal("token input is not empty");
       return Status::Ok();
     }
+    case OpKind::kAllReduce: {
+      // The kernel folds whole operands into the result elementwise: one type throughout.
+      if (op.inputs.empty() || op.outputs.size() != 1) return Internal("needs operands and one result");
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (in(i).dtype != out.dtype || in(i).shape != out.shape) return Internal("operands differ from the result");
+      return Status::Ok();
+    }
 #define JMP_LAPACK_OP(name, inputs, domain) case OpKind::k##name:
 #include "mps/op_kinds.def"
       return CheckLapack(g, op);

@@ -101,9 +101,12 @@ Status ClientCompile(PJRT_Client_Compile_Args* args) {
   JMP_ASSIGN_OR_RETURN(BuildOptions build, ReadBuildOptions(options, args->compile_options_size));
   JMP_ASSIGN_OR_RETURN(std::vector<PJRT_Device*> devices, AssignedDevices(args->client, build));
   JMP_ASSIGN_OR_RETURN(exec::Executor * executor, CompilingExecutor(devices));
-  JMP_ASSIGN_OR_RETURN(std::shared_ptr<CompiledProgram> program,
-                       CompileProgram(*executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size,
-                                      mps::Partitioning{build.num_replicas, build.num_partitions}));
+  mps::Partitioning partitioning{build.num_replicas, build.num_partitions};
+  for (PJRT_Device* d : devices)
+    partitioning.across_processes |= d->description.process_index != args->client->state->process_index;
+  JMP_ASSIGN_OR_RETURN(
+      std::shared_ptr<CompiledProgram> program,
+      CompileProgram(*executor, format, reinterpret_cast<const uint8_t*>(p->code), p->code_size, partitioning));
   program->platform_version = args->client->state->platform_version;
   args->executable = Load(args->client, std::move(program), std::move(devices));
   return Status::Ok();

@@ -113,6 +113,7 @@ Status RunOp(const OpArgs& a, const Plan& plan, size_t op_index) {
       return RunIf(a, *plan.subplans[first], *plan.subplans[first + 1]);
     }
     case K::kPythonCallback: return RunPythonCallback(a);
+    case K::kAllReduce: return RunAllReduce(a);
     case K::kMetalKernel: return RunMetalKernelReference(a, *plan.subplans[plan.subplan_first[op_index]]);
   }
   return Internal("unknown op kind");

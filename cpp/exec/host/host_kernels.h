@@ -117,6 +117,7 @@ Status RunRngBitGenerator(const OpArgs& a);  // host-only
 
 // PythonCallback (host_callback.cc): calls the trampoline jax_metal_plugin installed.
 Status RunPythonCallback(const OpArgs& a);
+Status RunAllReduce(const OpArgs& a);  // host_collective.cc
 
 // The LAPACK rows (host_lapack.cc, host_lapack_eigen.cc).
 Status RunLapackCholesky(const OpArgs& a);

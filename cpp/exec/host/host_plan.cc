@@ -58,10 +58,10 @@ void FoldConstants(Plan& plan) {
   constexpr size_t kMaxFoldedBytes = size_t{64} << 20;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
-    // A callback has side effects: it runs every time, even on inputs known now.
+    // An op with effects runs every time, even on inputs known now.
     bool tiles = MadeInTiles(g, op);
     for (int v : op.outputs) tiles = tiles && !read_whole[static_cast<size_t>(v)];
-    bool all = op.subgraphs.empty() && op.kind != mps::OpKind::kPythonCallback && !tiles;
+    bool all = op.subgraphs.empty() && !mps::HasEffects(op) && !tiles;
     for (int v : op.inputs) all &= known[static_cast<size_t>(v)] != 0;
     size_t out_bytes = 0;
     for (int v : op.outputs) out_bytes += AlignUp(g.type(v).ByteSize());
@@ -305,7 +305,7 @@ bool MakeEarlier(Plan& plan, const std::vector<int>& producer, const std::vector
     size_t bytes = 0;
     for (int out : o.outputs) bytes += g.type(out).ByteSize();
     if (step_of[op] < 0 || plan.steps[static_cast<size_t>(step_of[op])] != p || bytes > 64 || !o.subgraphs.empty() ||
-        o.kind == mps::OpKind::kPythonCallback || plan.slice_view[r] >= 0)
+        mps::HasEffects(o) || plan.slice_view[r] >= 0)
       return false;
     moving[op] = 1;
     for (int in : o.inputs) todo.push_back(in);
