@@ -94,7 +94,10 @@ def stats() -> dict:
     syncs (an execution's host segment waiting for the device's results), fresh_allocs (new backing
     memory, not memory a cache reused), copies (of buffer contents), programs_lowered (StableHLO read
     and lowered), programs_deserialized (rebuilt from a serialized executable: persistent-cache hits)
-    and inline_runs (runs the calling thread did inside the call: cheap programs, with the device idle).
+    inline_runs (runs the calling thread did inside the call: cheap programs, with the device idle),
+    and over several processes process_part_runs (runs of this process's part of a program, its psums
+    taken with the other processes) and argument_exchanges (runs that exchanged arguments and ran the
+    whole program here).
     Empty when the plugin library lacks the entry points."""
     import ctypes
 

@@ -20,6 +20,10 @@ struct WorkCounters {
   std::atomic<int64_t> programs_deserialized{0};
   // Runs the caller's thread did inside Execute (cheap programs, with the device idle) rather than queue.
   std::atomic<int64_t> inline_runs{0};
+  // Runs of a program over several processes: as this process's part (its psums across processes), or
+  // with the arguments exchanged and the whole program run here.
+  std::atomic<int64_t> process_part_runs{0};
+  std::atomic<int64_t> argument_exchanges{0};
 };
 
 inline WorkCounters& Counters() {

@@ -10,6 +10,7 @@
 #include "exec/work_estimate.h"
 #include "lower/lower.h"
 #include "lower/tile_signature.h"
+#include "mps/verify.h"
 #include "pjrt/conversions.h"
 #include "pjrt/execute_sharded.h"
 #include "pjrt/optimized_program.h"
@@ -162,6 +163,36 @@ StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, c
                        CompileOverTiles(executor, p, mps::KeepOutputs(tiles.graph, keep), tiles.signature.input_dtypes,
                                         std::move(output_dtypes), std::move(spaces)));
   return kept;
+}
+
+StatusOr<std::shared_ptr<CompiledProgram>> ProcessPartOf(exec::Executor& executor, const CompiledProgram& p,
+                                                         const std::vector<int>& key,
+                                                         const std::vector<mps::ProcessLayout>& layouts, size_t self) {
+  const CompiledProgram& tiles = *p.tiles;
+  std::lock_guard<std::mutex> lock(p.kept_tiles->mu);
+  auto found = p.kept_tiles->parts.find(key);
+  if (found != p.kept_tiles->parts.end()) return found->second;
+  std::shared_ptr<CompiledProgram>& part = p.kept_tiles->parts[key];
+  mps::Graph mine;
+  for (size_t q = 0; q < layouts.size(); ++q) {
+    mps::Graph graph;
+    if (!mps::ProcessPart(tiles.graph, layouts[q], &graph)) return part;  // null: exchange arguments
+    if (q == self) mine = std::move(graph);
+  }
+  const mps::ProcessLayout& layout = layouts.at(self);
+  std::vector<DType> input_dtypes, output_dtypes;
+  std::vector<MemorySpace> spaces;
+  for (size_t i = 0; i < layout.holds.size(); ++i)
+    if (layout.holds[i]) input_dtypes.push_back(tiles.signature.input_dtypes.at(i));
+  for (size_t j = 0; j < layout.returns.size(); ++j) {
+    if (!layout.returns[j]) continue;
+    output_dtypes.push_back(tiles.signature.output_dtypes.at(j));
+    spaces.push_back(tiles.output_spaces.at(j));
+  }
+  JMP_RETURN_IF_ERROR(mps::VerifyGraph(mine).WithContext("a process's part of the program"));
+  JMP_ASSIGN_OR_RETURN(part, CompileOverTiles(executor, p, std::move(mine), std::move(input_dtypes),
+                                              std::move(output_dtypes), std::move(spaces)));
+  return part;
 }
 
 void DescribeOutputs(CompiledProgram& p) {

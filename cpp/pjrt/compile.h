@@ -13,6 +13,7 @@
 
 #include "exec/executor.h"
 #include "lower/lower.h"
+#include "lower/process_part.h"
 #include "mps/graph.h"
 #include "pjrt/memory_spaces.h"
 #include "support/status.h"
@@ -26,6 +27,9 @@ struct CompiledProgram;
 struct KeptTiles {
   std::mutex mu;
   std::map<std::vector<bool>, std::shared_ptr<CompiledProgram>> programs;
+  // One process's part of the program (lower/process_part.h), by the layout of devices on processes
+  // it was made for; null where the processes exchange arguments instead.
+  std::map<std::vector<int>, std::shared_ptr<CompiledProgram>> parts;
 };
 
 struct CompiledProgram {
@@ -78,6 +82,13 @@ Status AddTiledProgram(exec::Executor& executor, CompiledProgram& program);
 // first time a set is asked for: a process of several computes only its own devices' tiles.
 StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, const CompiledProgram& program,
                                                      const std::vector<bool>& keep);
+
+// The part of the program over tiles `layouts[self]` describes (lower/process_part.h), compiled the
+// first time a layout (`key`) is asked for; null, and the processes exchange arguments, unless every
+// process of `layouts` has a part, so that all of them decide alike.
+StatusOr<std::shared_ptr<CompiledProgram>> ProcessPartOf(exec::Executor& executor, const CompiledProgram& program,
+                                                         const std::vector<int>& key,
+                                                         const std::vector<mps::ProcessLayout>& layouts, size_t self);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes), the optimized program and
 // runs_inline from the graph, its signature's output dtypes and output_spaces: the same for a program

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "exec/host_callback.h"
+#include "exec/work_counters.h"
 #include "lower/tile_signature.h"
 
 namespace jmp::pjrt {
@@ -27,6 +28,40 @@ StatusOr<BufferState*> Shard(const std::vector<std::vector<BufferState*>>& argum
     return InvalidArgument("device " + std::to_string(d) + ": argument " + std::to_string(i) +
                            " has the wrong type or shape for its shard");
   return b;
+}
+
+// Whether process `q` holds tile `tile` of a value lying as `sharding` says (a whole one: every process).
+bool Holds(const mps::TileSharding& sharding, const DevicePlacement& placement, int q, int64_t tile) {
+  if (mps::TileCount(sharding) == 1) return true;
+  for (size_t position = 0; position < placement.process_of.size(); ++position)
+    if (placement.process_of[position] == q && sharding.device_tile.at(position) == tile) return true;
+  return false;
+}
+
+// This process's part of the program over tiles (lower/process_part.h), or null when the processes
+// exchange arguments and each runs the whole program.
+StatusOr<std::shared_ptr<CompiledProgram>> PartOf(exec::Executor& executor, const CompiledProgram& program,
+                                                  const DevicePlacement& placement,
+                                                  const std::vector<int>& participants) {
+  std::vector<int> key{placement.process};
+  key.insert(key.end(), placement.process_of.begin(), placement.process_of.end());
+  const mps::Signature& sig = program.signature;
+  std::vector<mps::ProcessLayout> layouts;
+  size_t self = 0;
+  for (int q : participants) {
+    mps::ProcessLayout layout;
+    layout.process = q;
+    layout.process_of = placement.process_of;
+    for (const mps::TileSharding& sharding : sig.input_shardings)
+      for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
+        layout.holds.push_back(Holds(sharding, placement, q, tile));
+    for (const mps::TileSharding& sharding : sig.output_shardings)
+      for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
+        layout.returns.push_back(Holds(sharding, placement, q, tile));
+    if (q == placement.process) self = layouts.size();
+    layouts.push_back(std::move(layout));
+  }
+  return ProcessPartOf(executor, program, key, layouts, self);
 }
 
 }  // namespace
@@ -81,10 +116,15 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
     if (i >= 0 && static_cast<size_t>(i) < n) donate[static_cast<size_t>(i)] = false;
   }
 
-  // The tiles program's inputs: each tile from this process's device holding it; a tile no device of
-  // this process holds comes over MPI from the process of the first device (in position order) holding
-  // it, which sends it to every process without it.
+  // Over several processes, each runs only its part where every process has one; otherwise the tiles
+  // program's inputs: each tile from this process's device holding it; a tile no device of this process
+  // holds comes over MPI from the process of the first device (in position order) holding it, which
+  // sends it to every process without it.
   const ExecutionContext& first = devices[0];
+  std::shared_ptr<CompiledProgram> part;
+  if (across_processes) {
+    JMP_ASSIGN_OR_RETURN(part, PartOf(first.executor, *program, placement, participants));
+  }
   std::vector<BufferState*> inputs;
   std::vector<std::shared_ptr<BufferState>> received;
   std::vector<Transfer> sends, receives;
@@ -121,7 +161,7 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
       if (local >= 0) {
         BufferState* shard = shards[static_cast<size_t>(local)];
         inputs.push_back(shard);
-        if (owner != placement.process || !bytes) continue;
+        if (part || owner != placement.process || !bytes) continue;
         bool others = false;
         for (bool h : holds) others |= !h;
         if (!others) continue;
@@ -132,6 +172,7 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
         held.push_back(memory);
         continue;
       }
+      if (part) continue;  // another process's tile: its part reads it
       JMP_ASSIGN_OR_RETURN(std::shared_ptr<exec::DeviceMemory> memory, first.executor.Allocate(bytes));
       if (bytes) receives.push_back({owner, memory->data(), bytes});
       held.push_back(memory);
@@ -140,6 +181,9 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
       inputs.push_back(received.back().get());
     }
   }
+  if (across_processes)
+    (part ? exec::Counters().process_part_runs : exec::Counters().argument_exchanges)
+        .fetch_add(1, std::memory_order_relaxed);
   if (across_processes)
     JMP_RETURN_IF_ERROR(placement.group->Exchange(program->fingerprint,
                                                   "the arguments of a program over several processes", participants,
@@ -162,7 +206,9 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
         wanted.push_back(held);
       }
     }
-    if (across_processes) {
+    if (part) {
+      run = part;
+    } else if (across_processes) {
       JMP_ASSIGN_OR_RETURN(run, TilesKept(first.executor, *program, wanted));
     }
   }

@@ -4,9 +4,12 @@
 // say. What runs is the program over tiles (lower/tile_signature.h), on the first device: the devices'
 // shards are its inputs as they are, and its outputs are the result tiles, each handed to the first
 // device holding it (a copy to any other device holding the same tile). Nothing is assembled or cut
-// unless the program itself needs a global value. Over several processes (jax.distributed) the same
-// holds in every process: a tile no device of the process holds comes over MPI from the process of the
-// first device holding it; each process runs the whole program and keeps its devices' tiles.
+// unless the program itself needs a global value. Over several processes (jax.distributed) each process
+// runs its part of the program (lower/process_part.h), its psums taking the others' members over MPI,
+// where every process has one: a manual computation whose results follow from each device's own
+// shards and its all-reduces. Otherwise a tile no device of the process holds comes over MPI from the
+// process of the first device holding it, and each process runs the whole program and keeps its
+// devices' tiles.
 #pragma once
 
 #include <cstdint>

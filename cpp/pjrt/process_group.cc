@@ -32,6 +32,9 @@ void TakeJobNotices() {
   sigaction(SIGUSR1, &action, nullptr);
 }
 
+// The tag of all-reduce messages: above every run's tag (Exchange), so the two never match.
+constexpr int kCollectiveTag = 32001;
+
 std::string Key(int process) { return "jax_metal/process/" + std::to_string(process); }
 
 std::string Seconds(double s) {
@@ -92,7 +95,82 @@ StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(int process, int coun
     group->devices_[static_cast<size_t>(p)] = devices;
     group->ranks_[static_cast<size_t>(p)] = rank;
   }
+  ProcessGroup* joined = group.get();
+  exec::SetProcessReducer([joined](const exec::ProcessReduce& reduce) { return joined->AllReduce(reduce); });
   return group;
+}
+
+ProcessGroup::~ProcessGroup() {
+  if (mpi_) exec::SetProcessReducer(nullptr);
+}
+
+Status ProcessGroup::AllReduce(const exec::ProcessReduce& r) {
+  const std::string what = "an all-reduce across processes";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok())
+    return FailedPrecondition("the processes cannot run programs together any more: " + broken_.message());
+  std::vector<int> takers(r.processes.begin(), r.processes.end());
+  std::sort(takers.begin(), takers.end());
+  takers.erase(std::unique(takers.begin(), takers.end()), takers.end());
+  const auto me = std::find(takers.begin(), takers.end(), process_);
+  size_t mine = 0;
+  for (int p : r.processes) mine += p == process_;
+  if (me == takers.end() || mine != r.operands.size() || r.element_bytes == 0)
+    return Internal(what + ": this process's members and operands differ");
+  for (int p : takers)
+    if (p < 0 || p >= count()) return Internal(what + " with process " + std::to_string(p));
+  // Process q's share: elements [begin(q), begin(q + 1)) of the takers' order.
+  const size_t n = takers.size();
+  auto begin = [&](size_t q) { return static_cast<size_t>(r.elements) * q / n; };
+  auto share = [&](size_t q) { return (begin(q + 1) - begin(q)) * r.element_bytes; };
+  const size_t self = static_cast<size_t>(me - takers.begin());
+  const size_t my_bytes = share(self), my_offset = begin(self) * r.element_bytes;
+
+  // Each member's piece of this process's share: an operand here, or a staging slot for the others'.
+  std::vector<const uint8_t*> piece(r.processes.size(), nullptr);
+  size_t remote = 0;
+  for (int p : r.processes) remote += p != process_;
+  auto staging = std::make_shared<std::vector<uint8_t>>(remote * my_bytes);
+  std::vector<jmp::pjrt::Transfer> sends, receives;
+  for (size_t t = 0; t < n; ++t) {
+    const int q = takers[t];
+    if (q == process_) continue;
+    size_t local = 0;
+    for (int p : r.processes)
+      if (p == process_)
+        sends.push_back({q, const_cast<uint8_t*>(r.operands[local++]) + begin(t) * r.element_bytes, share(t)});
+  }
+  for (size_t k = 0, local = 0, slot = 0; k < r.processes.size(); ++k) {
+    if (r.processes[k] == process_) {
+      piece[k] = r.operands[local++] + my_offset;
+      continue;
+    }
+    piece[k] = staging->data() + slot * my_bytes;
+    ++slot;
+  }
+  // Receives listed process by process, each process's members in group order, as it sends them.
+  for (int q : takers) {
+    if (q == process_) continue;
+    for (size_t k = 0; k < r.processes.size(); ++k)
+      if (r.processes[k] == q) receives.push_back({q, const_cast<uint8_t*>(piece[k]), my_bytes});
+  }
+  std::vector<std::shared_ptr<void>> keep{staging};
+  JMP_RETURN_IF_ERROR(Transfer(what, kCollectiveTag, sends, receives, keep));
+
+  uint8_t* acc = r.out + my_offset;
+  if (my_bytes) std::memcpy(acc, piece[0], my_bytes);
+  const int64_t my_elements = static_cast<int64_t>(my_bytes / r.element_bytes);
+  for (size_t k = 1; k < piece.size(); ++k) JMP_RETURN_IF_ERROR(r.combine(acc, piece[k], my_elements));
+
+  sends.clear();
+  receives.clear();
+  for (size_t t = 0; t < n; ++t) {
+    const int q = takers[t];
+    if (q == process_) continue;
+    sends.push_back({q, acc, my_bytes});
+    receives.push_back({q, r.out + begin(t) * r.element_bytes, share(t)});
+  }
+  return Transfer(what, kCollectiveTag, sends, receives, keep);
 }
 
 void ProcessGroup::SetGone(int process, const std::string& why) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/process_collectives.h"
 #include "pjrt/mpi_library.h"
 #include "support/status.h"
 
@@ -54,6 +55,12 @@ class ProcessGroup {
                   const std::vector<Transfer>& sends, const std::vector<Transfer>& receives,
                   std::vector<std::shared_ptr<void>> keep = {});
 
+  // One all-reduce of a process's part of a program (exec/process_collectives.h), between the processes
+  // holding its members: each folds its share of the elements from every member, in group order, and
+  // sends the others its folded share, as MPI's reduce-scatter then all-gather would; every process ends
+  // with the same bits. The group installs this as the executors' reducer when it joins.
+  Status AllReduce(const exec::ProcessReduce& reduce);
+
   // What JAX's coordination service reports of a process: an exchange waiting for a process that is
   // gone fails at once, naming it, rather than at the deadline.
   void SetGone(int process, const std::string& why);
@@ -64,6 +71,10 @@ class ProcessGroup {
  private:
   ProcessGroup() = default;
 
+ public:
+  ~ProcessGroup();
+
+ private:
   MpiLibrary* mpi_ = nullptr;
   int process_ = 0;
   std::vector<int> devices_;

@@ -42,7 +42,8 @@ JMP_EXPORT int32_t jmp_python_callback_result(void* results, int32_t index, cons
 // The plugin's work counters (exec/work_counters.h) by name, -1 for an unknown name: the benchmark's
 // per-step figures and the persistent-cache tests read them (jax_metal_plugin.stats()).
 JMP_EXPORT const char* jmp_pjrt_stat_names() {
-  return "graph_runs,syncs,fresh_allocs,copies,programs_lowered,programs_deserialized,inline_runs";
+  return "graph_runs,syncs,fresh_allocs,copies,programs_lowered,programs_deserialized,inline_runs,process_part_runs,"
+         "argument_exchanges";
 }
 
 JMP_EXPORT int64_t jmp_pjrt_stat(const char* name) {
@@ -55,6 +56,8 @@ JMP_EXPORT int64_t jmp_pjrt_stat(const char* name) {
   if (n == "programs_lowered") return c.programs_lowered.load();
   if (n == "programs_deserialized") return c.programs_deserialized.load();
   if (n == "inline_runs") return c.inline_runs.load();
+  if (n == "process_part_runs") return c.process_part_runs.load();
+  if (n == "argument_exchanges") return c.argument_exchanges.load();
   return -1;
 }
 

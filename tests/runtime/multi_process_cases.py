@@ -23,6 +23,7 @@ if PROCESSES > 1:
     jax.distributed.initialize(cluster_detection_method="mpi4py")
 
 import jax.numpy as jnp  # noqa: E402
+import jax_metal_plugin  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.experimental import multihost_utils  # noqa: E402
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
@@ -56,7 +57,14 @@ def collectives(results, reference):
     def per_device(f, out_specs=P("x")):
         return jax.jit(shard_map(f, mesh=MESH, in_specs=P("x"), out_specs=out_specs))
 
-    results["psum"] = gather(per_device(lambda b: jax.lax.psum(b, "x"), P())(xs))
+    # How the psum ran over the processes: as each process's part, its all-reduce taken with the other
+    # process, or with the arguments exchanged and the whole program run in each.
+    before = jax_metal_plugin.stats()
+    summed = per_device(lambda b: jax.lax.psum(b, "x"), P())(xs)
+    summed.block_until_ready()
+    after = jax_metal_plugin.stats()
+    results["psum_runs"] = np.array([after[k] - before[k] for k in ("process_part_runs", "argument_exchanges")])
+    results["psum"] = gather(summed)
     reference["psum"] = blocks.sum(0)
     results["pmax"] = gather(per_device(lambda b: jax.lax.pmax(b, "x"), P())(xs))
     reference["pmax"] = blocks.max(0)
@@ -106,7 +114,10 @@ def training(results, reference):
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     for style in ("jit", "shard_map"):
+        before = jax_metal_plugin.stats()
         losses, params = example.train(devices=4, style=style, steps=4, batch_size=64)
+        after = jax_metal_plugin.stats()
+        results[f"runs_{style}"] = np.array([after[k] - before[k] for k in ("process_part_runs", "argument_exchanges")])
         results[f"losses_{style}"] = losses
         results[f"weights_{style}"] = params[0][0]
 

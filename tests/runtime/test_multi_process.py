@@ -90,6 +90,15 @@ def test_results_match_numpy(agreed, name):
     np.testing.assert_allclose(got, want, rtol=0, atol=16 * np.finfo(np.float32).eps * scale)
 
 
+def test_a_psum_runs_as_each_process_part(agreed):
+    # Over two processes each runs only its devices' part, the psum taking the other's members over
+    # MPI; no argument crosses. One process has no other to run with.
+    np.testing.assert_array_equal(agreed[2]["psum_runs"], [1, 0])
+    np.testing.assert_array_equal(agreed[1]["psum_runs"], [0, 0])
+    # The shard_map training step too: each process computes its own batch, and only its psums cross.
+    np.testing.assert_array_equal(agreed[2]["runs_shard_map"], [4, 0])
+
+
 def test_training_loss_falls(agreed):
     for style in ("jit", "shard_map"):
         losses = agreed[2][f"losses_{style}"]
