@@ -1,8 +1,9 @@
 """Where the plugin finds MPI for programs over several processes (jax.distributed under mpiexec).
 
 The plugin loads MPI only when a client spans several processes. It prefers the library this process
-has already loaded (mpi4py's), then JAX_METAL_LIBMPI; this module points JAX_METAL_LIBMPI at the `mpich`
-wheel's library in this environment (`pip install "jax-metal-plugin[mpi]"`) when the user set nothing.
+has already loaded (mpi4py's, MPICH or Open MPI), then JAX_METAL_LIBMPI; this module points
+JAX_METAL_LIBMPI at the `mpich` wheel's library in this environment (`pip install "jax-metal-plugin[mpi]"`)
+when the user set nothing.
 """
 
 from __future__ import annotations

