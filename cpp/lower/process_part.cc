@@ -3,18 +3,11 @@
 #include <cstddef>
 #include <utility>
 
+#include "mps/graph_serial.h"
+
 namespace jmp::mps {
 
 namespace {
-
-bool CallsPython(const Graph& g) {
-  for (const Op& op : g.ops) {
-    if (op.kind == OpKind::kPythonCallback) return true;
-    for (const Graph& sub : op.subgraphs)
-      if (CallsPython(sub)) return true;
-  }
-  return false;
-}
 
 // Per member of a top-level AllReduce: whether this process holds it.
 std::vector<bool> Members(const Op& op, const ProcessLayout& layout) {
@@ -37,7 +30,7 @@ bool Across(const std::vector<bool>& here) {
 bool ProcessPart(const Graph& tiles, const ProcessLayout& layout, Graph* part) {
   const Graph& g = tiles;
   // Callbacks run in every process with the whole program, as they do with exchanged arguments.
-  if (layout.holds.size() != g.inputs.size() || layout.returns.size() != g.outputs.size() || CallsPython(g))
+  if (layout.holds.size() != g.inputs.size() || layout.returns.size() != g.outputs.size() || mps::HasPythonCallbacks(g))
     return false;
   // What this process can compute: its inputs, and what follows from them; an AllReduce's result
   // needs only this process's members (the others come from their processes).
