@@ -554,7 +554,7 @@ class Unroller {
       const Shape shape = cx_.ShapeOf(values[0]);
       if (dim < 0 || static_cast<size_t>(dim) >= shape.size() || shape[static_cast<size_t>(dim)] % size)
         return cx_.Unsupported("scatter_dimension does not split evenly over the group");
-      JMP_ASSIGN_OR_RETURN(int r, Reduce(op, values, scopes[group[0]]));
+      JMP_ASSIGN_OR_RETURN(int r, ReduceGroup(op, values, group, scopes[group[0]]));
       cx_.SetOp(op);
       for (size_t k = 0; k < group.size(); ++k) out[group[k]][i] = Part(r, dim, static_cast<int64_t>(k), size);
     } else if (name == "stablehlo.all_to_all") {

@@ -57,14 +57,17 @@ def collectives(results, reference):
     def per_device(f, out_specs=P("x")):
         return jax.jit(shard_map(f, mesh=MESH, in_specs=P("x"), out_specs=out_specs))
 
-    # How the psum ran over the processes: as each process's part, its all-reduce taken with the other
-    # process, or with the arguments exchanged and the whole program run in each.
-    before = jax_metal_plugin.stats()
-    summed = per_device(lambda b: jax.lax.psum(b, "x"), P())(xs)
-    summed.block_until_ready()
-    after = jax_metal_plugin.stats()
-    results["psum_runs"] = np.array([after[k] - before[k] for k in ("process_part_runs", "argument_exchanges")])
-    results["psum"] = gather(summed)
+    def counted(name, f, *args):
+        """f(*args), and how it ran over the processes: as each process's part, its all-reduces taken
+        with the other process, or with the arguments exchanged and the whole program run in each."""
+        before = jax_metal_plugin.stats()
+        out = f(*args)
+        out.block_until_ready()
+        after = jax_metal_plugin.stats()
+        results[f"{name}_runs"] = np.array([after[k] - before[k] for k in ("process_part_runs", "argument_exchanges")])
+        return out
+
+    results["psum"] = gather(counted("psum", per_device(lambda b: jax.lax.psum(b, "x"), P()), xs))
     reference["psum"] = blocks.sum(0)
     results["pmax"] = gather(per_device(lambda b: jax.lax.pmax(b, "x"), P())(xs))
     reference["pmax"] = blocks.max(0)
@@ -73,7 +76,8 @@ def collectives(results, reference):
     reference["all_gather"] = np.tile(x, (4, 1))
     y = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
     ys = put(y, NamedSharding(MESH, P("x")))
-    results["psum_scatter"] = gather(per_device(lambda b: jax.lax.psum_scatter(b, "x", tiled=True))(ys))
+    results["psum_scatter"] = gather(
+        counted("psum_scatter", per_device(lambda b: jax.lax.psum_scatter(b, "x", tiled=True)), ys))
     reference["psum_scatter"] = y.reshape(4, 4, 3).sum(0)
     results["all_to_all"] = gather(per_device(lambda b: jax.lax.all_to_all(b, "x", 0, 0, tiled=True))(ys))
     reference["all_to_all"] = y.reshape(4, 4, 3).transpose(1, 0, 2).reshape(16, 3)

@@ -93,8 +93,9 @@ def test_results_match_numpy(agreed, name):
 def test_a_psum_runs_as_each_process_part(agreed):
     # Over two processes each runs only its devices' part, the psum taking the other's members over
     # MPI; no argument crosses. One process has no other to run with.
-    np.testing.assert_array_equal(agreed[2]["psum_runs"], [1, 0])
-    np.testing.assert_array_equal(agreed[1]["psum_runs"], [0, 0])
+    for name in ("psum", "psum_scatter"):
+        np.testing.assert_array_equal(agreed[2][f"{name}_runs"], [1, 0], err_msg=name)
+        np.testing.assert_array_equal(agreed[1][f"{name}_runs"], [0, 0], err_msg=name)
     # The shard_map training step too: each process computes its own batch, and only its psums cross.
     np.testing.assert_array_equal(agreed[2]["runs_shard_map"], [4, 0])
 
