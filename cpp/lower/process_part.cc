@@ -38,6 +38,7 @@ bool ProcessPart(const Graph& tiles, const ProcessLayout& layout, Graph* part) {
   for (size_t i = 0; i < g.inputs.size(); ++i)
     if (layout.holds[i]) known[static_cast<size_t>(g.inputs[i])] = true;
   std::vector<std::vector<bool>> members(g.ops.size());
+  std::vector<bool> across(g.ops.size(), false);  // an AllReduce with members here and elsewhere
   for (size_t k = 0; k < g.ops.size(); ++k) {
     const Op& op = g.ops[k];
     bool all = true;
@@ -50,6 +51,7 @@ bool ProcessPart(const Graph& tiles, const ProcessLayout& layout, Graph* part) {
         all = all && known[static_cast<size_t>(op.inputs[m])];
       }
       all = all && some;
+      across[k] = Across(members[k]);
     } else {
       for (int v : op.inputs) all = all && known[static_cast<size_t>(v)];
     }
@@ -62,13 +64,12 @@ bool ProcessPart(const Graph& tiles, const ProcessLayout& layout, Graph* part) {
   std::vector<bool> runs(g.ops.size(), false);
   for (size_t k = g.ops.size(); k-- > 0;) {
     const Op& op = g.ops[k];
-    const bool across = !members[k].empty() && Across(members[k]);
-    bool needed = across;
+    bool needed = across[k];
     for (int v : op.outputs) needed = needed || used[static_cast<size_t>(v)];
     if (!needed) continue;
     runs[k] = true;
     for (size_t m = 0; m < op.inputs.size(); ++m)
-      if (!across || members[k][m]) used[static_cast<size_t>(op.inputs[m])] = true;
+      if (!across[k] || members[k][m]) used[static_cast<size_t>(op.inputs[m])] = true;
   }
   for (size_t v = 0; v < g.values.size(); ++v)
     if (used[v] && !known[v]) return false;
@@ -82,7 +83,7 @@ bool ProcessPart(const Graph& tiles, const ProcessLayout& layout, Graph* part) {
   for (size_t k = 0; k < g.ops.size(); ++k) {
     if (!runs[k]) continue;
     Op op = g.ops[k];
-    if (!members[k].empty() && Across(members[k])) {
+    if (across[k]) {
       AllReduceAttrs attrs = op.Attrs<AllReduceAttrs>();
       std::vector<int> operands;
       for (size_t m = 0; m < op.inputs.size(); ++m) {

@@ -30,6 +30,8 @@ std::string_view OpKindName(OpKind kind) { return Info(kind).name; }
 std::string_view OpKindSelector(OpKind kind) { return Info(kind).selector; }
 int OpKindMacOS(OpKind kind) { return Info(kind).macos; }
 bool OpKindHostOnly(OpKind kind) { return Info(kind).macos == 0; }
+DTypeDomain OpKindDomain(OpKind kind) { return Info(kind).domain; }
+std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; }
 
 bool HasEffects(const Op& op) {
   return op.kind == OpKind::kPythonCallback ||
@@ -42,8 +44,6 @@ bool BinaryOpOf(OpKind kind, BinaryOp* op) {
 #include "mps/op_kinds.def"
   return false;
 }
-DTypeDomain OpKindDomain(OpKind kind) { return Info(kind).domain; }
-std::string_view OpKindDomainName(OpKind kind) { return Info(kind).domain_name; }
 
 bool DTypeDomain::Has(DType t) const {
   if (IsFloat(t))

@@ -166,10 +166,9 @@ Status CheckAttrs(const Op& op) {
                        : Internal("needs a token count within its inputs");
           },
           [&](const AllReduceAttrs& a) {
-            bool binary = false;
-#define JMP_MPS_BINARY(name, macos, primary, secondary, domain) binary |= a.combine == OpKind::k##name;
-#include "mps/op_kinds.def"
-            if (!binary) return Internal("combines with " + std::string(OpKindName(a.combine)) + ", not a binary op");
+            BinaryOp binary;
+            if (!BinaryOpOf(a.combine, &binary))
+              return Internal("combines with " + std::string(OpKindName(a.combine)) + ", not a binary op");
             const size_t members = a.devices.size();
             if (a.processes.empty() ? op.inputs.size() != members : a.processes.size() != members)
               return Internal("needs a device for each member and as many operands as members here");

@@ -166,13 +166,14 @@ StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, c
 }
 
 StatusOr<std::shared_ptr<CompiledProgram>> ProcessPartOf(exec::Executor& executor, const CompiledProgram& p,
-                                                         const std::vector<int>& key,
-                                                         const std::vector<mps::ProcessLayout>& layouts, size_t self) {
+                                                         const std::vector<int>& key, const ProcessLayouts& all) {
   const CompiledProgram& tiles = *p.tiles;
   std::lock_guard<std::mutex> lock(p.kept_tiles->mu);
   auto found = p.kept_tiles->parts.find(key);
   if (found != p.kept_tiles->parts.end()) return found->second;
   std::shared_ptr<CompiledProgram>& part = p.kept_tiles->parts[key];
+  size_t self = 0;
+  const std::vector<mps::ProcessLayout> layouts = all(&self);
   mps::Graph mine;
   for (size_t q = 0; q < layouts.size(); ++q) {
     mps::Graph graph;

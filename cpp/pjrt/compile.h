@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,12 +84,15 @@ Status AddTiledProgram(exec::Executor& executor, CompiledProgram& program);
 StatusOr<std::shared_ptr<CompiledProgram>> TilesKept(exec::Executor& executor, const CompiledProgram& program,
                                                      const std::vector<bool>& keep);
 
-// The part of the program over tiles `layouts[self]` describes (lower/process_part.h), compiled the
-// first time a layout (`key`) is asked for; null, and the processes exchange arguments, unless every
-// process of `layouts` has a part, so that all of them decide alike.
+// Every taking process's layout, and (in `self`) which of them is this process's.
+using ProcessLayouts = std::function<std::vector<mps::ProcessLayout>(size_t* self)>;
+
+// This process's part of the program over tiles (lower/process_part.h) for a layout of devices on
+// processes (`key`), made from `layouts()` and compiled the first time the layout is asked for; null,
+// and the processes exchange arguments, unless every process of the layouts has a part, so that all of
+// them decide alike.
 StatusOr<std::shared_ptr<CompiledProgram>> ProcessPartOf(exec::Executor& executor, const CompiledProgram& program,
-                                                         const std::vector<int>& key,
-                                                         const std::vector<mps::ProcessLayout>& layouts, size_t self);
+                                                         const std::vector<int>& key, const ProcessLayouts& layouts);
 
 // Fills what the C API hands out per output (types, dims, memory kinds, sizes), the optimized program and
 // runs_inline from the graph, its signature's output dtypes and output_spaces: the same for a program

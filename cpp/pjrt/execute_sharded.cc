@@ -45,23 +45,24 @@ StatusOr<std::shared_ptr<CompiledProgram>> PartOf(exec::Executor& executor, cons
                                                   const std::vector<int>& participants) {
   std::vector<int> key{placement.process};
   key.insert(key.end(), placement.process_of.begin(), placement.process_of.end());
-  const mps::Signature& sig = program.signature;
-  std::vector<mps::ProcessLayout> layouts;
-  size_t self = 0;
-  for (int q : participants) {
-    mps::ProcessLayout layout;
-    layout.process = q;
-    layout.process_of = placement.process_of;
-    for (const mps::TileSharding& sharding : sig.input_shardings)
-      for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
-        layout.holds.push_back(Holds(sharding, placement, q, tile));
-    for (const mps::TileSharding& sharding : sig.output_shardings)
-      for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
-        layout.returns.push_back(Holds(sharding, placement, q, tile));
-    if (q == placement.process) self = layouts.size();
-    layouts.push_back(std::move(layout));
-  }
-  return ProcessPartOf(executor, program, key, layouts, self);
+  return ProcessPartOf(executor, program, key, [&](size_t* self) {
+    const mps::Signature& sig = program.signature;
+    std::vector<mps::ProcessLayout> layouts;
+    for (int q : participants) {
+      mps::ProcessLayout layout;
+      layout.process = q;
+      layout.process_of = placement.process_of;
+      for (const mps::TileSharding& sharding : sig.input_shardings)
+        for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
+          layout.holds.push_back(Holds(sharding, placement, q, tile));
+      for (const mps::TileSharding& sharding : sig.output_shardings)
+        for (int64_t tile = 0; tile < mps::TileCount(sharding); ++tile)
+          layout.returns.push_back(Holds(sharding, placement, q, tile));
+      if (q == placement.process) *self = layouts.size();
+      layouts.push_back(std::move(layout));
+    }
+    return layouts;
+  });
 }
 
 }  // namespace
@@ -181,13 +182,13 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
       inputs.push_back(received.back().get());
     }
   }
-  if (across_processes)
+  if (across_processes) {
     (part ? exec::Counters().process_part_runs : exec::Counters().argument_exchanges)
         .fetch_add(1, std::memory_order_relaxed);
-  if (across_processes)
     JMP_RETURN_IF_ERROR(placement.group->Exchange(program->fingerprint,
                                                   "the arguments of a program over several processes", participants,
                                                   sends, receives, std::move(held)));
+  }
 
   // Each result tile's place among the run's outputs. A process of several computes only the tiles its
   // own devices hold.
@@ -199,9 +200,7 @@ Status ExecuteSharded(const std::vector<ExecutionContext>& devices, const Device
       const mps::TileSharding& sharding = sig.output_shardings[j];
       const int64_t count = mps::TileCount(sharding);
       for (int64_t tile = 0; tile < count; ++tile) {
-        bool held = count == 1 || !across_processes;
-        for (size_t d = 0; d < num_devices && !held; ++d)
-          held = sharding.device_tile.at(placement.local_positions[d]) == tile;
+        const bool held = !across_processes || Holds(sharding, placement, placement.process, tile);
         output_at.push_back(std::count(wanted.begin(), wanted.end(), true));
         wanted.push_back(held);
       }

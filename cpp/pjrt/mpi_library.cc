@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -66,7 +67,9 @@ class MpiLibrary::Calls {
   virtual const char* abi() const = 0;
   // Initialises MPI unless it runs already, and makes the plugin's communicator (a duplicate of
   // MPI_COMM_WORLD): this process's rank and the size in it.
-  virtual Status Start(int* rank, int* size) = 0;
+  // `check` turns a call's error code into a status.
+  using Check = std::function<Status(int code, const char* call)>;
+  virtual Status Start(const Check& check, int* rank, int* size) = 0;
   virtual void FinalizeIfRunning() = 0;
   virtual int Isend(const void* data, int bytes, int peer, int tag, Request* request) = 0;
   virtual int Irecv(void* data, int bytes, int peer, int tag, Request* request) = 0;
@@ -113,8 +116,7 @@ class AbiCalls final : public MpiLibrary::Calls {
 
   const char* abi() const override { return Abi::kName; }
 
-  Status Start(int* rank, int* size) override {
-    auto check = [this](int code, const char* call) { return Checked(code, call); };
+  Status Start(const Check& check, int* rank, int* size) override {
     int initialized = 0, finalized = 0, provided = 0;
     JMP_RETURN_IF_ERROR(check(f_.Finalized(&finalized), "MPI_Finalized"));
     if (finalized) return FailedPrecondition("MPI was finalized before the metal plugin could use it");
@@ -200,15 +202,6 @@ class AbiCalls final : public MpiLibrary::Calls {
     else
       return static_cast<H>(static_cast<unsigned>(w));
   }
-  Status Checked(int code, const char* call) {
-    if (code == kSuccess) return Status::Ok();
-    char text[kErrorText] = {};
-    int length = 0;
-    if (f_.Error_string(code, text, &length) != kSuccess || length < 0 || length > kErrorText) length = 0;
-    return Internal(std::string("MPI (") + Abi::kName + "): " + call +
-                    " failed: " + std::string(text, static_cast<size_t>(length)));
-  }
-
   Abi abi_;
   Fn f_{};
   H comm_{};
@@ -263,7 +256,9 @@ StatusOr<MpiLibrary*> MpiLibrary::Get() {
       auto lib = std::unique_ptr<MpiLibrary>(new MpiLibrary);
       lib->path_ = opened.second;
       JMP_ASSIGN_OR_RETURN(lib->calls_, CallsFor(opened.first, lib->path_));
-      JMP_RETURN_IF_ERROR(lib->calls_->Start(&lib->rank_, &lib->size_));
+      MpiLibrary& l = *lib;
+      JMP_RETURN_IF_ERROR(
+          l.calls_->Start([&l](int code, const char* call) { return l.Check(code, call); }, &l.rank_, &l.size_));
       return lib.release();
     };
     StatusOr<MpiLibrary*> lib = load();

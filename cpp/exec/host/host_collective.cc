@@ -28,10 +28,11 @@ Status RunAllReduce(const OpArgs& a) {
   if (!mps::BinaryOpOf(attrs.combine, &combine)) return a.Unsupported("an all-reduce without a binary combiner");
   const mps::TensorType& t = a.OutType();
   const int64_t elements = t.NumElements();
-  mps::Op step = a.op;
+  mps::Op step;
   step.kind = attrs.combine;
-  step.attrs = mps::NoAttrs{};
   step.inputs = {a.op.outputs[0], a.op.outputs[0]};
+  step.outputs = a.op.outputs;
+  step.location = a.op.location;
   const size_t bytes = t.ByteSize();
   if (attrs.processes.empty()) {
     if (bytes) std::memcpy(a.out[0], a.in[0], bytes);
