@@ -48,7 +48,9 @@ F PickByIsaWithFma(F avx512, F avx2, F sse42_fma, F sse42, F baseline) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define JMP_HOST_ISA_LEVELS 1
 #define JMP_TARGET_SSE42 __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf")))
-#define JMP_TARGET_SSE42_FMA __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,fma")))
+// GCC's fma implies AVX, whose 256-bit vectors the SSE4.2 level stands for no CPU of: held to 128 bits.
+#define JMP_TARGET_SSE42_FMA \
+  __attribute__((target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,fma,prefer-vector-width=128")))
 #define JMP_TARGET_AVX2                                                              \
   __attribute__((                                                                    \
       target("sse3,ssse3,sse4.1,sse4.2,popcnt,cx16,sahf,avx,avx2,bmi,bmi2,f16c,fma," \
