@@ -23,10 +23,10 @@ HOT_LOOPS = {
         "AddF32", "SubF32", "MulF32", "DivF32", "MaxF32", "MinF32", "AddF64", "MulF64", "MaxF64",
         # (not MulU64: NEON has no 64-bit integer multiply, so that loop stays scalar by design)
         "AddU32", "XorU32", "ShlU32", "AddU64", "ShrI64", "LtF64", "LogF64", "SqrtF64", "Select32",
-        "Select64"],
+        "Select64", "OrOfShiftsU32", "OrOfShiftsU64"],
     "cpp_exec_host_host_elementwise.cc.o": ["ExpF32", "TanhF32", "SigmoidF32"],
     "cpp_exec_host_host_reduce.cc.o": ["RowSumsF32", "ColumnSumsF32"],
-    "cpp_exec_host_host_multiply_add.cc.o": ["FmaF32", "FmaF64"],
+    "cpp_exec_host_host_multiply_add.cc.o": ["FmaF32", "FmaF64", "ChainFmaF32", "ChainFmaF64"],
 }
 # "fadd.4s v2, v1, v2" (Apple's syntax, what llvm-objdump prints for a Mach-O) or "fadd v2.4s, v1.4s, v2.4s"
 VECTOR = re.compile(r"\.(4s|2d|16b|8h)\s+v\d+|\bv\d+\.(4s|2d|16b|8h)\b")

@@ -90,3 +90,82 @@ def test_a_large_chain_needs_no_more_memory_than_xla_cpu():
     cpu = _peak_kb("cpu", n) - _peak_kb("cpu", 10)
     metal = _peak_kb("metal", n) - _peak_kb("metal", 10)
     assert metal <= 1.5 * cpu + 50_000, f"metal +{metal} KB, cpu +{cpu} KB"
+
+
+# Polynomials whose coefficients selects pick (erf_inv's three sets on float64, two on float32), a plain
+# Horner chain of constants, one of a coefficient known only at run time, chains an intermediate of which
+# is also returned or whose multiplier changes, and rotations (an or of two shifts of one value): the
+# host runs the first kinds as one loop per chain, and each rotation as one, and must give the bits of
+# the ops run one by one (JMP_HOST_FUSE=0).
+CHAINS = textwrap.dedent("""
+    import sys, jax, jax.numpy as jnp, numpy as np
+    from jax import lax
+
+    def picked(x, c):
+        w = x * x
+        p, q = x < -0.25, x > 0.5
+        acc = jnp.where(p, 0.75, jnp.where(q, -1.5, 2.0))
+        for i in range(9):
+            a, b, d = 0.1 * (i + 1), -0.3 / (i + 2), 1.0 + i
+            if i == 4:
+                a = c  # a coefficient known only at run time
+            acc = acc * w + jnp.where(q, jnp.where(p, a, b), d)
+        return acc
+
+    def plain(x):
+        acc = jnp.ones_like(x)
+        for i in range(12):
+            acc = acc * x + (0.5 - i / 7)
+        return acc
+
+    def broken(x):
+        a = x * 0.5 + jnp.where(x > 0, 1.0, -1.0)
+        b = a * x + jnp.where(x > 0, 0.25, 3.0)
+        c = b * (x + 1) + jnp.where(x < 0.1, 0.5, 2.5)  # another multiplier
+        return b, c * x + jnp.where(x > 0, 4.0, 8.0)
+
+    def rotations(x):  # ors of shifts by splats; by the whole width or more the lowering guards the shift
+        u = lax.bitcast_convert_type(x, jnp.uint32 if x.dtype == jnp.float32 else jnp.uint64)
+        bits = u.dtype.itemsize * 8
+        one = lambda k: u.dtype.type(k)
+        return ((u << one(7)) | (u >> one(bits - 7)), (u << one(bits)) | (u >> one(3)),
+                (u >> one(bits + 2)) | (u << one(1)), ((u + one(1)) << one(5)) | (u >> one(5)))
+
+    def all_chains(x, c):
+        return lax.erf_inv(x), picked(x, c), plain(x), broken(x), rotations(x)
+
+    out = []
+    for n in (1023, 2048, 2049, 100_003):
+        for dtype in (np.float32, np.float64):
+            with jax.enable_x64(dtype == np.float64):
+                x = np.random.default_rng(n).uniform(-1, 1, n).astype(dtype)
+                x[:4] = [0.9999999, -0.99999999, 1.0, 0.0]
+                out += [np.asarray(r) for r in jax.tree.leaves(jax.jit(all_chains)(x, dtype(0.375)))]
+    np.savez(sys.argv[1], *out)
+""")
+
+
+def _chains(tmp_path, name, **env):
+    path = tmp_path / f"{name}.npz"
+    subprocess.run([sys.executable, "-c", CHAINS, str(path)], env=dict(os.environ, JAX_PLATFORMS="metal", **env),
+                   check=True, cwd="/")
+    with np.load(path) as results:
+        return [results[k] for k in results.files]
+
+
+def test_polynomial_chains_with_picked_coefficients_keep_their_bits(tmp_path):
+    fused, unfused = _chains(tmp_path, "fused"), _chains(tmp_path, "unfused", JMP_HOST_FUSE="0")
+    assert len(fused) == len(unfused) == 4 * 2 * 9
+    for i, (a, b) in enumerate(zip(fused, unfused)):
+        assert a.dtype == b.dtype and a.shape == b.shape, i
+        np.testing.assert_array_equal(a, b, err_msg=f"result {i}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_inv_over_tiles_as_on_cpu(dtype):
+    # Each Horner step of erf_inv's 23 (float64) or 9 (float32) is one rounding on both sides; the
+    # log and square root before them differ by at most an ulp or two between the libraries.
+    with jax.enable_x64(dtype == np.float64):
+        x = np.random.default_rng(7).uniform(-1, 1, 100_003).astype(dtype)
+        check(lambda x: (jax.lax.erf_inv(x), jax.random.truncated_normal(jax.random.key(1), -2.0, 2.0, x.shape, dtype)),
+              x, rtol=64 * eps(dtype), atol=8 * eps(dtype))

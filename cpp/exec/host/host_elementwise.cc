@@ -435,6 +435,10 @@ Status RunBinary(const OpArgs& a, mps::BinaryOp op) {
   DType t = a.InType(0).dtype;
   if (a.InType(1).dtype != t || a.InType(1).shape != a.InType(0).shape)
     return a.Unsupported("needs operands of one type");
+  if (a.or_of_shifts) {
+    if (VectorOrOfShifts(a)) return Status::Ok();
+    return a.Unsupported("fuses an or of shifts of unsigned integers only");
+  }
   if (VectorBinary(a, op)) return Status::Ok();
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -83,6 +85,146 @@ bool FusionEnabled() {
   return enabled;
 }
 
+// Where a group's multiply-adds read splats or splats picked by selects, and their chains
+// (FusedGroup::picks). A select is absorbed when its output stays in the group's scratch with no other
+// reader and its predicate is a whole tile; a multiply-add joins the chain of the one whose output it
+// alone reads when both multiply by the same value and the chain's selects read at most two
+// predicates. Returns, per op, the position of the op whose loop runs it (itself unless absorbed).
+std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std::vector<int>& owner,
+                              const std::vector<uint8_t>& escapes) {
+  using Input = FusedGroup::Input;
+  const mps::Graph& g = *plan.graph;
+  const size_t n = f.ops.size();
+  f.absorbed.assign(n, 0);
+  f.picks.assign(n, {});
+  std::map<int, size_t> made_at;
+  std::map<int, int> reads;
+  auto op_at = [&](size_t k) -> const mps::Op& { return g.ops[static_cast<size_t>(f.ops[k])]; };
+  auto input = [&](Input in) { return Root(plan, op_at(static_cast<size_t>(in.op)).inputs[static_cast<size_t>(in.input)]); };
+  for (size_t k = 0; k < n; ++k) {
+    for (int v : op_at(k).inputs) ++reads[Root(plan, v)];
+    for (int v : op_at(k).outputs) made_at[v] = k;
+  }
+  auto internal = [&](int v) {
+    return owner[static_cast<size_t>(v)] == gi && !escapes[static_cast<size_t>(v)] && made_at.count(v) &&
+           reads[v] == 1;
+  };
+  auto splat = [&](int v) {
+    if (owner[static_cast<size_t>(v)] != gi || escapes[static_cast<size_t>(v)] || !made_at.count(v)) return false;
+    const mps::Op& b = op_at(made_at.at(v));
+    return b.kind == mps::OpKind::kBroadcast && g.type(b.inputs[0]).NumElements() == 1;
+  };
+  auto select_of = [&](int v) {  // the position of the select making v, if it can be absorbed
+    if (!internal(v)) return -1;
+    const mps::Op& s = op_at(made_at.at(v));
+    if (s.kind != mps::OpKind::kSelect || g.type(s.inputs[0]).NumElements() != f.count) return -1;
+    return static_cast<int>(made_at.at(v));
+  };
+  // The selects of the tree an addend is picked by, and its predicates, or false when it is not one.
+  std::function<bool(Input, std::vector<int>&, std::vector<Input>&)> tree = [&](Input in, std::vector<int>& selects,
+                                                                                std::vector<Input>& preds) {
+    const int v = input(in);
+    if (splat(v)) return true;
+    const int s = select_of(v);
+    if (s < 0 || selects.size() >= 8) return false;
+    selects.push_back(s);
+    const Input pred{s, 0};
+    bool known = false;
+    for (Input p : preds) known = known || input(p) == input(pred);
+    if (!known) preds.push_back(pred);
+    return tree({s, 1}, selects, preds) && tree({s, 2}, selects, preds);
+  };
+  // The splat an addend's tree picks when the chain's predicates are `bits` (bit i: predicate i).
+  auto leaf = [&](Input in, const std::array<Input, 2>& preds, int bits) {
+    for (;;) {
+      const int v = input(in);
+      if (splat(v)) return in;
+      const int s = static_cast<int>(made_at.at(v));
+      const bool on = input({s, 0}) == input(preds[0]) ? (bits & 1) : (bits & 2);
+      in = {s, on ? 1 : 2};
+    }
+  };
+  constexpr int kMaxLinks = 64;
+  std::vector<int> links(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const mps::Op& op = op_at(k);
+    const DType d = g.type(op.outputs[0]).dtype;
+    if (op.kind != mps::OpKind::kMultiplyAdd || (d != DType::kF32 && d != DType::kF64)) continue;
+    std::vector<int> selects;
+    std::vector<Input> preds;
+    if (!tree({static_cast<int>(k), 2}, selects, preds) || preds.size() > 2) continue;
+    FusedGroup::Pick& pick = f.picks[k];
+    for (int c = 0; c < 2; ++c) {  // input c continues a chain, the other is its multiplier
+      const int v = Root(plan, op.inputs[static_cast<size_t>(c)]), w = Root(plan, op.inputs[static_cast<size_t>(1 - c)]);
+      if (!internal(v)) continue;
+      const size_t prev = made_at.at(v);
+      FusedGroup::Pick& last = f.picks[prev];
+      if (!last.picked() || f.absorbed[prev] || links[prev] >= kMaxLinks) continue;
+      const mps::Op& p = op_at(prev);
+      const int last_w = last.prev >= 0 ? Root(plan, p.inputs[static_cast<size_t>(last.w)])
+                         : Root(plan, p.inputs[1]) == w || Root(plan, p.inputs[0]) == w ? w
+                                                                                          : -1;
+      std::vector<Input> all(last.pred.begin(), last.pred.begin() + last.preds);
+      for (Input q : preds) {
+        bool known = false;
+        for (Input a : all) known = known || input(a) == input(q);
+        if (!known) all.push_back(q);
+      }
+      if (last_w != w || all.size() > 2) continue;
+      if (last.prev < 0) last.w = Root(plan, p.inputs[1]) == w ? 1 : 0;
+      pick.prev = static_cast<int>(prev);
+      pick.w = 1 - c;
+      preds = all;
+      links[k] = links[prev];
+      f.absorbed[prev] = 1;
+      break;
+    }
+    links[k] += 1;
+    pick.preds = static_cast<int>(preds.size());
+    for (size_t i = 0; i < preds.size(); ++i) pick.pred[i] = preds[i];
+    for (int bits = 0; bits < 4; ++bits) pick.leaf[static_cast<size_t>(bits)] = leaf({static_cast<int>(k), 2}, pick.pred, bits);
+    pick.selects = std::move(selects);
+    for (int s : pick.selects) f.absorbed[static_cast<size_t>(s)] = 1;
+  }
+  for (size_t k = 0; k < n; ++k)  // a lone multiply-add of a splat: nothing to gain
+    if (f.picks[k].picked() && !f.absorbed[k] && links[k] == 1 && f.picks[k].selects.empty()) f.picks[k] = {};
+  f.or_of_shifts.assign(n, {-1, -1});
+  for (size_t k = 0; k < n; ++k) {
+    const mps::Op& op = op_at(k);
+    const DType d = g.type(op.outputs[0]).dtype;
+    if (op.kind != mps::OpKind::kBitwiseOr || (d != DType::kU32 && d != DType::kU64)) continue;
+    int shift[2] = {-1, -1};  // left, right
+    for (int v : op.inputs) {
+      const int r = Root(plan, v);
+      if (!internal(r)) continue;
+      const int at = static_cast<int>(made_at.at(r));
+      const mps::Op& s = op_at(static_cast<size_t>(at));
+      if (s.kind == mps::OpKind::kBitwiseLeftShift) shift[0] = at;
+      if (s.kind == mps::OpKind::kBitwiseRightShift) shift[1] = at;
+    }
+    if (shift[0] < 0 || shift[1] < 0) continue;
+    const mps::Op &l = op_at(static_cast<size_t>(shift[0])), &r = op_at(static_cast<size_t>(shift[1]));
+    if (Root(plan, l.inputs[0]) != Root(plan, r.inputs[0]) || !splat(Root(plan, l.inputs[1])) ||
+        !splat(Root(plan, r.inputs[1])))
+      continue;
+    f.or_of_shifts[k] = {shift[0], shift[1]};
+    f.absorbed[static_cast<size_t>(shift[0])] = f.absorbed[static_cast<size_t>(shift[1])] = 1;
+  }
+  std::vector<size_t> runs_at(n);
+  for (size_t k = 0; k < n; ++k) runs_at[k] = k;
+  for (size_t k = 0; k < n; ++k)
+    for (int s : f.or_of_shifts[k])
+      if (s >= 0) runs_at[static_cast<size_t>(s)] = k;
+  for (size_t k = 0; k < n; ++k) {
+    if (!f.picks[k].picked() || f.absorbed[k]) continue;
+    for (int l = static_cast<int>(k); l >= 0; l = f.picks[static_cast<size_t>(l)].prev) {
+      runs_at[static_cast<size_t>(l)] = k;
+      for (int s : f.picks[static_cast<size_t>(l)].selects) runs_at[static_cast<size_t>(s)] = k;
+    }
+  }
+  return runs_at;
+}
+
 // Values a group keeps in tile scratch: made in the group, read nowhere else, not a graph output, and
 // every view of them the same element count.
 void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
@@ -111,11 +253,16 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
   plan.tile_slot.assign(g.values.size(), -1);
   for (size_t gi = 0; gi < plan.fused.size(); ++gi) {
     FusedGroup& f = plan.fused[gi];
+    // An absorbed op reads its operands in its chain's loop.
+    const std::vector<size_t> runs_at = FindPicks(plan, f, static_cast<int>(gi), owner, escapes);
     std::map<int, size_t> last_use;  // internal value -> position of its last reader in the group
     std::map<int, size_t> made_at;   // value -> position of the op making it
     for (size_t k = 0; k < f.ops.size(); ++k) {
       const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
-      for (int v : op.inputs) last_use[Root(plan, v)] = k;
+      for (int v : op.inputs) {
+        size_t& last = last_use[Root(plan, v)];
+        last = std::max(last, runs_at[k]);
+      }
       for (int v : op.outputs) {
         last_use.emplace(v, k);  // a value nobody reads dies where it is made
         made_at[v] = k;
@@ -132,7 +279,7 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
       const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
       for (int v : op.outputs) {
         size_t sv = static_cast<size_t>(v);
-        if (owner[sv] != static_cast<int>(gi) || escapes[sv]) continue;
+        if (owner[sv] != static_cast<int>(gi) || escapes[sv] || f.absorbed[k]) continue;
         width = std::max(width, ByteSize(g.values[sv].dtype));
         int64_t source = op.kind == mps::OpKind::kBroadcast ? g.type(op.inputs[0]).NumElements() : 0;
         bool trailing = source > 0 && Tiling(g, op) == TiledBroadcast::kTrailing;
@@ -151,6 +298,12 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
             !f.once[k_of_maker(v)] && owner[static_cast<size_t>(v)] == static_cast<int>(gi))
           free_slots.push_back(plan.tile_slot[static_cast<size_t>(v)]);
     }
+    // An absorbed op's output is never made: any slot will do, as nothing reads or writes it.
+    for (size_t k = 0; k < f.ops.size(); ++k)
+      if (f.absorbed[k]) {
+        f.slots = std::max(f.slots, 1);
+        for (int v : g.ops[static_cast<size_t>(f.ops[k])].outputs) plan.tile_slot[static_cast<size_t>(v)] = 0;
+      }
     f.slot_bytes = AlignUp(static_cast<size_t>(kTile) * width);
     for (int i : f.ops) {
       f.operand_first.push_back(f.operands.size());
@@ -264,6 +417,7 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
     thread_local std::vector<uint8_t> storage;
     thread_local std::vector<const uint8_t*> in;
     thread_local std::vector<uint8_t*> out;
+    thread_local std::vector<uint8_t> coefficients;
     size_t need = static_cast<size_t>(f.slots) * f.slot_bytes + kAlign;
     if (storage.size() < need) storage.resize(need);
     uint8_t* scratch = storage.data() + (kAlign - reinterpret_cast<uintptr_t>(storage.data()) % kAlign) % kAlign;
@@ -271,8 +425,13 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
       // t0 - 1: the splats, once for all this thread's tiles.
       const bool splats = t < t0;
       const int64_t base = splats ? 0 : t * kTile, count = splats ? kTile : std::min(kTile, f.count - base);
+      auto at = [&](size_t j) {  // operand j's memory for this tile
+        const Ref& r = refs[j];
+        return r.slot >= 0 ? scratch + static_cast<size_t>(r.slot) * f.slot_bytes
+                            : r.ptr + static_cast<size_t>(base) * r.step;
+      };
       for (size_t k = 0; k < f.ops.size(); ++k) {
-        if (f.once[k] != splats) continue;
+        if (f.once[k] != splats || f.absorbed[k]) continue;
         const mps::Op& op = g.ops[static_cast<size_t>(f.ops[k])];
         in.clear();
         out.clear();
@@ -281,14 +440,46 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
         a.base = base;
         size_t first = f.operand_first[k];
         for (size_t j = first; j < f.operand_first[k + 1]; ++j) {
-          const Ref& r = refs[j];
-          uint8_t* p = r.slot >= 0 ? scratch + static_cast<size_t>(r.slot) * f.slot_bytes
-                                   : r.ptr + static_cast<size_t>(base) * r.step;
+          uint8_t* p = at(j);
           if (j - first < op.inputs.size()) {
-            if (j - first < 3) a.uniform[j - first] = r.uniform;
+            if (j - first < 3) a.uniform[j - first] = refs[j].uniform;
             a.in.push_back(p);
           } else
             a.out.push_back(p);
+        }
+        PickedChain chain;
+        if (f.picks[k].picked()) {
+          // Each link's addend for the four values of the predicates, first link first, and the
+          // chain's first value and multiplier.
+          const FusedGroup::Pick& tail = f.picks[k];
+          const size_t width = ByteSize(g.type(op.outputs[0]).dtype);
+          auto input_at = [&](FusedGroup::Input in) {
+            return at(f.operand_first[static_cast<size_t>(in.op)] + static_cast<size_t>(in.input));
+          };
+          int head = static_cast<int>(k);
+          chain.links = 0;
+          for (int l = head; l >= 0; l = f.picks[static_cast<size_t>(l)].prev, ++chain.links) head = l;
+          coefficients.resize(4 * static_cast<size_t>(chain.links) * width);
+          size_t j = static_cast<size_t>(chain.links);
+          for (int l = static_cast<int>(k); l >= 0; l = f.picks[static_cast<size_t>(l)].prev) {
+            --j;
+            for (size_t bits = 0; bits < 4; ++bits)
+              std::memcpy(coefficients.data() + (4 * j + bits) * width,
+                          input_at(f.picks[static_cast<size_t>(l)].leaf[bits]), width);
+          }
+          chain.coefficients = coefficients.data();
+          chain.preds = tail.preds;
+          for (int i = 0; i < tail.preds; ++i) chain.pred[i] = input_at(tail.pred[static_cast<size_t>(i)]);
+          const FusedGroup::Pick& first_link = f.picks[static_cast<size_t>(head)];
+          a.in[0] = input_at({head, 1 - first_link.w});
+          a.in[1] = input_at({static_cast<int>(k), tail.w});
+          a.chain = &chain;
+        }
+        if (f.or_of_shifts[k][0] >= 0) {  // the value, then each shift's amount
+          const size_t l = f.operand_first[static_cast<size_t>(f.or_of_shifts[k][0])];
+          const size_t r = f.operand_first[static_cast<size_t>(f.or_of_shifts[k][1])];
+          a.in = {at(l), at(l + 1), at(r + 1)};
+          a.or_of_shifts = true;
         }
         Status s = RunOp(a, plan, static_cast<size_t>(f.ops[k]));
         in = std::move(a.in);

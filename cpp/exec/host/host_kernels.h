@@ -28,6 +28,8 @@ struct StridedMatrix {
   }
 };
 
+struct PickedChain;
+
 // What a kernel sees of one op: its buffers and types.
 struct OpArgs {
   const mps::Op& op;
@@ -48,6 +50,11 @@ struct OpArgs {
   // element 0 only, which lets a shift by it use the vector unit's shift-by-scalar and keeps a select of
   // polynomial coefficients from streaming whole tiles of them.
   bool uniform[3] = {false, false, false};
+  // MultiplyAdd only, in a fused tile: a chain of them with picked addends (in[2] is not read).
+  const PickedChain* chain = nullptr;
+  // BitwiseOr only, in a fused tile: its operands are x << in[1] and x >> in[2] of one unsigned x
+  // (in[0]), shifted by splats and never stored (threefry's rotations).
+  bool or_of_shifts = false;
   int64_t Count() const { return count >= 0 ? count : OutType().NumElements(); }
   const mps::TensorType& InType(size_t i) const { return graph.type(op.inputs[i]); }
   const mps::TensorType& OutType(size_t i = 0) const { return graph.type(op.outputs[i]); }
@@ -72,8 +79,19 @@ Status RunSelect(const OpArgs& a);
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op);
 bool VectorUnary(const OpArgs& a, mps::UnaryOp op);
 bool VectorSelect(const OpArgs& a);
+bool VectorOrOfShifts(const OpArgs& a);  // OpArgs::or_of_shifts; false for a type without the loop
 Status RunClamp(const OpArgs& a);
 Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc
+// A chain of multiply-adds y = y * w + c over one w, each addend c a splat picked per element by at most
+// two predicates (host_fused.cc: a polynomial, as erf_inv's, whose coefficients come in sets), computed
+// in one loop that keeps y in registers: in[0] is the first y, in[1] is w. Link j's addend is
+// coefficients[4 * j + p + 2 * q], p and q the predicates' values (0 where there is none).
+struct PickedChain {
+  int links = 0;
+  const void* coefficients = nullptr;  // of the output's type
+  int preds = 0;
+  const uint8_t* pred[2] = {nullptr, nullptr};
+};
 Status RunCast(const OpArgs& a);
 
 Status RunCopyLike(const OpArgs& a);  // Identity, Reshape, ReinterpretCast

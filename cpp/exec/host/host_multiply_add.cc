@@ -2,6 +2,7 @@
 // one reader is an add (LLVM contracts the pair into an FMA instruction). std::fma is correctly rounded
 // on every target, and one instruction where the CPU has FMA (JMP_FMA_LOOP).
 #include <cmath>
+#include <cstring>
 
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
@@ -21,6 +22,108 @@ JMP_FMA_LOOP(FmaF64, (const double* a, const double* b, const double* c, double*
                for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
              })
 
+template <typename Bits, typename T>
+JMP_FASTMATH Bits BitsOf(T x) {
+  Bits b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+template <typename T, typename Bits>
+JMP_FASTMATH T ValueOf(Bits b) {
+  T x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+// A chain of multiply-adds with picked addends (PickedChain), a block of elements at a time: y, w and
+// the predicates' masks stay in a cache-resident block across the links, four links to a pass over it,
+// where a select and a multiply-add per link, each over a whole tile, were bound by their stores
+// (erf_inv's polynomial picks each of its 23 coefficients from three splats). A pick is mask
+// arithmetic, which vectorises where a conditional became branches: with c[b] a link's coefficient for
+// b = p + 2q, it is c[0] ^ (p & (c[0] ^ c[1])) ^ (q & (c[0] ^ c[2])) ^ (p & q & (c[0] ^ c[1] ^ c[2] ^ c[3])).
+// kPreds: how many predicates the picks read. Each link rounds as RunMultiplyAdd does.
+template <typename Bits>
+struct Link {
+  Bits c0, d1, d2, d3;
+};
+template <typename Bits, typename T>
+JMP_FASTMATH Link<Bits> LinkOf(const T* c) {
+  const Bits c0 = BitsOf<Bits>(c[0]), c1 = BitsOf<Bits>(c[1]), c2 = BitsOf<Bits>(c[2]), c3 = BitsOf<Bits>(c[3]);
+  return {c0, Bits(c0 ^ c1), Bits(c0 ^ c2), Bits(c0 ^ c1 ^ c2 ^ c3)};
+}
+template <int kPreds, typename T, typename Bits>
+JMP_FASTMATH T Step(T acc, T x, Bits mp, Bits mq, Bits mpq, const Link<Bits>& l) {
+  Bits c = l.c0;
+  if (kPreds >= 1) c ^= mp & l.d1;
+  if (kPreds >= 2) c ^= (mq & l.d2) ^ (mpq & l.d3);
+  return std::fma(acc, x, ValueOf<T>(c));
+}
+
+template <int kPreds, typename T, typename Bits>
+JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const uint8_t* q, const T* coefficients,
+                              int links, T* y, int64_t n) {
+  constexpr int64_t kBlock = 512 / sizeof(T);
+  auto mask = [](const uint8_t* b, int64_t i) { return Bits(0) - Bits(b[i] != 0); };
+  int64_t i0 = 0;
+  for (; i0 + kBlock <= n; i0 += kBlock) {
+    T acc[kBlock], x[kBlock];
+    Bits mp[kBlock], mq[kBlock], mpq[kBlock];
+    for (int64_t i = 0; i < kBlock; ++i) {
+      acc[i] = a[i0 + i];
+      x[i] = w[i0 + i];
+      mp[i] = kPreds >= 1 ? mask(p, i0 + i) : Bits(0);
+      mq[i] = kPreds >= 2 ? mask(q, i0 + i) : Bits(0);
+      mpq[i] = mp[i] & mq[i];
+    }
+    int j = 0;
+    for (; j + 4 <= links; j += 4) {
+      const Link<Bits> l0 = LinkOf<Bits>(coefficients + 4 * j), l1 = LinkOf<Bits>(coefficients + 4 * j + 4),
+                       l2 = LinkOf<Bits>(coefficients + 4 * j + 8), l3 = LinkOf<Bits>(coefficients + 4 * j + 12);
+      for (int64_t i = 0; i < kBlock; ++i) {
+        T v = Step<kPreds>(acc[i], x[i], mp[i], mq[i], mpq[i], l0);
+        v = Step<kPreds>(v, x[i], mp[i], mq[i], mpq[i], l1);
+        v = Step<kPreds>(v, x[i], mp[i], mq[i], mpq[i], l2);
+        acc[i] = Step<kPreds>(v, x[i], mp[i], mq[i], mpq[i], l3);
+      }
+    }
+    for (; j < links; ++j) {
+      const Link<Bits> l = LinkOf<Bits>(coefficients + 4 * j);
+      for (int64_t i = 0; i < kBlock; ++i) acc[i] = Step<kPreds>(acc[i], x[i], mp[i], mq[i], mpq[i], l);
+    }
+    for (int64_t i = 0; i < kBlock; ++i) y[i0 + i] = acc[i];
+  }
+  for (int64_t i = i0; i < n; ++i) {  // the last tile's few
+    const Bits mp = kPreds >= 1 ? mask(p, i) : Bits(0), mq = kPreds >= 2 ? mask(q, i) : Bits(0);
+    T acc = a[i];
+    for (int j = 0; j < links; ++j)
+      acc = Step<kPreds>(acc, w[i], mp, mq, Bits(mp & mq), LinkOf<Bits>(coefficients + 4 * j));
+    y[i] = acc;
+  }
+}
+
+#define JMP_CHAIN_FMA_LOOP(Name, T, Bits)                                                                    \
+  JMP_FMA_LOOP(Name,                                                                                       \
+               (const T* a, const T* w, const uint8_t* p, const uint8_t* q, int preds, const T* coefficients, \
+                int links, T* y, int64_t n),                                                               \
+               (a, w, p, q, preds, coefficients, links, y, n), {                                           \
+                 if (preds == 0)                                                                           \
+                   ChainBlocks<0, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
+                 else if (preds == 1)                                                                      \
+                   ChainBlocks<1, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
+                 else                                                                                      \
+                   ChainBlocks<2, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
+               })
+JMP_CHAIN_FMA_LOOP(ChainFmaF32, float, uint32_t)
+JMP_CHAIN_FMA_LOOP(ChainFmaF64, double, uint64_t)
+#undef JMP_CHAIN_FMA_LOOP
+
+template <typename T, typename Loop>
+void RunChain(const OpArgs& a, Loop loop) {
+  const PickedChain& c = *a.chain;
+  loop(reinterpret_cast<const T*>(a.in[0]), reinterpret_cast<const T*>(a.in[1]), c.pred[0], c.pred[1], c.preds,
+       static_cast<const T*>(c.coefficients), c.links, reinterpret_cast<T*>(a.out[0]), a.Count());
+}
+
 template <typename T, typename Loop>
 void Run(const OpArgs& a, Loop loop) {
   const T* x = reinterpret_cast<const T*>(a.in[0]);
@@ -34,6 +137,10 @@ void Run(const OpArgs& a, Loop loop) {
 
 Status RunMultiplyAdd(const OpArgs& a) {
   const DType d = a.OutType().dtype;
+  if (a.chain && (d == DType::kF32 || d == DType::kF64)) {
+    d == DType::kF32 ? RunChain<float>(a, ChainFmaF32) : RunChain<double>(a, ChainFmaF64);
+    return Status::Ok();
+  }
   if (d == DType::kF32)
     Run<float>(a, FmaF32);
   else if (d == DType::kF64)

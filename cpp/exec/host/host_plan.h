@@ -26,6 +26,29 @@ struct FusedGroup {
   std::vector<uint8_t> once;          // per op: a Broadcast whose tiles are all alike, filled once per thread
   std::vector<uint8_t> uniform;       // per operand: a splat of one element (OpArgs::uniform)
   std::vector<uint8_t> moves;         // per operand: a tile reads its own part (else the whole value)
+  // Chains of multiply-adds, each reading the last over one multiplier, whose addends are splats or
+  // picked from splats by selects on at most two predicates (a polynomial's coefficients: erf_inv's come
+  // in three sets), run as one loop at the chain's last multiply-add (PickedChain). Per op: whether it is
+  // absorbed so (never run, its output never made). Per multiply-add of a chain: the previous one (or
+  // -1), which input is the multiplier, the selects it absorbs, and where its addend comes from for
+  // each value of the predicates (index p + 2q): an input of an op, both as positions in `ops`. The
+  // last of a chain also holds the chain's predicates (how many, and an input of an op reading each).
+  std::vector<uint8_t> absorbed;
+  struct Input {
+    int op = -1, input = 0;
+  };
+  struct Pick {
+    int prev = -1, w = 1;
+    std::vector<int> selects;
+    std::array<Input, 4> leaf;
+    int preds = 0;
+    std::array<Input, 2> pred;
+    bool picked() const { return leaf[0].op >= 0; }
+  };
+  std::vector<Pick> picks;
+  // Per op: a BitwiseOr of a left and a right shift of one unsigned value by splats, each shift's output
+  // read by it alone, runs as one loop (OpArgs::or_of_shifts); the shifts' positions, absorbed, or -1.
+  std::vector<std::array<int, 2>> or_of_shifts;
   int slots = 0;                      // tile scratch slots
   size_t slot_bytes = 0;
   std::string profile_key;

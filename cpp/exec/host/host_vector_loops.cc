@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
@@ -177,6 +178,22 @@ JMP_UNARY_LOOP(NegF64, double, NegD)
 JMP_UNARY_LOOP(AbsF64, double, AbsD)
 #undef JMP_UNARY_LOOP
 
+// x << l | x >> r with l and r splats, one pass where two shifts and an or were three (a rotation:
+// threefry makes 20 per random number).
+#define JMP_OR_OF_SHIFTS_LOOP(Name, T)                                                                    \
+  JMP_VECTOR_LOOP(Name, (const T* x, T l, T r, T* z, int64_t n), (x, l, r, z, n), {                       \
+    for (int64_t i = 0; i < n; ++i) z[i] = static_cast<T>(ShlI(x[i], l) | fastmath::ShiftRight(x[i], r)); \
+  })
+JMP_OR_OF_SHIFTS_LOOP(OrOfShiftsU32, uint32_t)
+JMP_OR_OF_SHIFTS_LOOP(OrOfShiftsU64, uint64_t)
+#undef JMP_OR_OF_SHIFTS_LOOP
+
+template <typename T>
+void RunOrOfShifts(const OpArgs& a, void (*loop)(const T*, T, T, T*, int64_t)) {
+  loop(reinterpret_cast<const T*>(a.in[0]), *reinterpret_cast<const T*>(a.in[1]),
+       *reinterpret_cast<const T*>(a.in[2]), reinterpret_cast<T*>(a.out[0]), a.Count());
+}
+
 template <typename T>
 using Loop = void (*)(const T*, const T*, T*, int64_t, int64_t, int);
 
@@ -214,10 +231,13 @@ bool RunLoop(const OpArgs& a, Loop<T> loop) {
   : op == BinOp::kBitwiseRightShift ? Shr##Suffix \
                                     : nullptr
 
-// The select mask from a bool: all ones or all zeros, as wide as the element.
+// The select mask from a bool: all ones or all zeros, as wide as the element. Made as a byte and then
+// sign-extended, which vectorises as a byte compare and one widening per vector; widening the bool
+// first took a chain of shuffles and a subtract.
 template <typename W>
 JMP_FASTMATH W Mask(uint8_t p) {
-  return static_cast<W>(W(0) - static_cast<W>(p != 0));
+  const int8_t byte = p != 0 ? int8_t(-1) : int8_t(0);
+  return static_cast<W>(static_cast<std::make_signed_t<W>>(byte));
 }
 template <typename W>
 JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
@@ -291,6 +311,14 @@ bool VectorUnary(const OpArgs& a, mps::UnaryOp op) {
   ParallelFor(a.Count(), GrainFor(op == UnOp::kLogarithm ? 16 : 1),
               [&](int64_t begin, int64_t end) { loop(x, y, begin, end); });
   return true;
+}
+
+bool VectorOrOfShifts(const OpArgs& a) {
+  switch (a.OutType().dtype) {
+    case DType::kU32: RunOrOfShifts<uint32_t>(a, OrOfShiftsU32); return true;
+    case DType::kU64: RunOrOfShifts<uint64_t>(a, OrOfShiftsU64); return true;
+    default: return false;
+  }
 }
 
 bool VectorSelect(const OpArgs& a) {
