@@ -100,14 +100,15 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
   std::map<int, size_t> made_at;
   std::map<int, int> reads;
   auto op_at = [&](size_t k) -> const mps::Op& { return g.ops[static_cast<size_t>(f.ops[k])]; };
-  auto input = [&](Input in) { return Root(plan, op_at(static_cast<size_t>(in.op)).inputs[static_cast<size_t>(in.input)]); };
+  auto input = [&](Input in) {
+    return Root(plan, op_at(static_cast<size_t>(in.op)).inputs[static_cast<size_t>(in.input)]);
+  };
   for (size_t k = 0; k < n; ++k) {
     for (int v : op_at(k).inputs) ++reads[Root(plan, v)];
     for (int v : op_at(k).outputs) made_at[v] = k;
   }
   auto internal = [&](int v) {
-    return owner[static_cast<size_t>(v)] == gi && !escapes[static_cast<size_t>(v)] && made_at.count(v) &&
-           reads[v] == 1;
+    return owner[static_cast<size_t>(v)] == gi && !escapes[static_cast<size_t>(v)] && made_at.count(v) && reads[v] == 1;
   };
   auto splat = [&](int v) {
     if (owner[static_cast<size_t>(v)] != gi || escapes[static_cast<size_t>(v)] || !made_at.count(v)) return false;
@@ -155,7 +156,8 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     if (!tree({static_cast<int>(k), 2}, selects, preds) || preds.size() > 2) continue;
     FusedGroup::Pick& pick = f.picks[k];
     for (int c = 0; c < 2; ++c) {  // input c continues a chain, the other is its multiplier
-      const int v = Root(plan, op.inputs[static_cast<size_t>(c)]), w = Root(plan, op.inputs[static_cast<size_t>(1 - c)]);
+      const int v = Root(plan, op.inputs[static_cast<size_t>(c)]),
+                w = Root(plan, op.inputs[static_cast<size_t>(1 - c)]);
       if (!internal(v)) continue;
       const size_t prev = made_at.at(v);
       FusedGroup::Pick& last = f.picks[prev];
@@ -163,7 +165,7 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
       const mps::Op& p = op_at(prev);
       const int last_w = last.prev >= 0 ? Root(plan, p.inputs[static_cast<size_t>(last.w)])
                          : Root(plan, p.inputs[1]) == w || Root(plan, p.inputs[0]) == w ? w
-                                                                                          : -1;
+                                                                                        : -1;
       std::vector<Input> all(last.pred.begin(), last.pred.begin() + last.preds);
       for (Input q : preds) {
         bool known = false;
@@ -182,7 +184,8 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     links[k] += 1;
     pick.preds = static_cast<int>(preds.size());
     for (size_t i = 0; i < preds.size(); ++i) pick.pred[i] = preds[i];
-    for (int bits = 0; bits < 4; ++bits) pick.leaf[static_cast<size_t>(bits)] = leaf({static_cast<int>(k), 2}, pick.pred, bits);
+    for (int bits = 0; bits < 4; ++bits)
+      pick.leaf[static_cast<size_t>(bits)] = leaf({static_cast<int>(k), 2}, pick.pred, bits);
     pick.selects = std::move(selects);
     for (int s : pick.selects) f.absorbed[static_cast<size_t>(s)] = 1;
   }
@@ -428,7 +431,7 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
       auto at = [&](size_t j) {  // operand j's memory for this tile
         const Ref& r = refs[j];
         return r.slot >= 0 ? scratch + static_cast<size_t>(r.slot) * f.slot_bytes
-                            : r.ptr + static_cast<size_t>(base) * r.step;
+                           : r.ptr + static_cast<size_t>(base) * r.step;
       };
       for (size_t k = 0; k < f.ops.size(); ++k) {
         if (f.once[k] != splats || f.absorbed[k]) continue;

@@ -101,17 +101,17 @@ JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const ui
   }
 }
 
-#define JMP_CHAIN_FMA_LOOP(Name, T, Bits)                                                                    \
-  JMP_FMA_LOOP(Name,                                                                                       \
+#define JMP_CHAIN_FMA_LOOP(Name, T, Bits)                                                                     \
+  JMP_FMA_LOOP(Name,                                                                                          \
                (const T* a, const T* w, const uint8_t* p, const uint8_t* q, int preds, const T* coefficients, \
-                int links, T* y, int64_t n),                                                               \
-               (a, w, p, q, preds, coefficients, links, y, n), {                                           \
-                 if (preds == 0)                                                                           \
-                   ChainBlocks<0, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
-                 else if (preds == 1)                                                                      \
-                   ChainBlocks<1, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
-                 else                                                                                      \
-                   ChainBlocks<2, T, Bits>(a, w, p, q, coefficients, links, y, n);                         \
+                int links, T* y, int64_t n),                                                                  \
+               (a, w, p, q, preds, coefficients, links, y, n), {                                              \
+                 if (preds == 0)                                                                              \
+                   ChainBlocks<0, T, Bits>(a, w, p, q, coefficients, links, y, n);                            \
+                 else if (preds == 1)                                                                         \
+                   ChainBlocks<1, T, Bits>(a, w, p, q, coefficients, links, y, n);                            \
+                 else                                                                                         \
+                   ChainBlocks<2, T, Bits>(a, w, p, q, coefficients, links, y, n);                            \
                })
 JMP_CHAIN_FMA_LOOP(ChainFmaF32, float, uint32_t)
 JMP_CHAIN_FMA_LOOP(ChainFmaF64, double, uint64_t)

@@ -49,7 +49,7 @@ struct FusedGroup {
   // Per op: a BitwiseOr of a left and a right shift of one unsigned value by splats, each shift's output
   // read by it alone, runs as one loop (OpArgs::or_of_shifts); the shifts' positions, absorbed, or -1.
   std::vector<std::array<int, 2>> or_of_shifts;
-  int slots = 0;                      // tile scratch slots
+  int slots = 0;  // tile scratch slots
   size_t slot_bytes = 0;
   std::string profile_key;
 };

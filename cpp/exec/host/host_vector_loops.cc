@@ -190,8 +190,8 @@ JMP_OR_OF_SHIFTS_LOOP(OrOfShiftsU64, uint64_t)
 
 template <typename T>
 void RunOrOfShifts(const OpArgs& a, void (*loop)(const T*, T, T, T*, int64_t)) {
-  loop(reinterpret_cast<const T*>(a.in[0]), *reinterpret_cast<const T*>(a.in[1]),
-       *reinterpret_cast<const T*>(a.in[2]), reinterpret_cast<T*>(a.out[0]), a.Count());
+  loop(reinterpret_cast<const T*>(a.in[0]), *reinterpret_cast<const T*>(a.in[1]), *reinterpret_cast<const T*>(a.in[2]),
+       reinterpret_cast<T*>(a.out[0]), a.Count());
 }
 
 template <typename T>
