@@ -60,11 +60,25 @@ JMP_FASTMATH T ShiftRight(T x, T y) {
   }
 }
 
-JMP_FASTMATH float BitsToFloat(int32_t i) {
-  float f;
-  std::memcpy(&f, &i, sizeof f);
-  return f;
+// A value's bits as another type of the same size.
+template <typename To, typename From>
+JMP_FASTMATH To BitCast(From x) {
+  static_assert(sizeof(To) == sizeof(From));
+  To y;
+  std::memcpy(&y, &x, sizeof y);
+  return y;
 }
+
+// A select's mask from a bool: all ones or all zeros, as wide as W. Made as a byte and then
+// sign-extended, which vectorises as a byte compare and one widening per vector; widening the bool
+// first took a chain of shuffles and a subtract.
+template <typename W>
+JMP_FASTMATH W SelectMask(uint8_t p) {
+  const int8_t byte = p != 0 ? int8_t(-1) : int8_t(0);
+  return static_cast<W>(static_cast<std::make_signed_t<W>>(byte));
+}
+
+JMP_FASTMATH float BitsToFloat(int32_t i) { return BitCast<float>(i); }
 
 // Round to the nearest integer (ties to even) for |v| < 2^22, as a float: adding and removing
 // 1.5 * 2^23 leaves no fraction bits.
@@ -128,16 +142,8 @@ JMP_FASTMATH float Tanh(float x) {
 
 JMP_FASTMATH float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
 
-JMP_FASTMATH double BitsToDouble(uint64_t i) {
-  double d;
-  std::memcpy(&d, &i, sizeof d);
-  return d;
-}
-JMP_FASTMATH uint64_t DoubleToBits(double d) {
-  uint64_t i;
-  std::memcpy(&i, &d, sizeof i);
-  return i;
-}
+JMP_FASTMATH double BitsToDouble(uint64_t i) { return BitCast<double>(i); }
+JMP_FASTMATH uint64_t DoubleToBits(double d) { return BitCast<uint64_t>(d); }
 
 // Float64 natural log without branches (libm's scalar log is the largest single cost of a float64
 // jax.random.normal, whose erf_inv takes a log of every element). x = 2^k m with m in [sqrt(1/2),

@@ -121,6 +121,11 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     if (s.kind != mps::OpKind::kSelect || g.type(s.inputs[0]).NumElements() != f.count) return -1;
     return static_cast<int>(made_at.at(v));
   };
+  auto add_pred = [&](std::vector<Input>& preds, Input p) {
+    for (Input q : preds)
+      if (input(q) == input(p)) return;
+    preds.push_back(p);
+  };
   // The selects of the tree an addend is picked by, and its predicates, or false when it is not one.
   std::function<bool(Input, std::vector<int>&, std::vector<Input>&)> tree = [&](Input in, std::vector<int>& selects,
                                                                                 std::vector<Input>& preds) {
@@ -129,10 +134,7 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     const int s = select_of(v);
     if (s < 0 || selects.size() >= 8) return false;
     selects.push_back(s);
-    const Input pred{s, 0};
-    bool known = false;
-    for (Input p : preds) known = known || input(p) == input(pred);
-    if (!known) preds.push_back(pred);
+    add_pred(preds, {s, 0});
     return tree({s, 1}, selects, preds) && tree({s, 2}, selects, preds);
   };
   // The splat an addend's tree picks when the chain's predicates are `bits` (bit i: predicate i).
@@ -167,11 +169,7 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
                          : Root(plan, p.inputs[1]) == w || Root(plan, p.inputs[0]) == w ? w
                                                                                         : -1;
       std::vector<Input> all(last.pred.begin(), last.pred.begin() + last.preds);
-      for (Input q : preds) {
-        bool known = false;
-        for (Input a : all) known = known || input(a) == input(q);
-        if (!known) all.push_back(q);
-      }
+      for (Input q : preds) add_pred(all, q);
       if (last_w != w || all.size() > 2) continue;
       if (last.prev < 0) last.w = Root(plan, p.inputs[1]) == w ? 1 : 0;
       pick.prev = static_cast<int>(prev);

@@ -2,7 +2,6 @@
 // one reader is an add (LLVM contracts the pair into an FMA instruction). std::fma is correctly rounded
 // on every target, and one instruction where the CPU has FMA (JMP_FMA_LOOP).
 #include <cmath>
-#include <cstring>
 
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
@@ -22,19 +21,6 @@ JMP_FMA_LOOP(FmaF64, (const double* a, const double* b, const double* c, double*
                for (int64_t i = begin; i < end; ++i) y[i] = std::fma(a[i], b[i], c[i]);
              })
 
-template <typename Bits, typename T>
-JMP_FASTMATH Bits BitsOf(T x) {
-  Bits b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-template <typename T, typename Bits>
-JMP_FASTMATH T ValueOf(Bits b) {
-  T x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
-
 // A chain of multiply-adds with picked addends (PickedChain), a block of elements at a time: y, w and
 // the predicates' masks stay in a cache-resident block across the links, four links to a pass over it,
 // where a select and a multiply-add per link, each over a whole tile, were bound by their stores
@@ -48,7 +34,8 @@ struct Link {
 };
 template <typename Bits, typename T>
 JMP_FASTMATH Link<Bits> LinkOf(const T* c) {
-  const Bits c0 = BitsOf<Bits>(c[0]), c1 = BitsOf<Bits>(c[1]), c2 = BitsOf<Bits>(c[2]), c3 = BitsOf<Bits>(c[3]);
+  const Bits c0 = fastmath::BitCast<Bits>(c[0]), c1 = fastmath::BitCast<Bits>(c[1]), c2 = fastmath::BitCast<Bits>(c[2]),
+             c3 = fastmath::BitCast<Bits>(c[3]);
   return {c0, Bits(c0 ^ c1), Bits(c0 ^ c2), Bits(c0 ^ c1 ^ c2 ^ c3)};
 }
 template <int kPreds, typename T, typename Bits>
@@ -56,14 +43,13 @@ JMP_FASTMATH T Step(T acc, T x, Bits mp, Bits mq, Bits mpq, const Link<Bits>& l)
   Bits c = l.c0;
   if (kPreds >= 1) c ^= mp & l.d1;
   if (kPreds >= 2) c ^= (mq & l.d2) ^ (mpq & l.d3);
-  return std::fma(acc, x, ValueOf<T>(c));
+  return std::fma(acc, x, fastmath::BitCast<T>(c));
 }
 
 template <int kPreds, typename T, typename Bits>
 JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const uint8_t* q, const T* coefficients,
                               int links, T* y, int64_t n) {
   constexpr int64_t kBlock = 512 / sizeof(T);
-  auto mask = [](const uint8_t* b, int64_t i) { return Bits(0) - Bits(b[i] != 0); };
   int64_t i0 = 0;
   for (; i0 + kBlock <= n; i0 += kBlock) {
     T acc[kBlock], x[kBlock];
@@ -71,8 +57,8 @@ JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const ui
     for (int64_t i = 0; i < kBlock; ++i) {
       acc[i] = a[i0 + i];
       x[i] = w[i0 + i];
-      mp[i] = kPreds >= 1 ? mask(p, i0 + i) : Bits(0);
-      mq[i] = kPreds >= 2 ? mask(q, i0 + i) : Bits(0);
+      mp[i] = kPreds >= 1 ? fastmath::SelectMask<Bits>(p[i0 + i]) : Bits(0);
+      mq[i] = kPreds >= 2 ? fastmath::SelectMask<Bits>(q[i0 + i]) : Bits(0);
       mpq[i] = mp[i] & mq[i];
     }
     int j = 0;
@@ -93,7 +79,8 @@ JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const ui
     for (int64_t i = 0; i < kBlock; ++i) y[i0 + i] = acc[i];
   }
   for (int64_t i = i0; i < n; ++i) {  // the last tile's few
-    const Bits mp = kPreds >= 1 ? mask(p, i) : Bits(0), mq = kPreds >= 2 ? mask(q, i) : Bits(0);
+    const Bits mp = kPreds >= 1 ? fastmath::SelectMask<Bits>(p[i]) : Bits(0),
+               mq = kPreds >= 2 ? fastmath::SelectMask<Bits>(q[i]) : Bits(0);
     T acc = a[i];
     for (int j = 0; j < links; ++j)
       acc = Step<kPreds>(acc, w[i], mp, mq, Bits(mp & mq), LinkOf<Bits>(coefficients + 4 * j));
@@ -137,11 +124,11 @@ void Run(const OpArgs& a, Loop loop) {
 
 Status RunMultiplyAdd(const OpArgs& a) {
   const DType d = a.OutType().dtype;
-  if (a.chain && (d == DType::kF32 || d == DType::kF64)) {
-    d == DType::kF32 ? RunChain<float>(a, ChainFmaF32) : RunChain<double>(a, ChainFmaF64);
-    return Status::Ok();
-  }
-  if (d == DType::kF32)
+  if (a.chain && d == DType::kF32)
+    RunChain<float>(a, ChainFmaF32);
+  else if (a.chain && d == DType::kF64)
+    RunChain<double>(a, ChainFmaF64);
+  else if (d == DType::kF32)
     Run<float>(a, FmaF32);
   else if (d == DType::kF64)
     Run<double>(a, FmaF64);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
 #include "exec/host/host_parallel.h"
 #include "exec/host/host_types.h"
@@ -64,7 +65,7 @@ Status RunSelect(const OpArgs& a) {
     // A mask instead of a branch: masks from data (relu, pooling) defeat branch prediction.
     ParallelFor(n, GrainFor(1), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        W m = static_cast<W>(W(0) - static_cast<W>(p[i] != 0));
+        W m = fastmath::SelectMask<W>(p[i]);
         out[i] = static_cast<W>((xs[i] & m) | (ys[i] & static_cast<W>(~m)));
       }
     });

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 
 #include "exec/host/host_fastmath.h"
 #include "exec/host/host_kernels.h"
@@ -231,17 +230,9 @@ bool RunLoop(const OpArgs& a, Loop<T> loop) {
   : op == BinOp::kBitwiseRightShift ? Shr##Suffix \
                                     : nullptr
 
-// The select mask from a bool: all ones or all zeros, as wide as the element. Made as a byte and then
-// sign-extended, which vectorises as a byte compare and one widening per vector; widening the bool
-// first took a chain of shuffles and a subtract.
-template <typename W>
-JMP_FASTMATH W Mask(uint8_t p) {
-  const int8_t byte = p != 0 ? int8_t(-1) : int8_t(0);
-  return static_cast<W>(static_cast<std::make_signed_t<W>>(byte));
-}
 template <typename W>
 JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
-  const W m = Mask<W>(p);
+  const W m = fastmath::SelectMask<W>(p);
   return static_cast<W>((x & m) | (y & static_cast<W>(~m)));
 }
 // `uniform`: bit 0 x is one element, bit 1 y is (a fused group's splats: erf_inv picks each polynomial
