@@ -126,7 +126,7 @@ struct ManualOp {
 bool IsManualOp(const shlo::Op& op) {
   if (op.name == "sdy.manual_computation") return true;
   const shlo::Attr* callee = op.name == "func.call" ? op.Find("callee") : nullptr;
-  return callee && callee->kind == shlo::Attr::Kind::kString && IsManualComputationBody(callee->s);
+  return callee && IsManualComputationBody(callee->s);
 }
 
 StatusOr<ManualOp> ReadManualOp(LowerContext& cx);

@@ -3,10 +3,12 @@
 // correct (execute_sharded.cc hands each device the piece the sharding names). This follows the value
 // back to where a sharding is stated, as XLA's propagation would find it for the common programs: a
 // manual computation's out_shardings (a jit of shard_map), a sharding constraint, an argument's
-// sharding, through ops that keep their operand's shape (elementwise math, updates in place). Anything
-// else is whole on every device.
+// sharding, through ops that keep their operand's shape (elementwise math, updates in place) and into
+// the functions a nested jit calls. Anything else is whole on every device.
+#include <algorithm>
 #include <map>
 
+#include "lower/lower_families.h"
 #include "lower/sharding.h"
 
 namespace jmp::mps {
@@ -53,20 +55,64 @@ TileSharding Regrouped(const TileSharding& in, const std::vector<int64_t>& kept,
   return out;
 }
 
+// Per device, its tile's coordinates under `s` (of rank `rank`; whole: all 0).
+std::vector<std::vector<int64_t>> Coordinates(const TileSharding& s, size_t rank, size_t devices) {
+  std::vector<std::vector<int64_t>> coords(devices, std::vector<int64_t>(rank, 0));
+  if (s.tiles.size() != rank || s.device_tile.size() != devices) return coords;
+  for (size_t d = 0; d < devices; ++d)
+    for (size_t k = rank, rest = static_cast<size_t>(s.device_tile[d]); k-- > 0;) {
+      coords[d][k] = static_cast<int64_t>(rest % static_cast<size_t>(s.tiles[k]));
+      rest /= static_cast<size_t>(s.tiles[k]);
+    }
+  return coords;
+}
+
+// The sharding splitting the dimensions `from_b` says as `b` does and the others as `a` does, when the
+// two split over different devices' groups (every combined tile held by as many devices); else false.
+bool Merged(const TileSharding& a, const TileSharding& b, const std::vector<bool>& from_b, size_t devices,
+            TileSharding* out) {
+  const size_t rank = from_b.size();
+  const auto ca = Coordinates(a, rank, devices), cb = Coordinates(b, rank, devices);
+  TileSharding m;
+  m.tiles.assign(rank, 1);
+  for (size_t k = 0; k < rank; ++k) {
+    const TileSharding& s = from_b[k] ? b : a;
+    m.tiles[k] = s.tiles.size() == rank ? s.tiles[k] : 1;
+  }
+  const int64_t count = TileCount(m);
+  if (count <= 1) return false;
+  m.device_tile.resize(devices);
+  std::vector<int64_t> holders(static_cast<size_t>(count), 0);
+  for (size_t d = 0; d < devices; ++d) {
+    int64_t tile = 0;
+    for (size_t k = 0; k < rank; ++k) tile = tile * m.tiles[k] + (from_b[k] ? cb[d][k] : ca[d][k]);
+    m.device_tile[d] = tile;
+    ++holders[static_cast<size_t>(tile)];
+  }
+  for (int64_t h : holders)
+    if (h != static_cast<int64_t>(devices) / count) return false;
+  *out = std::move(m);
+  return true;
+}
+
 }  // namespace
 
 ResultShardingFinder::ResultShardingFinder(const shlo::Module& module, const shlo::Func& main, int64_t num_devices)
-    : main_(main), devices_(num_devices) {
+    : module_(module), main_(main), devices_(num_devices) {
   if (!module.sdy_meshes.empty()) {
     StatusOr<Meshes> m = ParseSdyMeshes(module.sdy_meshes);
     if (m.ok()) meshes_ = std::move(*m);
   }
-  if (main.body.blocks.size() == 1) {
-    const shlo::Block& block = main.body.blocks[0];
-    for (size_t i = 0; i < block.args.size(); ++i) argument_[block.args[i]] = i;
+}
+
+const ResultShardingFinder::Scope& ResultShardingFinder::ScopeOf(const shlo::Block& block) const {
+  auto [it, fresh] = scopes_.try_emplace(&block);
+  if (fresh) {
+    for (size_t i = 0; i < block.args.size(); ++i) it->second.argument[block.args[i]] = i;
     for (const shlo::Op& op : block.ops)
-      for (size_t j = 0; j < op.results.size(); ++j) producer_[op.results[j]] = {&op, j};
+      for (size_t j = 0; j < op.results.size(); ++j) it->second.producer[op.results[j]] = {&op, j};
   }
+  return it->second;
 }
 
 TileSharding ResultShardingFinder::ForResult(size_t result, size_t rank) const {
@@ -74,43 +120,130 @@ TileSharding ResultShardingFinder::ForResult(size_t result, size_t rank) const {
   const shlo::Op& ret = main_.body.blocks[0].ops.back();
   if (result >= ret.operands.size()) return {};
   TileSharding s;
-  return Find(ret.operands[result], rank, &s) ? s : TileSharding{};
+  return Find(Frame{&main_, &main_.body.blocks[0]}, ret.operands[result], rank, &s) ? s : TileSharding{};
 }
 
-bool ResultShardingFinder::Find(int id, size_t rank, TileSharding* out, int depth) const {
+bool ResultShardingFinder::FindReturned(const Frame& frame, const shlo::Op& call, const shlo::Func& func,
+                                        const shlo::Block& body, size_t j, size_t rank, TileSharding* out,
+                                        int depth) const {
+  if (body.ops.empty() || j >= body.ops.back().operands.size()) return false;
+  return Find(Frame{&func, &body, &frame, &call}, body.ops.back().operands[j], rank, out, depth + 1);
+}
+
+bool ResultShardingFinder::FromManual(const Frame& frame, const shlo::Op& call, const shlo::Func& body_func,
+                                      const shlo::Block* body, const std::string& out_shardings, size_t j, int id,
+                                      size_t rank, TileSharding* out, int depth) const {
+  const bool stated = FromList(out_shardings, j, rank, out);
+  if (stated && TileCount(*out) > 1) return true;
+  // An open dimension (a partial-auto shard_map's) leaves the auto axes to propagation, which finds what
+  // the body states for them, where the body returns the whole value.
+  if (out_shardings.find('?') == std::string::npos || !body || body->ops.empty() ||
+      j >= body->ops.back().operands.size())
+    return stated;
+  const int returned = body->ops.back().operands[j];
+  if (body_func.value_types.at(static_cast<size_t>(returned)).shape !=
+      frame.func->value_types.at(static_cast<size_t>(id)).shape)
+    return stated;
+  TileSharding inner;
+  if (!FindReturned(frame, call, body_func, *body, j, rank, &inner, depth)) return stated;
+  *out = inner;
+  return true;
+}
+
+bool ResultShardingFinder::Find(const Frame& frame, int id, size_t rank, TileSharding* out, int depth) const {
   if (depth > 64) return false;
-  auto arg = argument_.find(id);
-  if (arg != argument_.end())
-    return arg->second < main_.arg_shardings.size() && Parse(main_.arg_shardings[arg->second], rank, out);
-  auto it = producer_.find(id);
-  if (it == producer_.end()) return false;
+  // Each value is searched once per call chain: values read by several ops (threefry's rounds) would
+  // make the search exponential.
+  std::vector<const void*> chain{frame.block};
+  for (const Frame* f = &frame; f->caller; f = f->caller) chain.push_back(f->call);
+  const auto key = std::make_tuple(std::move(chain), id, rank);
+  auto seen = found_.find(key);
+  if (seen != found_.end()) {
+    if (seen->second) *out = *seen->second;
+    return seen->second.has_value();
+  }
+  found_[key] = std::nullopt;  // a cycle back here finds nothing
+  TileSharding s;
+  const bool ok = Search(frame, id, rank, &s, depth);
+  if (ok) {
+    found_[key] = s;
+    *out = s;
+  }
+  return ok;
+}
+
+bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileSharding* out, int depth) const {
+  const shlo::Func& func = *frame.func;
+  const Scope& scope = ScopeOf(*frame.block);
+  auto arg = scope.argument.find(id);
+  if (arg != scope.argument.end()) {
+    if (!frame.caller)
+      return arg->second < func.arg_shardings.size() && Parse(func.arg_shardings[arg->second], rank, out);
+    if (arg->second >= frame.call->operands.size()) return false;
+    // A manual computation's body sees its operands in local shapes: only a whole one is the same value.
+    const int outer = frame.call->operands[arg->second];
+    if (frame.caller->func->value_types.at(static_cast<size_t>(outer)).shape !=
+        func.value_types.at(static_cast<size_t>(id)).shape)
+      return false;
+    return Find(*frame.caller, outer, rank, out, depth + 1);
+  }
+  auto it = scope.producer.find(id);
+  if (it == scope.producer.end()) return false;
   const shlo::Op& op = *it->second.first;
   const size_t j = it->second.second;
-  if (op.name == "sdy.manual_computation") return FromList(StringAttr(op, "out_shardings"), j, rank, out);
-  if (op.name == "sdy.sharding_constraint") return Parse(StringAttr(op, "sharding"), rank, out);
+  if (op.name == "sdy.manual_computation") {
+    const bool one_body = op.regions.size() == 1 && op.regions[0].blocks.size() == 1;
+    return FromManual(frame, op, func, one_body ? &op.regions[0].blocks[0] : nullptr, StringAttr(op, "out_shardings"),
+                      j, id, rank, out, depth);
+  }
+  if (op.name == "sdy.sharding_constraint") {
+    const std::string text = StringAttr(op, "sharding");
+    if (!op.operands.empty() && ThroughOpen(frame, op.operands[0], "[" + text + "]", 0, rank, out, depth)) return true;
+    return Parse(text, rank, out);
+  }
+  // A nested jit: the callee's result, its arguments being this call's operands.
+  if (op.name == "func.call") {
+    const shlo::Attr* callee_name = op.Find("callee");
+    const shlo::Func* callee = callee_name ? module_.FindFunc(callee_name->s) : nullptr;
+    if (!callee || IsManualComputationBody(callee->name) || callee->body.blocks.size() != 1) return false;
+    // The inner jit's out_shardings.
+    if (j < callee->result_shardings.size() && Parse(callee->result_shardings[j], rank, out)) return true;
+    return FindReturned(frame, op, *callee, callee->body.blocks[0], j, rank, out, depth);
+  }
   if (op.name == "stablehlo.custom_call") {
     const shlo::Attr* target = op.Find("call_target_name");
     const std::string name = target ? target->s : "";
     if (name == "xla.sdy.LocalToGlobalShape" && op.operands.size() == op.results.size()) {
-      auto body = producer_.find(op.operands[j]);
-      return body != producer_.end() && body->second.first->name == "func.call" &&
-             FromList(Frontend(*body->second.first, "xla.sdy.out_shardings"), body->second.second, rank, out);
+      auto it_body = scope.producer.find(op.operands[j]);
+      if (it_body == scope.producer.end() || it_body->second.first->name != "func.call") return false;
+      const shlo::Op& call = *it_body->second.first;
+      const size_t k = it_body->second.second;
+      // Shardy's export states the out_shardings on this custom call, or (older) on the body's call.
+      std::string outs = Frontend(op, "xla.sdy.out_shardings");
+      const size_t at = outs.empty() ? k : j;
+      if (outs.empty()) outs = Frontend(call, "xla.sdy.out_shardings");
+      const shlo::Attr* callee_name = call.Find("callee");
+      const shlo::Func* body = callee_name ? module_.FindFunc(callee_name->s) : nullptr;
+      if (!body || body->body.blocks.size() != 1) return FromList(outs, at, rank, out);
+      return FromManual(frame, call, *body, &body->body.blocks[0], outs, at, id, rank, out, depth);
     }
     if (name == "Sharding") {
       const std::string sdy = Frontend(op, "xla.sdy.sharding");
+      if (!sdy.empty() && !op.operands.empty() && ThroughOpen(frame, op.operands[0], sdy, 0, rank, out, depth))
+        return true;
       if (!sdy.empty()) return FromList(sdy, 0, rank, out);
       const shlo::Attr* hlo = op.Find("mhlo.sharding");
       return hlo && hlo->kind == shlo::Attr::Kind::kString && Parse(hlo->s, rank, out);
     }
   }
   if (!op.regions.empty() || op.results.size() != 1 || op.operands.empty()) return false;
-  const shlo::Type& type = main_.value_types.at(static_cast<size_t>(id));
-  const shlo::Type& first = main_.value_types.at(static_cast<size_t>(op.operands[0]));
+  const shlo::Type& type = func.value_types.at(static_cast<size_t>(id));
+  const shlo::Type& first = func.value_types.at(static_cast<size_t>(op.operands[0]));
   // A slice keeps the split of each dimension it takes whole; a reshape that only adds or drops
   // dimensions of size 1 keeps the others'.
   if ((op.name == "stablehlo.slice" || op.name == "stablehlo.reshape") && first.kind == shlo::Type::Kind::kTensor) {
     TileSharding in;
-    if (!Find(op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty()) return false;
+    if (!Find(frame, op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty()) return false;
     std::vector<int64_t> kept(first.shape.size());  // per operand dim: its result dim, or -1
     if (op.name == "stablehlo.slice") {
       if (first.shape.size() != type.shape.size()) return false;
@@ -132,10 +265,96 @@ bool ResultShardingFinder::Find(int id, size_t rank, TileSharding* out, int dept
     *out = Regrouped(in, kept, type.shape.size());
     return true;
   }
+  // A broadcast keeps the split of each dimension it does not widen; a concatenation, of each but the
+  // one it joins along.
+  if ((op.name == "stablehlo.broadcast_in_dim" || op.name == "stablehlo.concatenate") &&
+      first.kind == shlo::Type::Kind::kTensor) {
+    const bool broadcast = op.name == "stablehlo.broadcast_in_dim";
+    const shlo::Attr* dims = op.Find(broadcast ? "broadcast_dimensions" : "dimension");
+    if (!dims) return false;
+    for (int operand : op.operands) {
+      const shlo::Type& t = func.value_types.at(static_cast<size_t>(operand));
+      std::vector<int64_t> kept(t.shape.size(), -1);
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const int64_t to = broadcast ? (k < dims->ints.size() ? dims->ints[k] : -1) : static_cast<int64_t>(k);
+        const bool joined = !broadcast && static_cast<int64_t>(k) == dims->i;
+        if (to >= 0 && static_cast<size_t>(to) < type.shape.size() && !joined &&
+            type.shape[static_cast<size_t>(to)] == t.shape[k])
+          kept[k] = to;
+      }
+      TileSharding in;
+      if (t.kind != shlo::Type::Kind::kTensor || !Find(frame, operand, t.shape.size(), &in, depth + 1) ||
+          in.tiles.empty())
+        continue;
+      *out = Regrouped(in, kept, type.shape.size());
+      return true;
+    }
+    return false;
+  }
+  // A transpose moves each dimension's split with it.
+  if (op.name == "stablehlo.transpose" && first.kind == shlo::Type::Kind::kTensor) {
+    const shlo::Attr* perm = op.Find("permutation");
+    TileSharding in;
+    if (!perm || perm->ints.size() != first.shape.size() ||
+        !Find(frame, op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty())
+      return false;
+    std::vector<int64_t> kept(first.shape.size(), -1);
+    for (size_t i = 0; i < perm->ints.size(); ++i) {
+      const int64_t k = perm->ints[i];
+      if (k < 0 || static_cast<size_t>(k) >= kept.size()) return false;
+      kept[static_cast<size_t>(k)] = static_cast<int64_t>(i);
+    }
+    *out = Regrouped(in, kept, type.shape.size());
+    return true;
+  }
+  // A matrix product's result is (batch, lhs free, rhs free) dimensions: they keep both operands' splits
+  // where those split over different axes, else the lhs's (as XLA prefers), else the rhs's.
+  if (op.name == "stablehlo.dot_general" && op.operands.size() == 2) {
+    const shlo::Attr* dn = op.Find("dot_dimension_numbers");
+    if (!dn || dn->kind != shlo::Attr::Kind::kDict) return false;
+    auto field = [&](const char* name) {
+      auto f = dn->dict.find(name);
+      return f == dn->dict.end() ? std::vector<int64_t>{} : f->second.ints;
+    };
+    const std::vector<int64_t> batch[2] = {field("lhs_batching_dimensions"), field("rhs_batching_dimensions")};
+    const std::vector<int64_t> contract[2] = {field("lhs_contracting_dimensions"), field("rhs_contracting_dimensions")};
+    int64_t next = static_cast<int64_t>(batch[0].size());
+    TileSharding sides[2];
+    std::vector<bool> from_rhs(type.shape.size(), false);
+    for (size_t side = 0; side < 2; ++side) {
+      const shlo::Type& t = func.value_types.at(static_cast<size_t>(op.operands[side]));
+      std::vector<int64_t> kept(t.shape.size(), -1);
+      for (size_t b = 0; b < batch[side].size(); ++b)
+        if (batch[side][b] >= 0 && static_cast<size_t>(batch[side][b]) < kept.size())
+          kept[static_cast<size_t>(batch[side][b])] = static_cast<int64_t>(b);
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const bool contracted =
+            std::find(contract[side].begin(), contract[side].end(), static_cast<int64_t>(k)) != contract[side].end();
+        const bool batched =
+            std::find(batch[side].begin(), batch[side].end(), static_cast<int64_t>(k)) != batch[side].end();
+        if (contracted || batched) continue;
+        if (next >= static_cast<int64_t>(type.shape.size())) return false;
+        if (side == 1) from_rhs[static_cast<size_t>(next)] = true;
+        kept[k] = next++;
+      }
+      TileSharding in;
+      if (t.kind == shlo::Type::Kind::kTensor && Find(frame, op.operands[side], t.shape.size(), &in, depth + 1) &&
+          !in.tiles.empty())
+        sides[side] = Regrouped(in, kept, type.shape.size());
+    }
+    // Both sides' splits where they split over different devices' groups; else the lhs's, else the rhs's.
+    if (Merged(sides[0], sides[1], from_rhs, static_cast<size_t>(devices_), out)) return true;
+    for (const TileSharding& side : sides)
+      if (TileCount(side) > 1) {
+        *out = side;
+        return true;
+      }
+    return false;
+  }
   // An op that keeps an operand's shape: that operand's sharding, the first one found.
   for (int operand : op.operands) {
-    const shlo::Type& t = main_.value_types.at(static_cast<size_t>(operand));
-    if (t.kind == shlo::Type::Kind::kTensor && t.shape == type.shape && Find(operand, rank, out, depth + 1))
+    const shlo::Type& t = func.value_types.at(static_cast<size_t>(operand));
+    if (t.kind == shlo::Type::Kind::kTensor && t.shape == type.shape && Find(frame, operand, rank, out, depth + 1))
       return true;
   }
   return false;
@@ -155,6 +374,21 @@ bool ResultShardingFinder::Parse(const std::string& text, size_t rank, TileShard
   // Partial sums are where the program states them, never what the ops after them make.
   *out = WithoutParts(*s);
   return true;
+}
+
+bool ResultShardingFinder::ThroughOpen(const Frame& frame, int operand, const std::string& list, size_t j, size_t rank,
+                                       TileSharding* out, int depth) const {
+  if (list.find('?') == std::string::npos) return false;
+  StatusOr<std::vector<SdySharding>> parsed = ParseSdyShardings(list, meshes_);
+  if (!parsed.ok() || j >= parsed->size() || (*parsed)[j].open.size() != rank) return false;
+  TileSharding stated, in;
+  if (!FromList(list, j, rank, &stated)) return false;
+  if (!Find(frame, operand, rank, &in, depth + 1) || in.tiles.size() != rank) return false;
+  // Propagation fills an open dimension no axis splits yet with the operand's split.
+  std::vector<bool> from_operand(rank, false);
+  for (size_t k = 0; k < rank; ++k)
+    from_operand[k] = (*parsed)[j].open[k] && (stated.tiles.size() != rank || stated.tiles[k] == 1);
+  return Merged(stated, in, from_operand, static_cast<size_t>(devices_), out);
 }
 
 bool ResultShardingFinder::FromList(const std::string& text, size_t j, size_t rank, TileSharding* out) const {

@@ -155,9 +155,13 @@ StatusOr<SdySharding> ShardingBody(Text& t, const Meshes& meshes, std::string_vi
     do {
       if (!t.Eat("{")) return Bad("sharding", text);
       std::vector<int> axes;
+      bool open = false;
       if (!t.Eat("}")) {
         do {
-          if (t.Eat("?")) continue;  // an open dimension: split over no further axis
+          if (t.Eat("?")) {  // an open dimension: split over no further axis
+            open = true;
+            continue;
+          }
           std::string axis;
           if (!t.Quoted(&axis)) return Bad("sharding", text);
           if (t.Peek(":")) return Unimplemented("a sharding over a sub-axis ('" + axis + "':...) is not supported");
@@ -170,6 +174,7 @@ StatusOr<SdySharding> ShardingBody(Text& t, const Meshes& meshes, std::string_vi
       int64_t priority;
       if (t.Eat("p") && !t.Int(&priority)) return Bad("sharding", text);
       out.dim_axes.push_back(std::move(axes));
+      out.open.push_back(open);
     } while (t.Eat(","));
     if (!t.Eat("]")) return Bad("sharding", text);
   }

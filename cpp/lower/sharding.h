@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,7 @@ struct SdySharding {
   Mesh mesh;
   std::vector<std::vector<int>> dim_axes;  // axis indices into mesh
   std::vector<int> unreduced;              // axes over which the devices hold partial sums
+  std::vector<bool> open;                  // per dimension: open ({?}), left to propagation
 };
 
 // "#sdy.mesh<[\"x\"=4, \"y\"=2], device_ids=[...]>" (the prefix optional).
@@ -62,16 +65,45 @@ class ResultShardingFinder {
   TileSharding ForResult(size_t result, size_t rank) const;
 
  private:
-  // The sharding found for value `id` (of rank `rank`), if any.
-  bool Find(int id, size_t rank, TileSharding* out, int depth = 0) const;
+  // Where each value of a block comes from: its arguments' positions and the ops producing the rest.
+  struct Scope {
+    std::map<int, size_t> argument;
+    std::map<int, std::pair<const shlo::Op*, size_t>> producer;
+  };
+  // A block being searched: @main's, a nested jit's callee reached through the func.call `call`, or a
+  // manual computation's body reached through `call`, the manual computation itself.
+  struct Frame {
+    const shlo::Func* func;  // whose value_types give the block's types
+    const shlo::Block* block;
+    const Frame* caller = nullptr;
+    const shlo::Op* call = nullptr;
+  };
+  const Scope& ScopeOf(const shlo::Block& block) const;
+  // The sharding found for value `id` of `frame`'s block (of rank `rank`), if any.
+  bool Find(const Frame& frame, int id, size_t rank, TileSharding* out, int depth = 0) const;
+  bool Search(const Frame& frame, int id, size_t rank, TileSharding* out, int depth) const;
+  // The same through the last op of `body` (a block `call` enters from `frame`), which returns `id`'s
+  // value as its operand j.
+  bool FindReturned(const Frame& frame, const shlo::Op& call, const shlo::Func& func, const shlo::Block& body, size_t j,
+                    size_t rank, TileSharding* out, int depth) const;
+  // Result j (value `id`) of a manual computation `call` with these out_shardings and this body (of
+  // `body_func`; null when unknown).
+  bool FromManual(const Frame& frame, const shlo::Op& call, const shlo::Func& body_func, const shlo::Block* body,
+                  const std::string& out_shardings, size_t j, int id, size_t rank, TileSharding* out, int depth) const;
   bool Parse(const std::string& text, size_t rank, TileSharding* out) const;
+  // A stated sharding (an sdy list and its entry j) that splits nothing but leaves dimensions open:
+  // what propagation puts there, the split of `operand` on those dimensions.
+  bool ThroughOpen(const Frame& frame, int operand, const std::string& list, size_t j, size_t rank, TileSharding* out,
+                   int depth) const;
   bool FromList(const std::string& text, size_t j, size_t rank, TileSharding* out) const;
 
+  const shlo::Module& module_;
   const shlo::Func& main_;
   int64_t devices_;
   Meshes meshes_;
-  std::map<int, size_t> argument_;
-  std::map<int, std::pair<const shlo::Op*, size_t>> producer_;
+  mutable std::map<const shlo::Block*, Scope> scopes_;
+  // What Find gave per (block and the calls that led there, value, rank).
+  mutable std::map<std::tuple<std::vector<const void*>, int, size_t>, std::optional<TileSharding>> found_;
 };
 // The sharding with the parts of a partial sum as copies of its tiles.
 TileSharding WithoutParts(const TileSharding& sharding);

@@ -119,7 +119,7 @@ def test_jit_with_shardings(spec_in, spec_out):
 # takes the one the program states (an argument's, a constraint's, a shard_map's out_specs) through ops
 # that keep the shape, as cpu's propagation gives it for these.
 @pytest.mark.parametrize("name", ["elementwise", "shard_map", "reduce", "constraint", "later_dimension", "column",
-                                  "row"])
+                                  "row", "nested_jit", "inner_out_shardings", "transpose", "matmul", "broadcast"])
 def test_jit_without_out_shardings(name):
     def build(p):
         m = make_mesh(p)
@@ -133,6 +133,12 @@ def test_jit_without_out_shardings(name):
             # A slice and the reshape that drops its unit dimension keep the other dimension's split.
             "column": (lambda a: a[:, 3] + 1, P("x")),
             "row": (lambda a: a[5] * 2, P(None, "x")),
+            # A jit inside the jit is a call of another function: the sharding is found in there.
+            "nested_jit": (lambda a: jax.jit(sm)(a * 2), P()),
+            "inner_out_shardings": (lambda a: jax.jit(jnp.sin, out_shardings=NamedSharding(m, P(None, "x")))(a).T, P()),
+            "transpose": (lambda a: a.T + 1, P("x")),
+            "matmul": (lambda a: a @ (a.T + 1), P("x")),
+            "broadcast": (lambda a: jnp.broadcast_to(a, (3, 8, 8)) * 2, P("x")),
         }[name]
         return jax.jit(fn), [NamedSharding(m, spec)]
 
@@ -149,6 +155,28 @@ def test_jit_on_a_2d_mesh(spec):
         return fn, [s, s]
 
     compare(build, X, X[::-1].copy())
+
+
+def test_partial_auto_shard_map_result_takes_its_bodys_constraint():
+    # The out_specs leave the auto axis open; the constraint inside the body states it.
+    def build(p):
+        m = make_mesh(p, (2, 2), ("x", "y"))
+        split = NamedSharding(m, P("x"))
+        body = lambda a: jax.lax.with_sharding_constraint(a * a, split)
+        fn = jax.jit(shard_map(body, mesh=m, in_specs=P(), out_specs=P(), axis_names=frozenset({"y"})))
+        return fn, [split]
+
+    compare(build, X)
+
+
+# A product keeps both operands' splits where they split over different axes; the lhs's where they clash.
+@pytest.mark.parametrize("specs", [(P("x", None), P(None, "y")), (P("x", "y"), P("y", "x")), (P(None, "y"), P("y", "x"))])
+def test_matmul_result_sharding_without_out_shardings(specs):
+    def build(p):
+        m = make_mesh(p, (2, 2), ("x", "y"))
+        return jax.jit(lambda a, b: a @ b), [NamedSharding(m, s) for s in specs]
+
+    compare(build, X, X.T.copy())
 
 
 def test_with_sharding_constraint():

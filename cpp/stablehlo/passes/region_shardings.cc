@@ -1,6 +1,7 @@
 #include "stablehlo/passes/region_shardings.h"
 
 #include <map>
+#include <string>
 
 namespace jmp::shlo {
 
@@ -40,10 +41,40 @@ void Walk(Block& block, bool strip, std::map<int, int>& renamed) {
   block.ops = std::move(kept);
 }
 
+// The sharding text an annotation states, as a function result's sharding reads: a constraint's
+// #sdy.sharding, or the HloSharding of a custom call @Sharding; "" for a cast.
+std::string StatedSharding(const Op& op) {
+  const Attr* s = op.Find(op.name == "sdy.sharding_constraint" ? "sharding" : "mhlo.sharding");
+  return s && s->kind == Attr::Kind::kString ? s->s : "";
+}
+
+// A called function (a nested jit) that annotates what it returns states its result's sharding (the
+// inner jit's out_shardings): kept as the result's, as XLA's propagation would see it at the call.
+void KeepReturnedShardings(Func& func) {
+  if (func.body.blocks.size() != 1 || func.body.blocks[0].ops.empty()) return;
+  const Block& block = func.body.blocks[0];
+  std::map<int, const Op*> annotation;
+  for (const Op& op : block.ops)
+    if (IsAnnotation(op)) annotation[op.results[0]] = &op;
+  const Op& ret = block.ops.back();
+  for (size_t j = 0; j < ret.operands.size() && j < func.result_shardings.size(); ++j) {
+    if (!func.result_shardings[j].empty()) continue;
+    for (auto it = annotation.find(ret.operands[j]); it != annotation.end();
+         it = annotation.find(it->second->operands[0])) {
+      const std::string text = StatedSharding(*it->second);
+      if (!text.empty()) {
+        func.result_shardings[j] = text;
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void ForwardRegionShardings(Module& module) {
   for (Func& func : module.funcs) {
+    if (func.name != "main") KeepReturnedShardings(func);
     std::map<int, int> renamed;
     for (Block& block : func.body.blocks) Walk(block, func.name != "main", renamed);
   }

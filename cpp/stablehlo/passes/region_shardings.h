@@ -4,7 +4,8 @@
 // recognizer of a body's pattern would have to look through them, so they are removed before lowering:
 // sdy.sharding_constraint and custom_call @Sharding (and the builtin casts around them), each use of
 // their result reading their operand.
-// @main's own block keeps its annotations (they tell where results lie: lower/result_shardings.cc).
+// @main's own block keeps its annotations (they tell where results lie: lower/result_shardings.cc); a
+// called function's annotation of what it returns becomes that result's sharding.
 #pragma once
 
 #include "stablehlo/ir.h"
