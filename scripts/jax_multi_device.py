@@ -6,8 +6,10 @@ several devices is how much of what CPU passes metal passes too.
 
 JAX_SRC is a JAX source tree at the installed jax's version (as for jax_conformance.py); FILEs are names in
 its tests/ folder (default: pmap_test, shard_map_test, pjit_test, array_test, api_test). Each file runs
-twice, each time in its own process: with JAX_PLATFORMS=metal and JAX_METAL_NUM_DEVICES=N, and with
-JAX_PLATFORMS=cpu and --xla_force_host_platform_device_count=N. Per file it prints what each side passes and
+twice, each time in its own process: with JAX_PLATFORMS=metal,cpu and JAX_METAL_NUM_DEVICES=N (metal the
+default backend, JAX's CPU backend beside it, as a Mac user has it without JAX_PLATFORMS and as JAX's own
+GPU runs have it; --metal-alone leaves cpu out), and with JAX_PLATFORMS=cpu and
+--xla_force_host_platform_device_count=N. Per file it prints what each side passes and
 how many of CPU's passes metal passes too: the rate over all of them (nothing excluded; a skip counts as not
 passing), and the rate over those JAX itself runs on metal, leaving out the tests JAX's device tags
 (run_on_devices("cpu"), skip_on_devices) skip on every platform but CPU, which no plugin can pass. --list
@@ -54,6 +56,8 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the tests cpu passes and metal does not")
     ap.add_argument("--require", type=float, default=0.0, help="percent of cpu's passes metal must pass")
     ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
+    ap.add_argument("--metal-alone", action="store_true",
+                    help="load metal alone (JAX_PLATFORMS=metal): tests that also use JAX's CPU backend fail")
     ap.add_argument("--cpu-from", help="the --json of an earlier run (same jax, same device count): its cpu "
                     "outcomes stand for the files it ran, and only metal runs again")
     args = ap.parse_args()
@@ -68,6 +72,7 @@ def main():
     n = str(args.devices)
     flags = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={n}").strip()
     sides = {"metal": {"JAX_METAL_NUM_DEVICES": n}, "cpu": {"XLA_FLAGS": flags}}
+    platforms = {"metal": "metal" if args.metal_alone else "metal,cpu", "cpu": "cpu"}
     earlier_cpu = {}
     if args.cpu_from:
         with open(args.cpu_from, encoding="utf-8") as f:
@@ -93,7 +98,7 @@ def main():
                 continue
             side_dir = os.path.join(out_dir, side)
             os.makedirs(side_dir, exist_ok=True)
-            results[side], _, seconds[side], note = run_file(tests_dir, name, args.timeout, side_dir, platform=side,
+            results[side], _, seconds[side], note = run_file(tests_dir, name, args.timeout, side_dir, platform=platforms[side],
                                                              env_extra=env)
             outcomes[side].update(results[side])
             if note:

@@ -236,7 +236,29 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
       return hlo && hlo->kind == shlo::Attr::Kind::kString && Parse(hlo->s, rank, out);
     }
   }
-  if (!op.regions.empty() || op.results.size() != 1 || op.operands.empty()) return false;
+  // A reduction keeps the split of each dimension it does not reduce.
+  if (op.name == "stablehlo.reduce" && j < op.operands.size()) {
+    const shlo::Attr* dims = op.Find("dimensions");
+    const shlo::Type& t = func.value_types.at(static_cast<size_t>(op.operands[j]));
+    TileSharding in;
+    if (!dims || t.kind != shlo::Type::Kind::kTensor || !Find(frame, op.operands[j], t.shape.size(), &in, depth + 1) ||
+        in.tiles.empty())
+      return false;
+    std::vector<int64_t> kept(t.shape.size(), 0);
+    for (int64_t d : dims->ints)
+      if (d >= 0 && static_cast<size_t>(d) < kept.size()) kept[static_cast<size_t>(d)] = -1;
+    int64_t next = 0;
+    for (int64_t& k : kept)
+      if (k == 0) k = next++;
+    if (next != static_cast<int64_t>(rank)) return false;
+    *out = Regrouped(in, kept, rank);
+    return true;
+  }
+  // Ops with a body that keep their operand's shape (a cumulative sum's reduce_window, a sort, a scatter)
+  // keep its split like elementwise ops; control flow does not.
+  const bool body_keeps_shape =
+      op.name == "stablehlo.reduce_window" || op.name == "stablehlo.sort" || op.name == "stablehlo.scatter";
+  if ((!op.regions.empty() && !body_keeps_shape) || op.results.size() != 1 || op.operands.empty()) return false;
   const shlo::Type& type = func.value_types.at(static_cast<size_t>(id));
   const shlo::Type& first = func.value_types.at(static_cast<size_t>(op.operands[0]));
   // A slice keeps the split of each dimension it takes whole; a reshape that only adds or drops

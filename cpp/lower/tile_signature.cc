@@ -1,7 +1,10 @@
 #include "lower/tile_signature.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -108,9 +111,145 @@ void DropDeadOps(Graph& g) {
   g.ops = std::move(kept);
 }
 
+// The elementwise op that combines two partial results of a reduction of kind `reduction`.
+bool CombineOf(OpKind reduction, OpKind* combine) {
+  static const std::map<OpKind, OpKind> kCombine = {
+      {OpKind::kReductionSum, OpKind::kAdd},         {OpKind::kReductionProduct, OpKind::kMultiply},
+      {OpKind::kReductionMaximum, OpKind::kMaximum}, {OpKind::kReductionMinimum, OpKind::kMinimum},
+      {OpKind::kReductionAnd, OpKind::kLogicalAnd},  {OpKind::kReductionOr, OpKind::kLogicalOr}};
+  auto it = kCombine.find(reduction);
+  if (it == kCombine.end()) return false;
+  *combine = it->second;
+  return true;
+}
+
+// A reduction of a value concatenated from tiles becomes reductions of its pieces: pieces along a reduced
+// axis are combined elementwise (reductions keep reduced axes as size 1, so all have one shape), pieces
+// along a kept axis stay pieces, joined once at the end (where a result's tiles are those pieces, the
+// join goes unread). Nothing then assembles the whole value, and each device reduces only its own
+// shards, as XLA's partitioner does. `joins` are the concatenations of tiles.
+class ReductionSplitter {
+ public:
+  ReductionSplitter(Graph& g, std::set<int> joins) : g_(g), joins_(std::move(joins)) {
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      for (int v : g_.ops[i].outputs) producer_[v] = i;
+  }
+
+  // Rewrites g's ops; returns how many reductions it split with combines (all-reduces).
+  int64_t Run() {
+    std::vector<Op> ops;
+    ops.reserve(g_.ops.size());
+    for (const Op& op : g_.ops) {  // copied: the splits read the concatenations, which stay in g_.ops
+      OpKind combine;
+      if (op.inputs.size() != 1 || !CombineOf(op.kind, &combine) || !IsJoin(op.inputs[0])) {
+        ops.push_back(op);
+        continue;
+      }
+      ops_ = &ops;
+      combined_ = false;
+      Piece p = Reduce(op.kind, op.Attrs<AxesAttrs>().axes, op.inputs[0], op.location);
+      Materialize(p, op.outputs[0], op.location);
+      all_reduces_ += combined_ ? 1 : 0;
+    }
+    g_.ops = std::move(ops);
+    return all_reduces_;
+  }
+
+ private:
+  // A value, or the pieces along `axis` that make it.
+  struct Piece {
+    int value = -1;
+    int64_t axis = -1;
+    std::vector<Piece> parts;
+  };
+
+  bool IsJoin(int v) const {
+    auto p = producer_.find(v);
+    return joins_.count(v) && p != producer_.end() && g_.ops[p->second].kind == OpKind::kConcat;
+  }
+
+  int Emit(OpKind kind, std::vector<int> inputs, const TensorType& type, OpAttrs attrs, const std::string& location) {
+    Op op;
+    op.kind = kind;
+    op.inputs = std::move(inputs);
+    op.outputs = {g_.AddValue(type.dtype, type.shape)};
+    op.attrs = std::move(attrs);
+    op.location = location;
+    ops_->push_back(std::move(op));
+    return ops_->back().outputs[0];
+  }
+
+  Piece Reduce(OpKind kind, const std::vector<int64_t>& axes, int in, const std::string& location) {
+    TensorType type = g_.type(in);
+    for (int64_t a : axes) type.shape.at(static_cast<size_t>(a)) = 1;
+    if (!IsJoin(in)) return Piece{Emit(kind, {in}, type, AxesAttrs{axes}, location), -1, {}};
+    const Op& concat = g_.ops[producer_.at(in)];
+    const int64_t axis = concat.Attrs<AxisAttrs>().axis;
+    std::vector<Piece> parts;
+    for (int operand : concat.inputs) parts.push_back(Reduce(kind, axes, operand, location));
+    if (std::find(axes.begin(), axes.end(), axis) == axes.end()) return Piece{-1, axis, std::move(parts)};
+    OpKind combine = OpKind::kAdd;
+    CombineOf(kind, &combine);
+    Piece acc = std::move(parts[0]);
+    for (size_t i = 1; i < parts.size(); ++i) acc = Combine(combine, acc, parts[i], location);
+    combined_ = true;
+    return acc;
+  }
+
+  // a o b elementwise: piece by piece where both are cut alike.
+  Piece Combine(OpKind combine, const Piece& a, const Piece& b, const std::string& location) {
+    if (!a.parts.empty() && !b.parts.empty() && a.axis == b.axis && a.parts.size() == b.parts.size()) {
+      bool alike = true;
+      for (size_t i = 0; i < a.parts.size(); ++i) alike &= Type(a.parts[i]).shape == Type(b.parts[i]).shape;
+      if (alike) {
+        Piece out{-1, a.axis, {}};
+        for (size_t i = 0; i < a.parts.size(); ++i)
+          out.parts.push_back(Combine(combine, a.parts[i], b.parts[i], location));
+        return out;
+      }
+    }
+    const int x = Materialize(a, -1, location), y = Materialize(b, -1, location);
+    return Piece{Emit(combine, {x, y}, g_.type(x), NoAttrs{}, location), -1, {}};
+  }
+
+  TensorType Type(const Piece& p) const {
+    if (p.parts.empty()) return g_.type(p.value);
+    TensorType t = Type(p.parts[0]);
+    t.shape.at(static_cast<size_t>(p.axis)) = 0;
+    for (const Piece& part : p.parts)
+      t.shape.at(static_cast<size_t>(p.axis)) += Type(part).shape.at(static_cast<size_t>(p.axis));
+    return t;
+  }
+
+  // The value of `p`; named `out` when given (the reduction's own result, which later ops read).
+  int Materialize(const Piece& p, int out, const std::string& location) {
+    int v = p.value;
+    if (!p.parts.empty()) {
+      std::vector<int> values;
+      for (const Piece& part : p.parts) values.push_back(Materialize(part, -1, location));
+      v = Emit(OpKind::kConcat, values, Type(p), AxisAttrs{p.axis}, location);
+    }
+    if (out < 0) return v;
+    // The op just made for this piece defines `out` instead (no one else reads it).
+    for (auto it = ops_->rbegin(); it != ops_->rend(); ++it)
+      if (it->outputs.size() == 1 && it->outputs[0] == v) {
+        it->outputs[0] = out;
+        return out;
+      }
+    return v;
+  }
+
+  Graph& g_;
+  std::set<int> joins_;
+  std::map<int, size_t> producer_;  // value -> index of its op in g_.ops
+  std::vector<Op>* ops_ = nullptr;
+  bool combined_ = false;
+  int64_t all_reduces_ = 0;
+};
+
 }  // namespace
 
-StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
+StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature, TileTraffic* traffic) {
   if (signature.input_shardings.size() != graph.inputs.size() ||
       signature.output_shardings.size() != graph.outputs.size())
     return Internal("a program over several devices without a sharding per argument and result");
@@ -119,6 +258,7 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
   // input instead; any other reader gets the global value, concatenated from the tiles up front.
   std::vector<int> inputs;
   std::map<int, int> replaced;  // value -> its replacement
+  std::set<int> joins;          // the values concatenated from tiles
   std::vector<Op> prologue;
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const int global = graph.inputs[i];
@@ -183,6 +323,7 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
         concat.outputs = {level.size() / t == 1 && k == 0 ? global : g.AddValue(type.dtype, shape)};
         concat.attrs = AxisAttrs{static_cast<int64_t>(k)};
         next.push_back(concat.outputs[0]);
+        joins.insert(concat.outputs[0]);
         prologue.push_back(std::move(concat));
       }
       level = std::move(next);
@@ -203,6 +344,8 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
   for (Op& op : g.ops) ops.push_back(std::move(op));
   g.ops = std::move(ops);
   g.inputs = std::move(inputs);
+  // A renamed outermost concatenation's readers now read the new value, which is in `joins` already.
+  const int64_t all_reduces = ReductionSplitter(g, joins).Run();
 
   // Outputs: each sharded one becomes its tiles, each the piece a manual computation concatenated, or
   // a slice of the global result.
@@ -227,6 +370,22 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature) {
   g.outputs = std::move(outputs);
   DropDeadOps(g);
   JMP_RETURN_IF_ERROR(VerifyGraph(g).WithContext("the program over tiles"));
+  if (traffic) {
+    // An argument is gathered where the outermost concatenation of its tiles is still read.
+    std::set<int> read;
+    for (const Op& op : g.ops) read.insert(op.inputs.begin(), op.inputs.end());
+    read.insert(g.outputs.begin(), g.outputs.end());
+    *traffic = TileTraffic{};
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::kConcat && joins.count(op.outputs[0]) && read.count(op.outputs[0])) {
+        bool inner = false;  // a concatenation of tiles another one joins further
+        for (const Op& reader : g.ops)
+          inner |= reader.kind == OpKind::kConcat && joins.count(reader.outputs[0]) &&
+                   std::find(reader.inputs.begin(), reader.inputs.end(), op.outputs[0]) != reader.inputs.end();
+        if (!inner) ++traffic->all_gathers;
+      }
+    traffic->all_reduces = all_reduces;
+  }
   return g;
 }
 

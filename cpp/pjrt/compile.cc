@@ -131,7 +131,9 @@ StatusOr<std::shared_ptr<CompiledProgram>> CompileOverTiles(exec::Executor& exec
 Status AddTiledProgram(exec::Executor& executor, CompiledProgram& p) {
   if (p.num_replicas * p.num_partitions == 1) return Status::Ok();
   const mps::Signature& sig = p.signature;
-  JMP_ASSIGN_OR_RETURN(mps::Graph graph, mps::TileSignature(p.graph, sig));
+  mps::TileTraffic traffic;
+  JMP_ASSIGN_OR_RETURN(mps::Graph graph, mps::TileSignature(p.graph, sig, &traffic));
+  p.optimized_program = OptimizedProgramText(p.graph, sig, p.num_replicas * p.num_partitions, traffic);
   std::vector<DType> input_dtypes, output_dtypes;
   std::vector<MemorySpace> spaces;
   for (size_t i = 0; i < sig.input_dtypes.size(); ++i)

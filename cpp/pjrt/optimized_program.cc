@@ -37,7 +37,8 @@ std::vector<int64_t> ShardShape(const std::vector<int64_t>& shape, const mps::Ti
 
 }  // namespace
 
-std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& signature, int64_t num_devices) {
+std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& signature, int64_t num_devices,
+                                 const mps::TileTraffic& traffic) {
   std::vector<std::string> arg_types, args, params, result_types, results, outputs;
   for (size_t i = 0; i < graph.inputs.size(); ++i) {
     const DType dtype =
@@ -67,8 +68,12 @@ std::string OptimizedProgramText(const mps::Graph& graph, const mps::Signature& 
   if (!results.empty()) {
     text += "    %0";
     if (results.size() > 1) text += ":" + std::to_string(results.size());
-    text += " = stablehlo.custom_call @jax_metal_program(" + Join(args) + ") : (" + Join(arg_types) + ") -> (" +
-            Join(result_types) + ")\n";
+    std::vector<std::string> moves;
+    if (traffic.all_gathers) moves.push_back(std::to_string(traffic.all_gathers) + " all-gather");
+    if (traffic.all_reduces) moves.push_back(std::to_string(traffic.all_reduces) + " all-reduce");
+    const std::string config = moves.empty() ? "" : " {backend_config = \"between devices: " + Join(moves) + "\"}";
+    text += " = stablehlo.custom_call @jax_metal_program(" + Join(args) + ")" + config + " : (" + Join(arg_types) +
+            ") -> (" + Join(result_types) + ")\n";
     text += "    return " + Join(results) + " : " + Join(result_types) + "\n";
   } else {
     text += "    return\n";

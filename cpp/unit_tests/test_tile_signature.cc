@@ -151,5 +151,35 @@ JMP_TEST(TileSignature, NestedPiecesAndAnInputReturnedAsItIs) {
   EXPECT_TRUE(CountOps(tiled, OpKind::kNegative) == 4);
 }
 
+JMP_TEST(TileSignature, AReductionOverSplitDimensionsCombinesEachTilesOwn) {
+  // A 2x3 grid of tiles: summed over rows (the split of 2 combined, the split of 3 kept), and the maximum
+  // over everything. Neither assembles the argument; the text XLA reads names the combines.
+  GraphBuilder b;
+  int x = b.Input(DType::kF32, {4, 6});
+  b.Output(
+      b.Apply(OpKind::kReductionSum, {x}, DType::kF32, {1, 6}, [](mps::Op& op) { op.attrs = mps::AxesAttrs{{0}}; }));
+  b.Output(b.Apply(OpKind::kReductionMaximum, {x}, DType::kF32, {1, 1},
+                   [](mps::Op& op) { op.attrs = mps::AxesAttrs{{0, 1}}; }));
+  const mps::TileSharding grid{{2, 3}, {0, 1, 2, 3, 4, 5}};
+  const mps::Signature sig = Signature({grid}, {mps::TileSharding{{1, 3}, {0, 1, 2, 0, 1, 2}}, mps::TileSharding{}});
+  mps::Graph tiled = CheckTiles(jmp_test_, b.graph(), sig, {Iota(24)});
+  EXPECT_TRUE(CountOps(tiled, OpKind::kConcat) == 0);
+  EXPECT_TRUE(CountOps(tiled, OpKind::kReductionSum) == 6 && CountOps(tiled, OpKind::kReductionMaximum) == 6);
+  EXPECT_TRUE(CountOps(tiled, OpKind::kAdd) == 3 && CountOps(tiled, OpKind::kMaximum) == 5);
+  mps::TileTraffic traffic;
+  EXPECT_TRUE(mps::TileSignature(b.graph(), sig, &traffic).ok());
+  EXPECT_TRUE(traffic.all_reduces > 0 && traffic.all_gathers == 0);
+}
+
+JMP_TEST(TileSignature, AnArgumentReadWholeIsOneGather) {
+  GraphBuilder b;
+  int x = b.Input(DType::kF32, {4, 6});
+  b.Output(b.Apply(OpKind::kNegative, {x}, DType::kF32, {4, 6}));
+  const mps::TileSharding grid{{2, 3}, {0, 1, 2, 3, 4, 5}};
+  mps::TileTraffic traffic;
+  EXPECT_TRUE(mps::TileSignature(b.graph(), Signature({grid}, {mps::TileSharding{}}), &traffic).ok());
+  EXPECT_TRUE(traffic.all_gathers == 1 && traffic.all_reduces == 0);
+}
+
 }  // namespace
 }  // namespace jmp::unit

@@ -179,6 +179,23 @@ def test_matmul_result_sharding_without_out_shardings(specs):
     compare(build, X, X.T.copy())
 
 
+def test_a_reduction_over_a_split_dimension_reduces_each_shard():
+    # Each device reduces its shards and the partial results are combined, as XLA's partitioner does; the
+    # compiled text says so in XLA's word. An argument read whole is gathered.
+    def build(p):
+        m = make_mesh(p, (2, 2), ("x", "y"))
+        s = NamedSharding(m, P("x", "y"))
+        return jax.jit(lambda a: (a.sum(0), a.max(), jnp.cumsum(a, 0))), [s]
+
+    compare(build, X)
+    m = make_mesh("metal", (2, 2), ("x", "y"))
+    placed = jax.device_put(X, NamedSharding(m, P("x", "y")))
+    assert "all-reduce" in jax.jit(lambda a: a.sum(0)).lower(placed).compile().as_text()
+    rows = jax.device_put(X, NamedSharding(m, P("x", None)))
+    assert "all-reduce" not in jax.jit(lambda a: a.sum(1)).lower(rows).compile().as_text()
+    assert "all-gather" in jax.jit(lambda a: jnp.linalg.norm(a, 2)).lower(placed).compile().as_text()
+
+
 def test_with_sharding_constraint():
     def build(p):
         m = make_mesh(p)
