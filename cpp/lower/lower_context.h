@@ -158,6 +158,18 @@ class LowerContext {
     return it == dots_.end() ? nullptr : &it->second;
   }
 
+  // A sum's operand and reduced axes, kept per result (reshaped to the reduction's result shape) for
+  // the same purpose: its partial sums over a split reduced dimension.
+  struct SumOperands {
+    int operand;
+    std::vector<int64_t> axes;
+  };
+  void RecordSum(int v, SumOperands s) { sums_[{scope_->graph, v}] = std::move(s); }
+  const SumOperands* SumOf(int v) const {
+    auto it = sums_.find({scope_->graph, v});
+    return it == sums_.end() ? nullptr : &it->second;
+  }
+
   // Records that v is the sum of the parts stacked in `stack` (partial_sums.h); PartsStack gives the
   // stack, or -1.
   void MarkPartsOf(int v, int stack) { parts_stack_[{scope_->graph, v}] = stack; }
@@ -203,6 +215,7 @@ class LowerContext {
   std::map<std::pair<const Graph*, int>, int64_t> iota_axis_;
   std::map<std::pair<const Graph*, int>, int> parts_stack_;
   std::map<std::pair<const Graph*, int>, DotOperands> dots_;
+  std::map<std::pair<const Graph*, int>, SumOperands> sums_;
   // Broadcasts of one element (splats): the element, at the broadcast's rank. Elementwise ops whose
   // operands are all splats compute on the elements and broadcast the result, so a shift by a loop-carried
   // amount or a compare of two splats costs one element, not a tensor.

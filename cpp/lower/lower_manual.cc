@@ -763,6 +763,8 @@ StatusOr<ManualOp> ReadManualOp(LowerContext& cx) {
 
 StatusOr<int> OperandPiece(LowerContext& cx, const ManualOp& m, size_t i, int global, int64_t device) {
   const shlo::Op& op = cx.op();
+  // A token carries no data: every copy orders after the one token (its sharding has rank 0).
+  if (cx.ShloType(op.operands.at(i)).kind == shlo::Type::Kind::kToken) return global;
   const Shape shape = cx.ShapeOf(global);
   StatusOr<TileSharding> s = TilesOf(m.ins[i], shape.size(), cx.partitioning().num_devices());
   if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
@@ -781,6 +783,7 @@ StatusOr<int> OperandPiece(LowerContext& cx, const ManualOp& m, size_t i, int gl
 
 StatusOr<int> ResultFromPieces(LowerContext& cx, const ManualOp& m, size_t j, std::vector<int> local,
                                const Copies& copies) {
+  if (cx.ShloType(cx.op().results.at(j)).kind == shlo::Type::Kind::kToken) return local.at(0);
   Shape local_shape = cx.ShapeOf(local.at(0));
   StatusOr<TileSharding> s = TilesOf(m.outs[j], local_shape.size(), cx.partitioning().num_devices());
   if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
@@ -890,8 +893,9 @@ Status Unroller::Nested(const shlo::Op& op, std::vector<Scope>& scopes, int dept
   return Status::Ok();
 }
 
-// A sharding constraint changes no value. One that splits a dot_general's result into partial sums
-// over its split contraction makes them the ones XLA's partitioner leaves on each device.
+// A sharding constraint changes no value. One that splits a dot_general's or a sum's result into
+// partial sums over its split contraction (reduced dimension) makes them the ones XLA's partitioner
+// leaves on each device.
 Status ShardingConstraint(LowerContext& cx) {
   JMP_ASSIGN_OR_RETURN(int value, cx.In(0));
   cx.Bind(0, value);
@@ -910,6 +914,7 @@ Status ShardingConstraint(LowerContext& cx) {
   int64_t parts = 1;
   for (int a : sharding->unreduced) parts *= sharding->mesh.axis_sizes.at(static_cast<size_t>(a));
   if (parts > 1) SplitDotIntoParts(cx, value, parts);
+  if (parts > 1) SplitSumIntoParts(cx, value, parts);
   return Status::Ok();
 }
 

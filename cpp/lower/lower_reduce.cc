@@ -95,7 +95,11 @@ int ReduceWith(LowerContext& cx, int x, int init, const Monoid& m, const std::ve
     r = cx.Reshape(cx.Emit(m.reduction, {x}, t, KeptShape(in, axes), AxesAttrs{axes}), out);
   }
   double init_value;
-  if (cx.KnownSplat(init, &init_value) && init_value == m.identity && !IsComplex(t)) return r;
+  if (cx.KnownSplat(init, &init_value) && init_value == m.identity && !IsComplex(t)) {
+    if (m.reduction == OpKind::kReductionSum && !axes.empty() && cx.partitioning().num_devices() > 1)
+      cx.RecordSum(r, {x, axes});
+    return r;
+  }
   return cx.Binary(m.combine, r, cx.BroadcastTo(init, out));
 }
 

@@ -107,4 +107,29 @@ void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts) {
   cx.MarkPartsOf(value, Stack(cx, pieces, cx.DTypeOf(value), cx.ShapeOf(value)));
 }
 
+void SplitSumIntoParts(LowerContext& cx, int value, int64_t parts) {
+  const LowerContext::SumOperands* sum = cx.SumOf(value);
+  if (!sum || cx.PartsStack(value) >= 0) return;
+  const LowerContext::SumOperands operands = *sum;
+  const Shape in = cx.ShapeOf(operands.operand);
+  for (int64_t a : operands.axes) {
+    const size_t k = static_cast<size_t>(a);
+    if (in.at(k) % parts != 0) continue;
+    const int64_t block = in[k] / parts;
+    Shape kept = in;
+    for (int64_t b : operands.axes) kept[static_cast<size_t>(b)] = 1;
+    std::vector<int> pieces;
+    for (int64_t p = 0; p < parts; ++p) {
+      Shape start(in.size(), 0), end = in;
+      start[k] = p * block;
+      end[k] = (p + 1) * block;
+      const int reduced = cx.Emit(OpKind::kReductionSum, {cx.Slice(operands.operand, start, end)}, cx.DTypeOf(value),
+                                  kept, AxesAttrs{operands.axes});
+      pieces.push_back(cx.Reshape(reduced, cx.ShapeOf(value)));
+    }
+    cx.MarkPartsOf(value, Stack(cx, pieces, cx.DTypeOf(value), cx.ShapeOf(value)));
+    return;
+  }
+}
+
 }  // namespace jmp::mps

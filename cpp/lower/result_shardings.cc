@@ -236,6 +236,12 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
       return hlo && hlo->kind == shlo::Attr::Kind::kString && Parse(hlo->s, rank, out);
     }
   }
+  // A loop's result: what its body states for the carried value, else its initial value's sharding.
+  if (op.name == "stablehlo.while" && op.regions.size() == 2 && op.regions[1].blocks.size() == 1 &&
+      j < op.operands.size()) {
+    if (FindReturned(frame, op, func, op.regions[1].blocks[0], j, rank, out, depth)) return true;
+    return Find(frame, op.operands[j], rank, out, depth + 1);
+  }
   // A reduction keeps the split of each dimension it does not reduce.
   if (op.name == "stablehlo.reduce" && j < op.operands.size()) {
     const shlo::Attr* dims = op.Find("dimensions");

@@ -136,6 +136,9 @@ StatusOr<const Attr*> AttrTypeTable::AttrAt(uint64_t index, int depth) {
   return attrs_[index].get();
 }
 
+// StableHLO's bytecode code for its token type (the only type of that dialect).
+constexpr uint64_t kStablehloTokenType = 0;
+
 StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
   if (index >= type_entries_.size())
     return InvalidArgument("malformed artifact: type index " + std::to_string(index) + " out of range");
@@ -152,6 +155,12 @@ StatusOr<const Type*> AttrTypeTable::TypeAt(uint64_t index, int depth) {
     status = DecodeVhloType(*this, r, type.get(), depth + 1);
   } else if (e.custom && names_.IsDialect(e.dialect, "builtin")) {
     status = DecodeBuiltinType(r, type.get(), depth + 1);
+  } else if (uint64_t code = 1; e.custom && names_.IsDialect(e.dialect, "stablehlo") && r.VarInt(&code).ok() &&
+                                code == kStablehloTokenType) {
+    // Shardy's ops keep StableHLO's own types (a manual computation threading a token).
+    type->kind = Type::Kind::kToken;
+    type->dtype = DType::kBool;
+    type->shape = {0};
   } else {
     type->kind = Type::Kind::kOther;
     type->other = e.custom ? "type of dialect " + names_.DialectName(e.dialect)

@@ -7,6 +7,7 @@ import importlib.util
 import pathlib
 
 import jax
+import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -395,6 +396,28 @@ def test_callback_in_a_sharded_program(where):
     compare(build, X)
 
 
+def test_ordered_io_callback_in_a_shard_map_body():
+    """An ordered io_callback threads a token through the manual computation: each device calls it with
+    its piece, as on cpu."""
+    seen = {p: [] for p in PLATFORMS}
+
+    for platform in PLATFORMS:
+        def record(v, platform=platform):
+            seen[platform].append(np.asarray(v).copy())
+
+        def body(a, b):
+            jax.experimental.io_callback(record, (), a, ordered=True)
+            return a + b[..., None]
+
+        m = make_mesh(platform)
+        f = jax.jit(shard_map(body, mesh=m, in_specs=(P(None, "x"), P(None)), out_specs=P(None, "x")))
+        out = f(jnp.asarray(X[:2]), jnp.ones(2, np.float32))
+        jax.effects_barrier()
+        assert_close(np.asarray(out), X[:2] + 1, what=platform)
+    key = lambda v: v.tobytes()
+    assert sorted(map(key, seen["metal"])) == sorted(map(key, seen["cpu"])) and len(seen["cpu"]) == N
+
+
 def test_serialized_sharded_executable_runs():
     """A compiled program over several devices serializes and loads again (the persistent cache's path)
     with its shardings: the loaded one gives the same shards."""
@@ -514,6 +537,25 @@ def test_an_einsum_left_as_partial_sums_keeps_xlas_pieces():
             b = jax.device_put(np.arange(48, dtype=np.float32).reshape(8, 6) / 9, P("y", None))
             out = jax.jit(lambda u, v: jnp.einsum("ab,bc->ac", u, v, out_sharding=P("x", None, unreduced={"y"})))(a, b)
             summed = jax.sharding.reshard(out, P("x", None))
+        devices = list(jax.devices(platform))
+        got[platform] = (sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards),
+                         np.asarray(summed))
+    for (md, m), (cd, c) in zip(got["metal"][0], got["cpu"][0]):
+        assert md == cd
+        assert_close(m, c, what="a device's partial sum")
+    assert_close(got["metal"][1], got["cpu"][1], what="the sum")
+
+
+def test_a_sum_left_as_partial_sums_keeps_xlas_pieces():
+    """A reduction with an unreduced out_sharding over the axis splitting the reduced dimension: each device
+    holds the sum of its own block, as XLA's partitioner leaves it."""
+    got = {}
+    for platform in PLATFORMS:
+        mesh = explicit_mesh(platform)
+        with jax.set_mesh(mesh):
+            a = jax.device_put(np.arange(32, dtype=np.float32).reshape(4, 8) / 5, P("x", "y"))
+            out = jax.jit(lambda u: jax.lax.reduce_sum(u, axes=(1,), out_sharding=P("x", unreduced={"y"})))(a)
+            summed = jax.sharding.reshard(out, P("x"))
         devices = list(jax.devices(platform))
         got[platform] = (sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards),
                          np.asarray(summed))
