@@ -526,6 +526,19 @@ def test_nested_shard_maps():
         assert_close(m, c, what="shard")
 
 
+def parts_and_sum(platform, out, summed):
+    """A value in parts: (each device's part by its position in the platform's list), and their sum."""
+    devices = list(jax.devices(platform))
+    return sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards), np.asarray(summed)
+
+
+def assert_same_parts(got):
+    for (md, m), (cd, c) in zip(got["metal"][0], got["cpu"][0]):
+        assert md == cd
+        assert_close(m, c, what="a device's partial sum")
+    assert_close(got["metal"][1], got["cpu"][1], what="the sum")
+
+
 def test_an_einsum_left_as_partial_sums_keeps_xlas_pieces():
     """jit's einsum with an unreduced out_sharding: each device holds the product of its blocks of the split
     contraction, as XLA's partitioner leaves it; adding them up gives the product."""
@@ -537,13 +550,8 @@ def test_an_einsum_left_as_partial_sums_keeps_xlas_pieces():
             b = jax.device_put(np.arange(48, dtype=np.float32).reshape(8, 6) / 9, P("y", None))
             out = jax.jit(lambda u, v: jnp.einsum("ab,bc->ac", u, v, out_sharding=P("x", None, unreduced={"y"})))(a, b)
             summed = jax.sharding.reshard(out, P("x", None))
-        devices = list(jax.devices(platform))
-        got[platform] = (sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards),
-                         np.asarray(summed))
-    for (md, m), (cd, c) in zip(got["metal"][0], got["cpu"][0]):
-        assert md == cd
-        assert_close(m, c, what="a device's partial sum")
-    assert_close(got["metal"][1], got["cpu"][1], what="the sum")
+        got[platform] = parts_and_sum(platform, out, summed)
+    assert_same_parts(got)
 
 
 def test_a_sum_left_as_partial_sums_keeps_xlas_pieces():
@@ -556,13 +564,8 @@ def test_a_sum_left_as_partial_sums_keeps_xlas_pieces():
             a = jax.device_put(np.arange(32, dtype=np.float32).reshape(4, 8) / 5, P("x", "y"))
             out = jax.jit(lambda u: jax.lax.reduce_sum(u, axes=(1,), out_sharding=P("x", unreduced={"y"})))(a)
             summed = jax.sharding.reshard(out, P("x"))
-        devices = list(jax.devices(platform))
-        got[platform] = (sorted((devices.index(s.device), np.asarray(s.data)) for s in out.addressable_shards),
-                         np.asarray(summed))
-    for (md, m), (cd, c) in zip(got["metal"][0], got["cpu"][0]):
-        assert md == cd
-        assert_close(m, c, what="a device's partial sum")
-    assert_close(got["metal"][1], got["cpu"][1], what="the sum")
+        got[platform] = parts_and_sum(platform, out, summed)
+    assert_same_parts(got)
 
 
 def test_a_sharded_argument_returned_in_parts_keeps_each_devices_block():
