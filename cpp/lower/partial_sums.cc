@@ -111,6 +111,21 @@ void SplitSumIntoParts(LowerContext& cx, int value, int64_t parts) {
   const LowerContext::SumOperands* sum = cx.SumOf(value);
   if (!sum || cx.PartsStack(value) >= 0) return;
   const LowerContext::SumOperands operands = *sum;
+  // A sum of a value in as many parts has the sums of its parts as its own (each device sums its part).
+  const int operand_stack = cx.PartsStack(operands.operand);
+  if (operand_stack >= 0) {
+    const Shape stack_shape = cx.ShapeOf(operand_stack);
+    if (stack_shape.at(0) != parts) return;
+    std::vector<int64_t> axes;
+    for (int64_t a : operands.axes) axes.push_back(a + 1);
+    Shape kept = stack_shape;
+    for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
+    Shape stacked = cx.ShapeOf(value);
+    stacked.insert(stacked.begin(), parts);
+    const int reduced = cx.Emit(OpKind::kReductionSum, {operand_stack}, cx.DTypeOf(value), kept, AxesAttrs{axes});
+    cx.MarkPartsOf(value, cx.Reshape(reduced, stacked));
+    return;
+  }
   const Shape in = cx.ShapeOf(operands.operand);
   for (int64_t a : operands.axes) {
     const size_t k = static_cast<size_t>(a);

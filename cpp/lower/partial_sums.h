@@ -31,7 +31,8 @@ void SplitDotIntoParts(LowerContext& cx, int value, int64_t parts);
 
 // The same for a sum over axes, as XLA leaves a reduction over a dimension split across the unreduced
 // axes: part p is the sum of the operand's p-th block along the first reduced dimension that splits
-// evenly. Nothing when `value` is no such sum, or already has parts.
+// evenly, or of its p-th part where the operand itself is in as many parts. Nothing when `value` is no
+// such sum, or already has parts.
 void SplitSumIntoParts(LowerContext& cx, int value, int64_t parts);
 
 }  // namespace jmp::mps

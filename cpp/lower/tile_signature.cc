@@ -135,8 +135,8 @@ class ReductionSplitter {
       for (int v : g_.ops[i].outputs) producer_[v] = i;
   }
 
-  // Rewrites g's ops; returns how many reductions it split with combines (all-reduces).
-  int64_t Run() {
+  // Rewrites g's ops; returns the results of the reductions it split with combines (all-reduces).
+  std::vector<int> Run() {
     std::vector<Op> ops;
     ops.reserve(g_.ops.size());
     for (const Op& op : g_.ops) {  // copied: the splits read the concatenations, which stay in g_.ops
@@ -149,10 +149,10 @@ class ReductionSplitter {
       combined_ = false;
       Piece p = Reduce(op.kind, op.Attrs<AxesAttrs>().axes, op.inputs[0], op.location);
       Materialize(p, op.outputs[0], op.location);
-      all_reduces_ += combined_ ? 1 : 0;
+      if (combined_) combined_results_.push_back(op.outputs[0]);
     }
     g_.ops = std::move(ops);
-    return all_reduces_;
+    return combined_results_;
   }
 
  private:
@@ -244,7 +244,7 @@ class ReductionSplitter {
   std::map<int, size_t> producer_;  // value -> index of its op in g_.ops
   std::vector<Op>* ops_ = nullptr;
   bool combined_ = false;
-  int64_t all_reduces_ = 0;
+  std::vector<int> combined_results_;
 };
 
 }  // namespace
@@ -345,7 +345,7 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature, Ti
   g.ops = std::move(ops);
   g.inputs = std::move(inputs);
   // A renamed outermost concatenation's readers now read the new value, which is in `joins` already.
-  const int64_t all_reduces = ReductionSplitter(g, joins).Run();
+  const std::vector<int> combined = ReductionSplitter(g, joins).Run();
 
   // Outputs: each sharded one becomes its tiles, each the piece a manual computation concatenated, or
   // a slice of the global result.
@@ -384,7 +384,11 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature, Ti
                    std::find(reader.inputs.begin(), reader.inputs.end(), op.outputs[0]) != reader.inputs.end();
         if (!inner) ++traffic->all_gathers;
       }
-    traffic->all_reduces = all_reduces;
+    // A split reduction counts where its result is still computed (a value handed on in parts may
+    // leave it unread).
+    std::set<int> made;
+    for (const Op& op : g.ops) made.insert(op.outputs.begin(), op.outputs.end());
+    for (int v : combined) traffic->all_reduces += made.count(v) ? 1 : 0;
   }
   return g;
 }

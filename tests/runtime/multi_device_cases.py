@@ -568,6 +568,20 @@ def test_a_sum_left_as_partial_sums_keeps_xlas_pieces():
     assert_same_parts(got)
 
 
+def test_a_sum_of_a_value_in_parts_sums_each_part():
+    """Summing an argument that is in parts leaves each device the sum of its own part; no all-reduce."""
+    got = {}
+    for platform in PLATFORMS:
+        with jax.set_mesh(explicit_mesh(platform)):
+            arr = jax.sharding.reshard(jnp.arange(8.0).reshape(2, 4), P(None, "y", unreduced={"x"}))
+            f = jax.jit(lambda v: jax.lax.reduce_sum(v, axes=[0]))
+            out = f(arr)
+            got[platform] = parts_and_sum(platform, out, jax.sharding.reshard(out, P("y")))
+            if platform == "metal":
+                assert "all-reduce" not in f.lower(arr).compile().as_text()
+    assert_same_parts(got)
+
+
 def test_a_sharded_argument_returned_in_parts_keeps_each_devices_block():
     """A jit returning its sharded argument as partial sums: as XLA reshards it, each device keeps the
     block it held and zeros the rest; a whole argument goes to the first part."""
