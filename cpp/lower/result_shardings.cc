@@ -2,9 +2,10 @@
 // shardings through the program and chooses one; the executable must report some sharding, and any is
 // correct (execute_sharded.cc hands each device the piece the sharding names). This follows the value
 // back to where a sharding is stated, as XLA's propagation would find it for the common programs: a
-// manual computation's out_shardings (a jit of shard_map), a sharding constraint, an argument's
-// sharding, through ops that keep their operand's shape (elementwise math, updates in place) and into
-// the functions a nested jit calls. Anything else is whole on every device.
+// manual computation's out_shardings (a jit of shard_map), a sharding constraint, a nested jit's
+// out_shardings, an argument's sharding; through ops that keep their operand's shape, slices,
+// reshapes, transposes, broadcasts, concatenations, reductions, loops and matrix products, into called
+// functions and manual bodies, and through open dimensions. Anything else is whole on every device.
 #include <algorithm>
 #include <map>
 
@@ -28,33 +29,6 @@ std::string StringAttr(const shlo::Op& op, const char* name) {
   return a && a->kind == shlo::Attr::Kind::kString ? a->s : "";
 }
 
-// `in` with operand dimension k becoming result dimension kept[k] (its split kept) or dropped (-1: the
-// devices that held its pieces now hold copies).
-TileSharding Regrouped(const TileSharding& in, const std::vector<int64_t>& kept, size_t rank) {
-  TileSharding out;
-  out.tiles.assign(rank, 1);
-  for (size_t k = 0; k < kept.size(); ++k)
-    if (kept[k] >= 0) out.tiles[static_cast<size_t>(kept[k])] = in.tiles[k];
-  bool split = false;
-  for (int64_t t : out.tiles) split = split || t > 1;
-  if (!split) return TileSharding{};
-  out.device_tile.resize(in.device_tile.size());
-  for (size_t d = 0; d < in.device_tile.size(); ++d) {
-    std::vector<int64_t> coord(in.tiles.size());
-    for (size_t k = in.tiles.size(), rest = static_cast<size_t>(in.device_tile[d]); k-- > 0;) {
-      coord[k] = static_cast<int64_t>(rest % static_cast<size_t>(in.tiles[k]));
-      rest /= static_cast<size_t>(in.tiles[k]);
-    }
-    std::vector<int64_t> at(rank, 0);
-    for (size_t k = 0; k < kept.size(); ++k)
-      if (kept[k] >= 0) at[static_cast<size_t>(kept[k])] = coord[k];
-    int64_t tile = 0;
-    for (size_t r = 0; r < rank; ++r) tile = tile * out.tiles[r] + at[r];
-    out.device_tile[d] = tile;
-  }
-  return out;
-}
-
 // Per device, its tile's coordinates under `s` (of rank `rank`; whole: all 0).
 std::vector<std::vector<int64_t>> Coordinates(const TileSharding& s, size_t rank, size_t devices) {
   std::vector<std::vector<int64_t>> coords(devices, std::vector<int64_t>(rank, 0));
@@ -65,6 +39,29 @@ std::vector<std::vector<int64_t>> Coordinates(const TileSharding& s, size_t rank
       rest /= static_cast<size_t>(s.tiles[k]);
     }
   return coords;
+}
+
+// `in` with operand dimension k becoming result dimension kept[k] (its split kept) or dropped (-1: the
+// devices that held its pieces now hold copies).
+TileSharding Regrouped(const TileSharding& in, const std::vector<int64_t>& kept, size_t rank) {
+  TileSharding out;
+  out.tiles.assign(rank, 1);
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (kept[k] >= 0) out.tiles[static_cast<size_t>(kept[k])] = in.tiles[k];
+  bool split = false;
+  for (int64_t t : out.tiles) split = split || t > 1;
+  if (!split) return TileSharding{};
+  const auto coords = Coordinates(in, in.tiles.size(), in.device_tile.size());
+  out.device_tile.resize(in.device_tile.size());
+  for (size_t d = 0; d < in.device_tile.size(); ++d) {
+    std::vector<int64_t> at(rank, 0);
+    for (size_t k = 0; k < kept.size(); ++k)
+      if (kept[k] >= 0) at[static_cast<size_t>(kept[k])] = coords[d][k];
+    int64_t tile = 0;
+    for (size_t r = 0; r < rank; ++r) tile = tile * out.tiles[r] + at[r];
+    out.device_tile[d] = tile;
+  }
+  return out;
 }
 
 // The sharding splitting the dimensions `from_b` says as `b` does and the others as `a` does, when the
@@ -93,6 +90,12 @@ bool Merged(const TileSharding& a, const TileSharding& b, const std::vector<bool
     if (h != static_cast<int64_t>(devices) / count) return false;
   *out = std::move(m);
   return true;
+}
+
+// The function a func.call calls, if the module has it.
+const shlo::Func* CalleeOf(const shlo::Module& module, const shlo::Op& call) {
+  const shlo::Attr* name = call.Find("callee");
+  return name ? module.FindFunc(name->s) : nullptr;
 }
 
 }  // namespace
@@ -203,8 +206,7 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
   }
   // A nested jit: the callee's result, its arguments being this call's operands.
   if (op.name == "func.call") {
-    const shlo::Attr* callee_name = op.Find("callee");
-    const shlo::Func* callee = callee_name ? module_.FindFunc(callee_name->s) : nullptr;
+    const shlo::Func* callee = CalleeOf(module_, op);
     if (!callee || IsManualComputationBody(callee->name) || callee->body.blocks.size() != 1) return false;
     // The inner jit's out_shardings.
     if (j < callee->result_shardings.size() && Parse(callee->result_shardings[j], rank, out)) return true;
@@ -222,8 +224,7 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
       std::string outs = Frontend(op, "xla.sdy.out_shardings");
       const size_t at = outs.empty() ? k : j;
       if (outs.empty()) outs = Frontend(call, "xla.sdy.out_shardings");
-      const shlo::Attr* callee_name = call.Find("callee");
-      const shlo::Func* body = callee_name ? module_.FindFunc(callee_name->s) : nullptr;
+      const shlo::Func* body = CalleeOf(module_, call);
       if (!body || body->body.blocks.size() != 1) return FromList(outs, at, rank, out);
       return FromManual(frame, call, *body, &body->body.blocks[0], outs, at, id, rank, out, depth);
     }
@@ -409,8 +410,10 @@ bool ResultShardingFinder::ThroughOpen(const Frame& frame, int operand, const st
   if (list.find('?') == std::string::npos) return false;
   StatusOr<std::vector<SdySharding>> parsed = ParseSdyShardings(list, meshes_);
   if (!parsed.ok() || j >= parsed->size() || (*parsed)[j].open.size() != rank) return false;
-  TileSharding stated, in;
-  if (!FromList(list, j, rank, &stated)) return false;
+  StatusOr<TileSharding> tiles = TilesOf((*parsed)[j], rank, devices_);
+  if (!tiles.ok()) return false;
+  const TileSharding stated = WithoutParts(*tiles);
+  TileSharding in;
   if (!Find(frame, operand, rank, &in, depth + 1) || in.tiles.size() != rank) return false;
   // Propagation fills an open dimension no axis splits yet with the operand's split.
   std::vector<bool> from_operand(rank, false);

@@ -371,23 +371,21 @@ StatusOr<Graph> TileSignature(const Graph& graph, const Signature& signature, Ti
   DropDeadOps(g);
   JMP_RETURN_IF_ERROR(VerifyGraph(g).WithContext("the program over tiles"));
   if (traffic) {
-    // An argument is gathered where the outermost concatenation of its tiles is still read.
-    std::set<int> read;
-    for (const Op& op : g.ops) read.insert(op.inputs.begin(), op.inputs.end());
-    read.insert(g.outputs.begin(), g.outputs.end());
+    // An argument is gathered where the outermost concatenation of its tiles (one no other joins
+    // further) is still read; a split reduction counts where its result is still computed (a value
+    // handed on in parts may leave it unread).
+    std::set<int> read(g.outputs.begin(), g.outputs.end()), made, joined_further;
+    for (const Op& op : g.ops) {
+      read.insert(op.inputs.begin(), op.inputs.end());
+      made.insert(op.outputs.begin(), op.outputs.end());
+      if (op.kind == OpKind::kConcat && joins.count(op.outputs[0]))
+        joined_further.insert(op.inputs.begin(), op.inputs.end());
+    }
     *traffic = TileTraffic{};
     for (const Op& op : g.ops)
-      if (op.kind == OpKind::kConcat && joins.count(op.outputs[0]) && read.count(op.outputs[0])) {
-        bool inner = false;  // a concatenation of tiles another one joins further
-        for (const Op& reader : g.ops)
-          inner |= reader.kind == OpKind::kConcat && joins.count(reader.outputs[0]) &&
-                   std::find(reader.inputs.begin(), reader.inputs.end(), op.outputs[0]) != reader.inputs.end();
-        if (!inner) ++traffic->all_gathers;
-      }
-    // A split reduction counts where its result is still computed (a value handed on in parts may
-    // leave it unread).
-    std::set<int> made;
-    for (const Op& op : g.ops) made.insert(op.outputs.begin(), op.outputs.end());
+      if (op.kind == OpKind::kConcat && joins.count(op.outputs[0]) && read.count(op.outputs[0]) &&
+          !joined_further.count(op.outputs[0]))
+        ++traffic->all_gathers;
     for (int v : combined) traffic->all_reduces += made.count(v) ? 1 : 0;
   }
   return g;
