@@ -126,8 +126,8 @@ struct Module {
   const Func* FindFunc(const std::string& name) const;  // "main" is the entry point
 };
 
-// Buffer donation as @main declares it: per argument, the result it aliases (tf.aliasing_output) or -1,
-// and whether it is donated at all (aliased or jax.buffer_donor).
+// Buffer donation as @main declares it: per argument, the result it aliases (tf.aliasing_output, or for a
+// jax.buffer_donor the first result of its size no other argument takes) or -1, and whether it is consumed.
 struct Donation {
   std::vector<int64_t> aliased_output;
   std::vector<bool> donated;

@@ -109,6 +109,24 @@ StatusOr<Donation> DonationOf(const Func& main) {
       if (it->second.b) d.donated[i] = true;
     }
   }
+  // A buffer donor without an alias of its own is consumed only where a result of its size in bytes is
+  // left to take its memory, first come first served, as XLA pairs donors with outputs; any other stays
+  // alive (JAX warns that it was not usable).
+  auto bytes = [](const Type& t) { return t.NumElements() * static_cast<int64_t>(ByteSize(t.dtype)); };
+  for (size_t i = 0; i < n; ++i) {
+    if (!d.donated[i] || d.aliased_output[i] >= 0) continue;
+    d.donated[i] = false;
+    const Type& at = main.arg_types[i];
+    if (at.kind != Type::Kind::kTensor) continue;
+    for (size_t j = 0; j < main.result_types.size(); ++j) {
+      const Type& rt = main.result_types[j];
+      if (aliased_by[j] >= 0 || rt.kind != Type::Kind::kTensor || bytes(rt) != bytes(at)) continue;
+      aliased_by[j] = static_cast<int64_t>(i);
+      d.aliased_output[i] = static_cast<int64_t>(j);
+      d.donated[i] = true;
+      break;
+    }
+  }
   return d;
 }
 

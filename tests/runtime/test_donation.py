@@ -89,6 +89,25 @@ def test_donated_results_match_cpu(name):
     assert any(a.is_deleted() for a in jax.tree.leaves(donated))
 
 
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda a, b: a @ b, [(8, 16), (16, 4)]),            # no result of a donor's size
+    (lambda a, b: (a + 1, b[0]), [(8, 16), (8, 16)]),   # one result for two donors of its size
+], ids=["none_fits", "one_of_two_fits"])
+def test_donors_without_a_result_of_their_size_stay_alive(fn, shapes):
+    # XLA consumes a jax.buffer_donor only where a result of its size is left to take its memory; the
+    # others live on (JAX warns they were not usable). Which ones, as on CPU.
+    args = [RNG.integers(-8, 8, size=s).astype(np.float32) for s in shapes]  # exact products
+    deleted = {}
+    for platform in ("cpu", "metal"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out, placed, _ = run_donating(platform, fn, args, (0, 1))
+        deleted[platform] = [a.is_deleted() for a in placed]
+        assert_close(out, fn(*args), exact=True, what=platform)
+    assert deleted["metal"] == deleted["cpu"]
+    assert not all(deleted["metal"])
+
+
 def error_of(thunk):
     """The exception thunk() raises (None if it returns): what the installed JAX does, to compare."""
     try:
