@@ -124,7 +124,9 @@ Status BufferIsDeleted(PJRT_Buffer_IsDeleted_Args* args) {
 
 Status BufferIsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  args->is_on_cpu = false;
+  // Every buffer lives in memory the CPU addresses directly (shared-storage MTLBuffers on a Mac's unified
+  // memory; host memory here), so JAX may read a ready buffer in place, as it does XLA:CPU's.
+  args->is_on_cpu = true;
   return Status::Ok();
 }
 
@@ -154,16 +156,18 @@ Status BufferOpaqueDeviceMemoryDataPointer(PJRT_Buffer_OpaqueDeviceMemoryDataPoi
 
 Status BufferIncreaseExternalReferenceCount(PJRT_Buffer_IncreaseExternalReferenceCount_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  std::lock_guard<std::mutex> lock(args->buffer->state->mu);
-  args->buffer->state->external_refs++;
+  BufferState& b = *args->buffer->state;
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.external_refs++ == 0) b.external_hold = b.memory;
   return Status::Ok();
 }
 
 Status BufferDecreaseExternalReferenceCount(PJRT_Buffer_DecreaseExternalReferenceCount_Args* args) {
   JMP_REQUIRE(args->buffer, "buffer is null");
-  std::lock_guard<std::mutex> lock(args->buffer->state->mu);
-  if (args->buffer->state->external_refs == 0) return FailedPrecondition("external reference count is already 0");
-  args->buffer->state->external_refs--;
+  BufferState& b = *args->buffer->state;
+  std::lock_guard<std::mutex> lock(b.mu);
+  if (b.external_refs == 0) return FailedPrecondition("external reference count is already 0");
+  if (--b.external_refs == 0) b.external_hold.reset();
   return Status::Ok();
 }
 

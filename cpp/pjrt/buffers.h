@@ -41,6 +41,9 @@ struct BufferState {
   std::mutex mu;
   bool deleted = false;  // by PJRT_Buffer_Delete or by donation to an execution
   int external_refs = 0;
+  // While another framework reads the memory in place (NumPy, the buffer protocol), it outlives the
+  // buffer's deletion, and donation leaves it alone.
+  std::shared_ptr<exec::DeviceMemory> external_hold;
   // Marks the buffer deleted and lets go of its memory (queued work keeps its own reference). Needs mu.
   void DeleteLocked();
   // Another live buffer holds this one's memory: donating it would overwrite that buffer. Needs mu.
