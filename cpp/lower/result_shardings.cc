@@ -177,6 +177,10 @@ bool ResultShardingFinder::Find(const Frame& frame, int id, size_t rank, TileSha
 
 bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileSharding* out, int depth) const {
   const shlo::Func& func = *frame.func;
+  // What a constraint inside a region (a loop's body) stated for the value, before it was removed.
+  if (auto stated = func.region_shardings.find(id);
+      stated != func.region_shardings.end() && Parse(stated->second, rank, out))
+    return true;
   const Scope& scope = ScopeOf(*frame.block);
   auto arg = scope.argument.find(id);
   if (arg != scope.argument.end()) {

@@ -110,6 +110,9 @@ struct Func {
   // when it has none. Programs for several devices read them.
   std::vector<std::string> arg_shardings;
   std::vector<std::string> result_shardings;
+  // Per value inside a nested region (a loop's body): the sharding an annotation removed before lowering
+  // stated for it (passes/region_shardings.h), as its text reads (#sdy.sharding<...> or an HloSharding).
+  std::map<int, std::string> region_shardings;
   Region body;
   // Value ids are unique across the function and every region nested in it; this gives each one's type.
   std::vector<Type> value_types;

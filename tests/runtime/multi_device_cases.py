@@ -181,6 +181,20 @@ def test_matmul_result_sharding_without_out_shardings(specs):
     compare(build, X, X.T.copy())
 
 
+def test_a_loops_result_takes_its_bodys_constraint():
+    # A constraint inside a scan's body splits the loop's result where XLA's propagation puts it, though
+    # the carried value comes in whole.
+    def build(platform):
+        mesh = make_mesh(platform, (2, 2), ("x", "y"))
+        split = NamedSharding(mesh, P("x", "y"))
+
+        def step(c, _):
+            return jax.lax.with_sharding_constraint(c * 2 + 1, split), None
+
+        return jax.jit(lambda a: jax.lax.scan(step, a, None, length=3)[0]), [NamedSharding(mesh, P())]
+    compare(build, I, exact=True)
+
+
 def test_a_reduction_over_a_split_dimension_reduces_each_shard():
     # Each device reduces its shards and the partial results are combined, as XLA's partitioner does; the
     # compiled text says so in XLA's word. An argument read whole is gathered.

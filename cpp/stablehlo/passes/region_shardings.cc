@@ -23,29 +23,32 @@ void Rename(std::vector<int>& ids, const std::map<int, int>& renamed) {
   }
 }
 
-// `strip`: this block's annotations go (false for @main's own block). Value ids are unique across a
-// function, so one map renames every use below the annotation, in nested regions too.
-void Walk(Block& block, bool strip, std::map<int, int>& renamed) {
-  std::vector<Op> kept;
-  kept.reserve(block.ops.size());
-  for (Op& op : block.ops) {
-    Rename(op.operands, renamed);
-    for (Region& region : op.regions)
-      for (Block& inner : region.blocks) Walk(inner, true, renamed);
-    if (strip && IsAnnotation(op)) {
-      renamed[op.results[0]] = op.operands[0];
-      continue;
-    }
-    kept.push_back(std::move(op));
-  }
-  block.ops = std::move(kept);
-}
-
 // The sharding text an annotation states, as a function result's sharding reads: a constraint's
 // #sdy.sharding, or the HloSharding of a custom call @Sharding; "" for a cast.
 std::string StatedSharding(const Op& op) {
   const Attr* s = op.Find(op.name == "sdy.sharding_constraint" ? "sharding" : "mhlo.sharding");
   return s && s->kind == Attr::Kind::kString ? s->s : "";
+}
+
+// `strip`: this block's annotations go (false for @main's own block), what they state kept in `stated`
+// for the value they annotate (a loop's result takes its body's constraint, as XLA's propagation has
+// it). Value ids are unique across a function, so one map renames every use below the annotation, in
+// nested regions too.
+void Walk(Block& block, bool strip, std::map<int, int>& renamed, std::map<int, std::string>& stated) {
+  std::vector<Op> kept;
+  kept.reserve(block.ops.size());
+  for (Op& op : block.ops) {
+    Rename(op.operands, renamed);
+    for (Region& region : op.regions)
+      for (Block& inner : region.blocks) Walk(inner, true, renamed, stated);
+    if (strip && IsAnnotation(op)) {
+      renamed[op.results[0]] = op.operands[0];
+      if (std::string text = StatedSharding(op); !text.empty()) stated[op.operands[0]] = std::move(text);
+      continue;
+    }
+    kept.push_back(std::move(op));
+  }
+  block.ops = std::move(kept);
 }
 
 // A called function (a nested jit) that annotates what it returns states its result's sharding (the
@@ -76,7 +79,7 @@ void ForwardRegionShardings(Module& module) {
   for (Func& func : module.funcs) {
     if (func.name != "main") KeepReturnedShardings(func);
     std::map<int, int> renamed;
-    for (Block& block : func.body.blocks) Walk(block, func.name != "main", renamed);
+    for (Block& block : func.body.blocks) Walk(block, func.name != "main", renamed, func.region_shardings);
   }
 }
 
