@@ -36,6 +36,8 @@ MODULES: dict[str, str | tuple[str, ...]] = {
     "jaxlib_ext": "jax._src.lib._jax",
     "ir": "jax._src.lib.mlir.ir",
     "hlo": "jax._src.lib.mlir.dialects.hlo",
+    # scripts/jax_test_dut.py only, beside JAX's own test files (it needs absl, which jax does not)
+    "test_util": "jax._src.test_util",
 }
 
 # "<short module>.<attribute>" -> what relies on it. The plugin's entries first, then the tests'.

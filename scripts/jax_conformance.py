@@ -130,16 +130,22 @@ def load_known(path, version, side=None):
     return known
 
 
-def run_file(tests_dir, name, timeout, out_dir, keep_caches=False, rss_limit=1.0, platform="metal", env_extra=None):
-    """Runs one test file in its own process group, on `platform` alone with `env_extra` set; returns
-    (results, peak RSS in bytes, seconds, note)."""
+def run_file(tests_dir, name, timeout, out_dir, keep_caches=False, rss_limit=1.0, platform="metal", env_extra=None,
+             tests=None, plugins=()):
+    """Runs one test file (or only `tests` of it, names as in the results) in its own process group, on
+    `platform` with `env_extra` set and the pytest `plugins` loaded; returns (results, peak RSS in bytes,
+    seconds, note)."""
     report = os.path.join(out_dir, name + ".xml")
     # Sibling imports (lax_vmap_op_test imports lax_test) resolve in the copy, never in the tree's jax.
     env = dict(os.environ, JAX_PLATFORMS=platform, JAX_CONFORMANCE_RSS_LIMIT=str(int(rss_limit * 2**30)),
                PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, HERE, os.environ.get("PYTHONPATH")])),
                **(env_extra or {}))
+    path = os.path.join(tests_dir, name + ".py")
+    selected = [path + "::" + test.split("::", 1)[1] for test in tests] if tests is not None else [path]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-           f"--junitxml={report}", "-o", "junit_family=xunit1", os.path.join(tests_dir, name + ".py")]
+           f"--junitxml={report}", "-o", "junit_family=xunit1", *selected]
+    for plugin in plugins:
+        cmd[3:3] = ["-p", plugin]
     if not keep_caches:
         cmd[3:3] = ["-p", "jax_conformance_caches"]
     start = time.monotonic()

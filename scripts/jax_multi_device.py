@@ -9,11 +9,13 @@ its tests/ folder (default: pmap_test, shard_map_test, pjit_test, array_test, ap
 twice, each time in its own process: with JAX_PLATFORMS=metal,cpu and JAX_METAL_NUM_DEVICES=N (metal the
 default backend, JAX's CPU backend beside it, as a Mac user has it without JAX_PLATFORMS and as JAX's own
 GPU runs have it; --metal-alone leaves cpu out), and with JAX_PLATFORMS=cpu and
---xla_force_host_platform_device_count=N. Per file it prints what each side passes and
-how many of CPU's passes metal passes too: the rate over all of them (nothing excluded; a skip counts as not
-passing), and the rate over those JAX itself runs on metal, leaving out the tests JAX's device tags
-(run_on_devices("cpu"), skip_on_devices) skip on every platform but CPU, which no plugin can pass. --list
-prints the tests CPU passes and metal does not. Exit status 1 when the rate over every file and every test
+--xla_force_host_platform_device_count=N. JAX's device tags (run_on_devices("cpu"), skip_on_devices)
+skip some tests on every platform but CPU; those CPU passes run once more on metal with JAX's
+device-under-test flag set to "cpu" (scripts/jax_test_dut.py), so they are measured too, against CPU's
+expectations (--tags-skip leaves them skipped). Per file it prints what each side passes and how many of
+CPU's passes metal passes too: the rate over all of them (nothing excluded; a skip counts as not
+passing), how many tests the tags keep to CPU and how many of those pass on metal, and the rate over
+the tests JAX runs on metal untagged. --list prints the tests CPU passes and metal does not. Exit status 1 when the rate over every file and every test
 is below --require (percent; default 0: only report).
 """
 
@@ -58,6 +60,9 @@ def main():
     ap.add_argument("--any-version", action="store_true", help="run even if the tree's version differs")
     ap.add_argument("--metal-alone", action="store_true",
                     help="load metal alone (JAX_PLATFORMS=metal): tests that also use JAX's CPU backend fail")
+    ap.add_argument("--tags-skip", action="store_true",
+                    help="leave the tests JAX's device tags keep off metal skipped, instead of running them "
+                         "on metal as on the device under test 'cpu'")
     ap.add_argument("--cpu-from", help="the --json of an earlier run (same jax, same device count): its cpu "
                     "outcomes stand for the files it ran, and only metal runs again")
     args = ap.parse_args()
@@ -83,9 +88,9 @@ def main():
 
     print(f"jax {jax.__version__}, {n} devices a side, {len(args.files)} files, logs in {out_dir}")
     print(f"{'file':16} {'cpu passed':>10} {'metal passed':>12} {'both':>6} {'rate':>8} {'tagged':>7} "
-          f"{'rate run':>9} {'time cpu/metal':>15}")
+          f"{'as cpu':>9} {'rate run':>9} {'time cpu/metal':>15}")
     outcomes = {side: {} for side in sides}
-    total_cpu = total_both = total_tagged = 0
+    total_cpu = total_both = total_tagged = total_tagged_passed = 0
     missing = []
     for name in args.files:
         results, seconds, notes = {}, {}, []
@@ -104,24 +109,48 @@ def main():
             if note:
                 notes.append(f"{side}: {note}")
         cpu_passed, both, tagged, not_passed = tally(results["cpu"], results["metal"])
+        tagged_passed = set()
+        if tagged and not args.tags_skip:
+            # The tests JAX's tags skip on metal, run on metal as on the device under test "cpu".
+            side_dir = os.path.join(out_dir, "metal-as-cpu")
+            os.makedirs(side_dir, exist_ok=True)
+            rerun, _, seconds_tagged, note = run_file(
+                tests_dir, name, args.timeout, side_dir, platform=platforms["metal"],
+                env_extra=dict(sides["metal"], JAX_CONFORMANCE_TEST_DUT="cpu"), tests=sorted(tagged),
+                plugins=("jax_test_dut",))
+            seconds["metal"] += seconds_tagged
+            if note:
+                notes.append(f"metal as cpu: {note}")
+            for test in tagged:
+                state, why = rerun.get(test, ("missing", "not in the run as cpu"))
+                results["metal"][test] = outcomes["metal"][test] = (state, "as cpu: " + why if why else "")
+                if state == "passed":
+                    tagged_passed.add(test)
+                else:
+                    not_passed.append(test)
+            both |= tagged_passed
         metal_passed = sum(1 for state, _ in results["metal"].values() if state == "passed")
         total_cpu += len(cpu_passed)
         total_both += len(both)
         total_tagged += len(tagged)
-        missing += not_passed
+        total_tagged_passed += len(tagged_passed)
+        missing += sorted(not_passed)
         rate = f"{100 * len(both) / len(cpu_passed):.2f}%" if cpu_passed else "-"
         run = len(cpu_passed) - len(tagged)
-        rate_run = f"{100 * len(both) / run:.2f}%" if run else "-"
+        rate_run = f"{100 * (len(both) - len(tagged_passed)) / run:.2f}%" if run else "-"
         print(f"{name:16} {len(cpu_passed):10} {metal_passed:12} {len(both):6} {rate:>8} {len(tagged):7} "
-              f"{rate_run:>9} {seconds['cpu']:7.0f}/{seconds['metal']:.0f}s" + (f"  {'; '.join(notes)}" if notes else ""),
-              flush=True)
+              f"{len(tagged_passed):9} {rate_run:>9} {seconds['cpu']:7.0f}/{seconds['metal']:.0f}s"
+              + (f"  {'; '.join(notes)}" if notes else ""), flush=True)
     overall = 100 * total_both / total_cpu if total_cpu else 0.0
-    overall_run = 100 * total_both / (total_cpu - total_tagged) if total_cpu > total_tagged else 0.0
-    print(f"{'all':16} {total_cpu:10} {'':12} {total_both:6} {overall:7.2f}% {total_tagged:7} {overall_run:8.2f}%")
+    untagged = total_cpu - total_tagged
+    overall_run = 100 * (total_both - total_tagged_passed) / untagged if untagged else 0.0
+    print(f"{'all':16} {total_cpu:10} {'':12} {total_both:6} {overall:7.2f}% {total_tagged:7} "
+          f"{total_tagged_passed:9} {overall_run:8.2f}%")
     if args.list:
         for test in missing:
             print(f"cpu passes, metal does not: {test}: {outcomes['metal'].get(test, ('missing', ''))}")
-        print(f"(and {total_tagged} tests cpu passes that JAX's device tags skip on metal)")
+        if args.tags_skip:
+            print(f"(and {total_tagged} tests cpu passes that JAX's device tags skip on metal)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"jax": jax.__version__, "devices": args.devices, "results": outcomes}, f, indent=1)
