@@ -272,13 +272,14 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
   if ((!op.regions.empty() && !body_keeps_shape) || op.results.size() != 1 || op.operands.empty()) return false;
   const shlo::Type& type = func.value_types.at(static_cast<size_t>(id));
   const shlo::Type& first = func.value_types.at(static_cast<size_t>(op.operands[0]));
-  // A slice keeps the split of each dimension it takes whole; a reshape that only adds or drops
-  // dimensions of size 1 keeps the others'.
-  if ((op.name == "stablehlo.slice" || op.name == "stablehlo.reshape") && first.kind == shlo::Type::Kind::kTensor) {
+  // A slice keeps the split of each dimension it takes whole (JAX's eager slices are dynamic ones, their
+  // starts arguments); a reshape that only adds or drops dimensions of size 1 keeps the others'.
+  const bool slice = op.name == "stablehlo.slice" || op.name == "stablehlo.dynamic_slice";
+  if ((slice || op.name == "stablehlo.reshape") && first.kind == shlo::Type::Kind::kTensor) {
     TileSharding in;
     if (!Find(frame, op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty()) return false;
     std::vector<int64_t> kept(first.shape.size());  // per operand dim: its result dim, or -1
-    if (op.name == "stablehlo.slice") {
+    if (slice) {
       if (first.shape.size() != type.shape.size()) return false;
       for (size_t k = 0; k < kept.size(); ++k) kept[k] = type.shape[k] == first.shape[k] ? static_cast<int64_t>(k) : -1;
     } else {
@@ -295,6 +296,30 @@ bool ResultShardingFinder::Search(const Frame& frame, int id, size_t rank, TileS
       for (; r < type.shape.size(); ++r)
         if (type.shape[r] != 1) return false;
     }
+    *out = Regrouped(in, kept, type.shape.size());
+    return true;
+  }
+  // A gather keeps the split of each operand dimension its slices take whole (JAX's indexing with
+  // integers: the dimensions the index leaves alone), at the offset dimension it becomes.
+  if (op.name == "stablehlo.gather" && first.kind == shlo::Type::Kind::kTensor) {
+    const shlo::Attr* offset = op.Find("offset_dims");
+    const shlo::Attr* sizes = op.Find("slice_sizes");
+    if (!offset || !sizes || sizes->ints.size() != first.shape.size()) return false;
+    std::vector<bool> dropped(first.shape.size(), false);
+    for (const char* name : {"collapsed_slice_dims", "operand_batching_dims"})
+      if (const shlo::Attr* dims = op.Find(name))
+        for (int64_t d : dims->ints)
+          if (d >= 0 && static_cast<size_t>(d) < dropped.size()) dropped[static_cast<size_t>(d)] = true;
+    std::vector<int64_t> kept(first.shape.size(), -1);
+    size_t next = 0;
+    for (size_t k = 0; k < kept.size(); ++k) {
+      if (dropped[k]) continue;
+      if (next >= offset->ints.size()) return false;
+      const int64_t to = offset->ints[next++];
+      if (sizes->ints[k] == first.shape[k] && to >= 0 && static_cast<size_t>(to) < type.shape.size()) kept[k] = to;
+    }
+    TileSharding in;
+    if (!Find(frame, op.operands[0], first.shape.size(), &in, depth + 1) || in.tiles.empty()) return false;
     *out = Regrouped(in, kept, type.shape.size());
     return true;
   }

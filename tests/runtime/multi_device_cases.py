@@ -195,6 +195,27 @@ def test_a_loops_result_takes_its_bodys_constraint():
     compare(build, I, exact=True)
 
 
+@pytest.mark.parametrize("index", ["[:, -1, :]", "[1]", "[:, 2, 0]", "[-1, -1]"])
+@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
+def test_indexing_keeps_the_split_of_what_it_leaves_whole(index, jitted):
+    # Integer indexing lowers to a gather (eagerly, a dynamic slice for lax.slice); the dimensions it
+    # leaves whole keep their split, where XLA's propagation puts them.
+    cube = np.arange(4 * 4 * 2, dtype=np.float32).reshape(4, 4, 2)
+
+    def build(platform):
+        mesh = make_mesh(platform, (2, 2), ("x", "y"))
+        fn = eval("lambda a: a" + index)  # noqa: S307 - one of the indexes above
+        return (jax.jit(fn) if jitted else fn), [NamedSharding(mesh, P("x", "y"))]
+    compare(build, cube, exact=True)
+
+
+def test_eager_slices_keep_the_split_of_what_they_take_whole():
+    def build(platform):
+        mesh = make_mesh(platform, (2, 2), ("x", "y"))
+        return (lambda a: jax.lax.slice(a, (0, 3), (8, 4))), [NamedSharding(mesh, P("x", "y"))]
+    compare(build, X, exact=True)
+
+
 def test_a_reduction_over_a_split_dimension_reduces_each_shard():
     # Each device reduces its shards and the partial results are combined, as XLA's partitioner does; the
     # compiled text says so in XLA's word. An argument read whole is gathered.
