@@ -141,7 +141,10 @@ def run_file(tests_dir, name, timeout, out_dir, keep_caches=False, rss_limit=1.0
                PYTHONPATH=os.pathsep.join(filter(None, [tests_dir, HERE, os.environ.get("PYTHONPATH")])),
                **(env_extra or {}))
     path = os.path.join(tests_dir, name + ".py")
-    selected = [path + "::" + test.split("::", 1)[1] for test in tests] if tests is not None else [path]
+    selected = [path]
+    if tests is not None:  # "file::Class::test", or "file::file::test" for a test outside a class
+        selected = [path + "::" + (test.split("::", 2)[2] if test.split("::")[1] == name else test.split("::", 1)[1])
+                    for test in tests]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
            f"--junitxml={report}", "-o", "junit_family=xunit1", *selected]
     for plugin in plugins:

@@ -106,3 +106,29 @@ def test_multi_device_tally():
     cpu_passed, both, tagged, missing = jm.tally(cpu, metal)
     assert cpu_passed == {"f::T::a", "f::T::b", "f::T::c"}
     assert both == {"f::T::a"} and tagged == {"f::T::b"} and missing == ["f::T::c"]
+
+
+def test_run_file_runs_the_tests_named_with_the_plugins_given(tmp_path):
+    # The multi-device script runs the tests JAX's tags skip once more, alone, with a plugin loaded.
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "mark_plugin.py").write_text(
+        "import os\n"
+        "def pytest_configure(config):\n"
+        "    os.environ['MARKED'] = 'yes'\n")
+    (tests_dir / "three_test.py").write_text(
+        "import os\n"
+        "def test_a():\n"
+        "    pass\n"
+        "def test_b():\n"
+        "    assert os.environ.get('MARKED') == 'yes'\n"
+        "class TestC:\n"
+        "    def test_c(self):\n"
+        "        assert os.environ.get('MARKED') == 'yes'\n")
+    wanted = ["three_test::three_test::test_b", "three_test::TestC::test_c"]
+    results, _, _, note = jc.run_file(str(tests_dir), "three_test", 300, str(tmp_path), tests=wanted,
+                                      plugins=("mark_plugin",))
+    assert note == ""
+    assert results == {test: ("passed", "") for test in wanted}
+    results, _, _, _ = jc.run_file(str(tests_dir), "three_test", 300, str(tmp_path), tests=wanted[:1])
+    assert results == {wanted[0]: ("failed", results[wanted[0]][1])}
