@@ -123,7 +123,15 @@ TileSharding ResultShardingFinder::ForResult(size_t result, size_t rank) const {
   const shlo::Op& ret = main_.body.blocks[0].ops.back();
   if (result >= ret.operands.size()) return {};
   TileSharding s;
-  return Find(Frame{&main_, &main_.body.blocks[0]}, ret.operands[result], rank, &s) ? s : TileSharding{};
+  if (!Find(Frame{&main_, &main_.body.blocks[0]}, ret.operands[result], rank, &s)) return {};
+  // A split that does not divide its dimension leaves the result whole, as XLA reports such a result to
+  // JAX (which cannot hold uneven shards of a result it did not ask to split).
+  if (result < main_.result_types.size()) {
+    const std::vector<int64_t>& shape = main_.result_types[result].shape;
+    for (size_t k = 0; k < shape.size() && k < s.tiles.size(); ++k)
+      if (s.tiles[k] > 1 && shape[k] % s.tiles[k] != 0) return {};
+  }
+  return s;
 }
 
 bool ResultShardingFinder::FindReturned(const Frame& frame, const shlo::Op& call, const shlo::Func& func,

@@ -209,6 +209,20 @@ def test_indexing_keeps_the_split_of_what_it_leaves_whole(index, jitted):
     compare(build, cube, exact=True)
 
 
+def test_a_split_that_does_not_divide_leaves_the_result_whole():
+    # A constraint splitting 11 elements over 2 devices: XLA reports such a result whole, and so does
+    # metal; the concatenation's 19 elements too.
+    def build(platform):
+        mesh = make_mesh(platform)
+        split = NamedSharding(mesh, P("x"))
+
+        def fn(a):
+            x = jax.lax.with_sharding_constraint(jnp.arange(11) + a.sum(), split)
+            return x, jax.lax.with_sharding_constraint(jnp.concatenate([x, jnp.arange(8)]), split)
+        return jax.jit(fn), [NamedSharding(mesh, P())]
+    compare(build, I, exact=True)
+
+
 def test_eager_slices_keep_the_split_of_what_they_take_whole():
     def build(platform):
         mesh = make_mesh(platform, (2, 2), ("x", "y"))
