@@ -54,6 +54,25 @@ def test_1d_sizes_odd_prime_and_large(n):
     check_fft(lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=n), x, passes=2)
 
 
+@pytest.mark.parametrize("batch, n", [((64,), 1024), ((3, 5, 7), 96), ((2, 70), 257)])
+def test_large_batches_of_transforms(batch, n):
+    # Enough independent transforms that the host splits them over its threads; each must land in its
+    # own row, whatever range of the batch computed it.
+    z = random_array(RNG, batch + (n,), np.complex64)
+    x = random_array(RNG, batch + (n,), np.float32)
+    check_fft(lambda z: (jnp.fft.fft(z), jnp.fft.ifft(z)), z)
+    check_fft(jnp.fft.rfft, x)
+    check_fft(lambda x: jnp.fft.irfft(jnp.fft.rfft(x) * 0.5, n=n), x, passes=2)
+    check_fft(lambda z: jnp.fft.fft2(z.reshape(z.shape[:-1] + (-1, 2 if n % 2 == 0 else 1))), z, axes=(-2, -1))
+
+
+def test_large_batches_of_float64_transforms(x64):
+    z = random_array(RNG, (48, 512), np.complex128)
+    x = random_array(RNG, (48, 512), np.float64)
+    check_fft(lambda z: (jnp.fft.fft(z), jnp.fft.ifft(z)), z)
+    check_fft(lambda x: jnp.fft.irfft(jnp.fft.rfft(x), n=512), x, passes=2)
+
+
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 15, 16])
 def test_irfft_of_arbitrary_spectra(n):
     # Imaginary parts at the zero and Nyquist bins are not read by a C2R transform; a spectrum with
