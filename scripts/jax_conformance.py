@@ -142,9 +142,11 @@ def run_file(tests_dir, name, timeout, out_dir, keep_caches=False, rss_limit=1.0
                **(env_extra or {}))
     path = os.path.join(tests_dir, name + ".py")
     selected = [path]
-    if tests is not None:  # "file::Class::test", or "file::file::test" for a test outside a class
-        selected = [path + "::" + (test.split("::", 2)[2] if test.split("::")[1] == name else test.split("::", 1)[1])
-                    for test in tests]
+    if tests is not None:
+        selected = []
+        for test in tests:  # "file::Class::test", or "file::file::test" for a test outside a class
+            _, owner, function = test.split("::", 2)
+            selected.append(f"{path}::{function}" if owner == name else f"{path}::{owner}::{function}")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
            f"--junitxml={report}", "-o", "junit_family=xunit1", *selected]
     for plugin in plugins:

@@ -15,8 +15,8 @@ device-under-test flag set to "cpu" (scripts/jax_test_dut.py), so they are measu
 expectations (--tags-skip leaves them skipped). Per file it prints what each side passes and how many of
 CPU's passes metal passes too: the rate over all of them (nothing excluded; a skip counts as not
 passing), how many tests the tags keep to CPU and how many of those pass on metal, and the rate over
-the tests JAX runs on metal untagged. --list prints the tests CPU passes and metal does not. Exit status 1 when the rate over every file and every test
-is below --require (percent; default 0: only report).
+the tests JAX runs on metal untagged. --list prints the tests CPU passes and metal does not. Exit status
+1 when the rate over every file and every test is below --require (percent; default 0: only report).
 """
 
 from __future__ import annotations

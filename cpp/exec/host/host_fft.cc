@@ -58,9 +58,9 @@ void Transform(FFTKind kind, bool inverse, const std::vector<int64_t>& in, const
   }
 }
 
-int64_t Product(const std::vector<int64_t>& shape, size_t from) {
+int64_t Product(const std::vector<int64_t>& shape, size_t from, size_t to) {
   int64_t n = 1;
-  for (size_t i = from; i < shape.size(); ++i) n *= shape[i];
+  for (size_t i = from; i < to; ++i) n *= shape[i];
   return n;
 }
 
@@ -68,7 +68,9 @@ int64_t Product(const std::vector<int64_t>& shape, size_t from) {
 // transforms of a batch (the dimensions before the transformed ones, which JAX's FFTs always take last)
 // are independent: they are split over the host's threads.
 template <typename R>
-Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes, size_t in_bytes, size_t out_bytes) {
+Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes) {
+  const size_t in_bytes = kind == FFTKind::kRealToHermitean ? sizeof(R) : sizeof(std::complex<R>);
+  const size_t out_bytes = kind == FFTKind::kHermiteanToReal ? sizeof(R) : sizeof(std::complex<R>);
   const std::vector<int64_t>& in = a.InType(0).shape;
   const std::vector<int64_t>& out = a.OutType().shape;
   const bool inverse = kind == FFTKind::kComplex && a.op.Attrs<mps::FFTAttrs>().inverse;
@@ -86,8 +88,8 @@ Status RunFFTOf(const OpArgs& a, FFTKind kind, const pocketfft::shape_t& axes, s
   out_rows.insert(out_rows.end(), out.begin() + static_cast<ptrdiff_t>(first), out.end());
   pocketfft::shape_t row_axes;
   for (size_t k = 0; k < axes.size(); ++k) row_axes.push_back(k + 1);
-  const int64_t batch = Product(in, 0) / Product(in, first);
-  const int64_t per_in = Product(in, first), per_out = Product(out, first);
+  const int64_t batch = Product(in, 0, first);
+  const int64_t per_in = Product(in, first, in.size()), per_out = Product(out, first, out.size());
   std::mutex mu;
   std::string failure;
   ParallelFor(batch, std::max<int64_t>(1, 16384 / std::max(per_in, per_out)), [&](int64_t b0, int64_t b1) {
@@ -115,11 +117,8 @@ Status RunFFT(const OpArgs& a, FFTKind kind) {
   const DType t = a.InType(0).dtype;
   const bool real_in = kind == FFTKind::kRealToHermitean;
   try {
-    const bool real_out = kind == FFTKind::kHermiteanToReal;
-    if (t == (real_in ? DType::kF32 : DType::kC64))
-      return RunFFTOf<float>(a, kind, axes, real_in ? 4 : 8, real_out ? 4 : 8);
-    if (t == (real_in ? DType::kF64 : DType::kC128))
-      return RunFFTOf<double>(a, kind, axes, real_in ? 8 : 16, real_out ? 8 : 16);
+    if (t == (real_in ? DType::kF32 : DType::kC64)) return RunFFTOf<float>(a, kind, axes);
+    if (t == (real_in ? DType::kF64 : DType::kC128)) return RunFFTOf<double>(a, kind, axes);
     return a.Unsupported(real_in ? "needs float32 or float64" : "needs complex64 or complex128");
   } catch (const std::exception& e) {
     return Internal(std::string("pocketfft: ") + e.what());
