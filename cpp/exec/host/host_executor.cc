@@ -133,6 +133,10 @@ void BindOperands(const Plan& plan, const RunMemory& memory, size_t i, OpArgs& a
     }
   for (int v : op.outputs) a.out.push_back(ValuePtr(plan, memory, v));
   a.transposed_out = plan.matmul_transposed_out[i] != 0;
+  if (int v = plan.matmul_addend[i]; v >= 0) {
+    a.addend = ValuePtr(plan, memory, v);
+    a.alpha = plan.matmul_alpha[i];
+  }
   if (memory.writable_carries && plan.in_place_op_input[i] >= 0)
     a.out[0] = const_cast<uint8_t*>(memory.inputs[static_cast<size_t>(plan.in_place_op_input[i])]);
 }

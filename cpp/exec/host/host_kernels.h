@@ -42,6 +42,9 @@ struct OpArgs {
   const StridedMatrix* strided[2] = {nullptr, nullptr};  // MatMul only: an operand read in place, strided
   // MatMul only: write the product's last two dims transposed (a Transpose reading it was folded in).
   bool transposed_out = false;
+  // MatMul only: the product times `alpha` is added to this operand of the result's shape and layout.
+  const uint8_t* addend = nullptr;
+  double alpha = 1;
   // A fused run (host_fused.cc) hands elementwise kernels one tile: `count` elements starting at flat
   // element `base` of the output, every operand pointer already at the tile (a one-element operand
   // where the op takes one: not moved). -1: the whole output.

@@ -44,25 +44,28 @@ namespace {
 using Shape = std::vector<int64_t>;
 using c128 = std::complex<double>;
 
-// One row-major GEMM C = op(A) op(B) per element type the BLAS has.
-void Gemm(bool ta, bool tb, int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
-  JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, A, lda, B,
-            ldb, 0.0f, C, ldc);
+// One row-major GEMM C = alpha op(A) op(B) + beta C per element type the BLAS has.
+void Gemm(bool ta, bool tb, int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+          double alpha, double beta) {
+  JMP_SGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
+            static_cast<float>(alpha), A, lda, B, ldb, static_cast<float>(beta), C, ldc);
 }
-void Gemm(bool ta, bool tb, int m, int n, int k, const double* A, int lda, const double* B, int ldb, double* C,
-          int ldc) {
-  JMP_DGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, A, lda, B, ldb,
-            0.0, C, ldc);
+void Gemm(bool ta, bool tb, int m, int n, int k, const double* A, int lda, const double* B, int ldb, double* C, int ldc,
+          double alpha, double beta) {
+  JMP_DGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A, lda, B,
+            ldb, beta, C, ldc);
 }
-void Gemm(bool ta, bool tb, int m, int n, int k, const c64* A, int lda, const c64* B, int ldb, c64* C, int ldc) {
-  const c64 one(1, 0), zero(0, 0);
-  JMP_CGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &one, A, lda, B,
-            ldb, &zero, C, ldc);
+void Gemm(bool ta, bool tb, int m, int n, int k, const c64* A, int lda, const c64* B, int ldb, c64* C, int ldc,
+          double alpha, double beta) {
+  const c64 al(static_cast<float>(alpha), 0), be(static_cast<float>(beta), 0);
+  JMP_CGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &al, A, lda, B, ldb,
+            &be, C, ldc);
 }
-void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c128* B, int ldb, c128* C, int ldc) {
-  const c128 one(1, 0), zero(0, 0);
-  JMP_ZGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &one, A, lda, B,
-            ldb, &zero, C, ldc);
+void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c128* B, int ldb, c128* C, int ldc,
+          double alpha, double beta) {
+  const c128 al(alpha, 0), be(beta, 0);
+  JMP_ZGEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, &al, A, lda, B, ldb,
+            &be, C, ldc);
 }
 
 // The BLAS types: float32, float64, complex64 and complex128 straight through GEMM, split across the
@@ -92,8 +95,13 @@ void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k)
     const T* A = reinterpret_cast<const T*>(in0) + (sa ? sa->BatchOffset(b) : b * stride_a) + (ta ? r0 : r0 * lda);
     const T* B = reinterpret_cast<const T*>(in1) + (sb ? sb->BatchOffset(b) : b * stride_b) + (tb ? c0 * ldb : c0);
     T* C = reinterpret_cast<T*>(a.out[0]) + b * m * n + r0 * n + c0;
+    if (a.addend) {  // the block's part of the addend, copied while the block's GEMM will find it in cache
+      const T* add = reinterpret_cast<const T*>(a.addend) + b * m * n + r0 * n + c0;
+      for (int64_t r = 0; r < r1 - r0; ++r)
+        std::memcpy(C + r * n, add + r * n, static_cast<size_t>(c1 - c0) * sizeof(T));
+    }
     Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(c1 - c0), static_cast<int>(k), A, static_cast<int>(lda), B,
-         static_cast<int>(ldb), C, static_cast<int>(n));
+         static_cast<int>(ldb), C, static_cast<int>(n), a.alpha, a.addend ? 1.0 : 0.0);
   };
   // A task's share: about this many multiply-adds of real numbers (a complex one is four).
   constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
@@ -109,7 +117,13 @@ void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k)
   // of columns), so more blocks than threads only repeat that packing, and cutting the longer side
   // repeats the smaller operand. Eight blocks of 8 rows for a 64x256 by 256x256 product packed B eight
   // times: the product took 1.8 times the CPU time of two blocks, and twice as long.
-  const int64_t tasks = std::min<int64_t>(HostThreads(), std::max<int64_t>(1, kScale * m * n * k / kFlopsPerTask));
+  // A short contraction is bound by writing C, and handing half of it to another thread costs more than
+  // it saves: a 128x10 by 10x512 product took 29 us on one thread, 50-60 us over two (XLA:CPU's: 22).
+  constexpr int64_t kMinSplitContraction = 32;
+  const int64_t tasks =
+      k < kMinSplitContraction
+          ? 1
+          : std::min<int64_t>(HostThreads(), std::max<int64_t>(1, kScale * m * n * k / kFlopsPerTask));
   if (tasks <= 1) return block(0, 0, m, 0, n);
   if (m >= n)
     ParallelFor(m, std::max<int64_t>(1, m / tasks), [&](int64_t r0, int64_t r1) { block(0, r0, r1, 0, n); });
@@ -133,7 +147,10 @@ Status RunMatMul(const OpArgs& a) {
   DType t = a.OutType().dtype;
   if (m == 0 || n == 0) return Status::Ok();
   if (k == 0) {
-    std::memset(a.out[0], 0, a.OutType().ByteSize());
+    if (a.addend)
+      std::memcpy(a.out[0], a.addend, a.OutType().ByteSize());
+    else
+      std::memset(a.out[0], 0, a.OutType().ByteSize());
     return Status::Ok();
   }
   switch (t) {

@@ -1,6 +1,6 @@
 // The planner: turns a graph into a Plan once, at compile time. It folds constants, makes reshapes
-// views, lets MatMul read transposes untransposed, finds in-place while carries and gives every
-// other value an arena slot by liveness.
+// views, lets MatMul read transposes untransposed and add its product to a value, finds in-place while
+// carries and gives every other value an arena slot by liveness.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -230,6 +230,102 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
   }
 }
 
+// The value of every element of v when v is a splat known now: a folded one-element value or
+// broadcast, or a Broadcast or Negative of one (the lowering's `p - lr * g` multiplies g by -lr).
+std::optional<double> SplatValue(const Plan& plan, const std::vector<int>& producer, int v) {
+  const mps::Graph& g = *plan.graph;
+  const size_t r = static_cast<size_t>(Root(plan, v));
+  const DType t = g.values[r].dtype;
+  if (t != DType::kF32 && t != DType::kF64) return std::nullopt;
+  if (plan.folded_offset[r] >= 0 && (g.values[r].NumElements() == 1 || plan.splat[r])) {
+    const uint8_t* p = plan.folded.data() + plan.folded_offset[r];
+    if (t == DType::kF32) return static_cast<double>(*reinterpret_cast<const float*>(p));
+    return *reinterpret_cast<const double*>(p);
+  }
+  const int p = producer[r];
+  if (p < 0 || plan.folded_op[static_cast<size_t>(p)]) return std::nullopt;
+  const mps::Op& op = g.ops[static_cast<size_t>(p)];
+  if (op.inputs.size() != 1 || g.type(op.inputs[0]).dtype != t) return std::nullopt;
+  if (op.kind == mps::OpKind::kBroadcast && g.type(op.inputs[0]).NumElements() == 1)
+    return SplatValue(plan, producer, op.inputs[0]);
+  if (op.kind == mps::OpKind::kNegative) {
+    std::optional<double> x = SplatValue(plan, producer, op.inputs[0]);
+    if (x) return -*x;
+  }
+  return std::nullopt;
+}
+
+// A float MatMul whose product's one reader adds it to a value made before it, Add(product, p) or
+// MultiplyAdd(splat, product, p), computes the sum itself: its result starts as a copy of p and GEMM adds
+// the product scaled by the splat (beta = 1). A weight update, w - lr * (x^T g), then makes no gradient
+// matrix and reads nothing twice; OpenBLAS's pass zeroing the result (beta = 0) goes too. Rounding: the
+// product is no longer rounded on its own before the sum, which only makes the result closer.
+// The adding op becomes a view of the MatMul's result; the ops that made only its splat stop running.
+void FoldMatMulAccumulates(Plan& plan, const std::vector<int>& producer) {
+  const mps::Graph& g = *plan.graph;
+  plan.matmul_addend.assign(g.ops.size(), -1);
+  plan.matmul_alpha.assign(g.ops.size(), 1.0);
+  // Per root value: the ops reading it, views included (a view's readers are counted at its root too).
+  std::vector<int> uses(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    if (plan.view_op[i] && op.outputs.size() == 1 && plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0) continue;
+    if (!Runs(plan, i)) continue;
+    for (size_t j = 0; j < op.inputs.size(); ++j) ++uses[static_cast<size_t>(ReadRoot(plan, i, j))];
+  }
+  const std::vector<uint8_t> is_output = OutputRoots(plan);
+  for (size_t x = 0; x < g.ops.size(); ++x) {
+    const mps::Op& op = g.ops[x];
+    const bool madd = op.kind == mps::OpKind::kMultiplyAdd && op.inputs.size() == 3;
+    if ((!madd && (op.kind != mps::OpKind::kAdd || op.inputs.size() != 2)) || !Runs(plan, x) || op.outputs.size() != 1)
+      continue;
+    const mps::TensorType& out = g.type(op.outputs[0]);
+    if (out.dtype != DType::kF32 && out.dtype != DType::kF64) continue;
+    bool same = true;
+    for (int v : op.inputs) same &= g.type(v).dtype == out.dtype && g.type(v).shape == out.shape;
+    if (!same) continue;
+    // Which input is the product, which the addend, and the product's factor.
+    for (size_t k = 0; k < 2; ++k) {
+      const int product = op.inputs[k];
+      const int addend = madd ? op.inputs[2] : op.inputs[1 - k];
+      const size_t r = static_cast<size_t>(Root(plan, product));
+      const int m = producer[r];
+      if (m < 0 || plan.folded_op[static_cast<size_t>(m)] ||
+          g.ops[static_cast<size_t>(m)].kind != mps::OpKind::kMatMul || uses[r] != 1 || is_output[r] ||
+          plan.slice_view[r] >= 0 || g.values[r].NumElements() != out.NumElements() ||
+          plan.matmul_addend[static_cast<size_t>(m)] >= 0)
+        continue;
+      // The addend must be whole in memory when the MatMul runs: a graph input, folded, or made earlier
+      // by an op outside every fused group.
+      const size_t a = static_cast<size_t>(Root(plan, addend));
+      const int ap = producer[a];
+      if (a == r || plan.slice_view[a] >= 0 ||
+          (ap >= 0 && !plan.folded_op[static_cast<size_t>(ap)] &&
+           (ap > m || TileKind(g.ops[static_cast<size_t>(ap)].kind))))
+        continue;
+      std::optional<double> alpha = madd ? SplatValue(plan, producer, op.inputs[1 - k]) : std::optional<double>(1.0);
+      if (!alpha) continue;
+      plan.matmul_addend[static_cast<size_t>(m)] = addend;
+      plan.matmul_alpha[static_cast<size_t>(m)] = *alpha;
+      plan.view_op[x] = 1;
+      plan.alias_of[static_cast<size_t>(op.outputs[0])] = product;
+      // The ops that made the splat for this op alone stop running.
+      if (madd) {
+        for (int v = op.inputs[1 - k];;) {
+          const size_t s = static_cast<size_t>(Root(plan, v));
+          const int p = producer[s];
+          if (--uses[s] > 0 || is_output[s] || p < 0 || !Runs(plan, static_cast<size_t>(p)) ||
+              g.ops[static_cast<size_t>(p)].outputs.size() != 1)
+            break;
+          plan.skipped_op[static_cast<size_t>(p)] = 1;
+          v = g.ops[static_cast<size_t>(p)].inputs[0];
+        }
+      }
+      break;
+    }
+  }
+}
+
 // The block a static Slice reads when it is contiguous: unit strides, whole trailing dims, one index of
 // each dim before the first partial one.
 std::optional<SliceView> StaticBlockOf(const mps::Graph& g, const mps::Op& op) {
@@ -309,6 +405,7 @@ bool MakeEarlier(Plan& plan, const std::vector<int>& producer, const std::vector
       return false;
     moving[op] = 1;
     for (int in : o.inputs) todo.push_back(in);
+    if (plan.matmul_addend[op] >= 0) todo.push_back(plan.matmul_addend[op]);
   }
   std::vector<int> steps(plan.steps.begin(), plan.steps.begin() + before), later;
   for (size_t s = static_cast<size_t>(before); s < plan.steps.size(); ++s) {
@@ -398,6 +495,7 @@ void AssignArenaSlots(Plan& plan) {
       size_t i = static_cast<size_t>(oi);
       const mps::Op& op = g.ops[i];
       for (size_t j = 0; j < op.inputs.size(); ++j) reads(ReadRoot(plan, i, j), s);
+      if (plan.matmul_addend[i] >= 0) reads(plan.matmul_addend[i], s);
       for (int v : op.outputs) {
         needs_slot[static_cast<size_t>(v)] = plan.tile_slot[static_cast<size_t>(v)] < 0;
         last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s);
@@ -491,6 +589,7 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   plan->made_in_carry.assign(g.values.size(), -1);  // FindCarryUpdates decides, once groups are formed
   FindInPlaceCarries(*plan, uses);
   FoldMatMulTransposes(*plan, producer);
+  FoldMatMulAccumulates(*plan, producer);
   FuseElementwise(*plan);
   FindCarryUpdates(*plan, producer);
   AssignArenaSlots(*plan);

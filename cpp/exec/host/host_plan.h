@@ -82,7 +82,11 @@ struct Plan {
   std::vector<std::array<StridedMatrix, 2>> matmul_strided;  // per op: how, when strided (ld > 0)
   std::vector<uint8_t> skipped_op;             // per op: 1 for a Transpose every reader of which reads its source
   std::vector<uint8_t> matmul_transposed_out;  // per op: a MatMul writing its result transposed (OpArgs)
-  std::vector<int> slice_view;                 // per value: its index in slice_views, or -1
+  // Per op: a MatMul that adds its product, times matmul_alpha, to this value (GEMM's beta = 1), or -1.
+  // The Add or MultiplyAdd by a splat that was its product's one reader becomes a view of its result.
+  std::vector<int> matmul_addend;
+  std::vector<double> matmul_alpha;
+  std::vector<int> slice_view;  // per value: its index in slice_views, or -1
   std::vector<SliceView> slice_views;
   // Per value: a block of a while body's in-place carry (an index in slice_views: the carry and the
   // in-place scatter's indices) the value is made straight in when the run lets carries be written, or
