@@ -25,6 +25,17 @@ std::vector<uint8_t> OutputRoots(const Plan& plan) {
 
 // The block of `data` that one row of integer indices addresses (its leading dims, the rest whole), or
 // nothing when `indices` is not such a row.
+// Per root value: how many ops read it at run time (a view's readers count at its root; a MatMul reading
+// a skipped Transpose's source counts at the source).
+std::vector<int> RunTimeReaders(const Plan& plan) {
+  const mps::Graph& g = *plan.graph;
+  std::vector<int> uses(g.values.size(), 0);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (Runs(plan, i))
+      for (size_t j = 0; j < g.ops[i].inputs.size(); ++j) ++uses[static_cast<size_t>(ReadRoot(plan, i, j))];
+  return uses;
+}
+
 std::optional<SliceView> BlockOf(const mps::Graph& g, int data, int indices) {
   const mps::TensorType& d = g.type(data);
   const mps::TensorType& idx = g.type(indices);
@@ -174,13 +185,9 @@ void FoldMatMulTransposes(Plan& plan, const std::vector<int>& producer) {
   const mps::Graph& g = *plan.graph;
   plan.matmul_source.assign(g.ops.size(), {-1, -1});
   plan.matmul_strided.assign(g.ops.size(), {});
-  // Per root value: its readers at run time (a reshape's readers read it too) and those folded here.
-  std::vector<int> uses(g.values.size(), 0), folded_uses(g.values.size(), 0);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const mps::Op& op = g.ops[i];
-    if (plan.view_op[i] && op.outputs.size() == 1 && plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0) continue;
-    for (int v : op.inputs) ++uses[static_cast<size_t>(Root(plan, v))];
-  }
+  // Per root value: its readers at run time and those folded here.
+  const std::vector<int> uses = RunTimeReaders(plan);
+  std::vector<int> folded_uses(g.values.size(), 0);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const mps::Op& op = g.ops[i];
     if (op.kind != mps::OpKind::kMatMul || plan.folded_op[i] || op.inputs.size() != 2) continue;
@@ -265,14 +272,7 @@ void FoldMatMulAccumulates(Plan& plan, const std::vector<int>& producer) {
   const mps::Graph& g = *plan.graph;
   plan.matmul_addend.assign(g.ops.size(), -1);
   plan.matmul_alpha.assign(g.ops.size(), 1.0);
-  // Per root value: the ops reading it, views included (a view's readers are counted at its root too).
-  std::vector<int> uses(g.values.size(), 0);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const mps::Op& op = g.ops[i];
-    if (plan.view_op[i] && op.outputs.size() == 1 && plan.alias_of[static_cast<size_t>(op.outputs[0])] >= 0) continue;
-    if (!Runs(plan, i)) continue;
-    for (size_t j = 0; j < op.inputs.size(); ++j) ++uses[static_cast<size_t>(ReadRoot(plan, i, j))];
-  }
+  std::vector<int> uses = RunTimeReaders(plan);  // less the splat makers this pass stops
   const std::vector<uint8_t> is_output = OutputRoots(plan);
   for (size_t x = 0; x < g.ops.size(); ++x) {
     const mps::Op& op = g.ops[x];
