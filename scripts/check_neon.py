@@ -22,7 +22,7 @@ HOT_LOOPS = {
     "cpp_exec_host_host_vector_loops.cc.o": [
         "AddF32", "SubF32", "MulF32", "DivF32", "MaxF32", "MinF32", "AddF64", "MulF64", "MaxF64",
         # (not MulU64: NEON has no 64-bit integer multiply, so that loop stays scalar by design)
-        "AddU32", "XorU32", "ShlU32", "AddU64", "ShrI64", "LtF64", "LogF64", "SqrtF64", "Select32",
+        "AddU32", "XorU32", "ShlU32", "AddU64", "ShrI64", "LtF64", "GtF32", "LogF64", "SqrtF64", "Select32",
         "Select64", "OrOfShiftsU32", "OrOfShiftsU64"],
     "cpp_exec_host_host_elementwise.cc.o": ["ExpF32", "TanhF32", "SigmoidF32"],
     "cpp_exec_host_host_reduce.cc.o": ["RowSumsF32", "ColumnSumsF32"],

@@ -1,5 +1,5 @@
-"""The host executor's float64 and 32/64-bit integer elementwise loops built for AVX2 (arithmetic, shifts,
-logic, 4- and 8-byte selects) against JAX's CPU backend, bit for bit: on edge values, on arrays large
+"""The host executor's float32, float64 and 32/64-bit integer elementwise loops built for AVX2 (arithmetic,
+comparisons, shifts, logic, 4- and 8-byte selects) against JAX's CPU backend, bit for bit: on edge values, on arrays large
 enough to be fused into tiles and split over threads, and with one operand a splat (the loops' uniform
 path), as threefry and erf_inv use them."""
 
@@ -19,7 +19,8 @@ def values(dtype, seed):
     rng = np.random.default_rng(seed)
     if dtype.kind == "f":
         # No result may be subnormal (XLA:CPU flushes those to zero, the host executor does not).
-        edges = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1e300, -1e300, 1e-300, 1.5, -2.5], dtype)
+        big, tiny = (1e300, 1e-300) if dtype == np.float64 else (1e38, 1e-30)
+        edges = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, big, -big, tiny, 1.5, -2.5], dtype)
         rest = rng.uniform(-4, 4, N).astype(dtype)
     else:
         ii = np.iinfo(dtype)
@@ -48,7 +49,7 @@ def arithmetic(x, y, p):
     return out
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.int32, np.uint32])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.uint64, np.int32, np.uint32])
 def test_vector_loops_match_cpu(x64, dtype):
     p = np.arange(N) % 3 == 1
     check(arithmetic, values(dtype, 1), values(dtype, 2), p, exact=True)
@@ -67,6 +68,20 @@ def test_float32_select_and_int32_in_a_fused_chain():
         return jnp.where(k % 2 == 0, x * 2.0, -x), k
 
     check(f, x, i, exact=True)
+
+
+def test_float32_relu_mask_selects_by_data():
+    # A relu's forward and backward: its mask comes from data, so a loop that branched on it would
+    # mispredict half the time; each select has one array side and one splat (a fused tile's uniform).
+    rng = np.random.default_rng(5)
+    h, g = rng.normal(size=(2, 64, 97)).astype(np.float32)
+
+    def f(h, g):
+        m = h > 0
+        return jnp.where(m, h, 0.0), jnp.where(m, g, 0.0), jnp.where(m, 0.0, g), m, h >= 0, h < 0
+
+    check(f, h, g, exact=True)
+    check(lambda h, g: jax.grad(lambda h: jnp.sum(jax.nn.relu(h) * g))(h), h, g, exact=True)
 
 
 def test_random_bits_and_float64_normal_match_cpu_bit_for_bit(x64):

@@ -123,44 +123,36 @@ JMP_INT_LOOPS(I64, int64_t)
 #undef JMP_INT_LOOPS
 #undef JMP_BINARY_LOOP
 
-// float64 comparisons: erf_inv picks its polynomial by two of them, with a splat bound (`uniform` as
-// above). The generic loops compare one element at a time (their byte stores may alias the inputs).
+// Float comparisons: a relu's gradient masks by one (x > 0) per layer, and erf_inv picks its float64
+// polynomial by two, with a splat bound (`uniform` as above). The generic loops compare one element at
+// a time (their byte stores may alias the inputs).
 #define JMP_COMPARE_LOOP(Name, T, Cmp)      \
   template <typename V>                     \
   JMP_FASTMATH uint8_t Name##Op(V x, V y) { \
     return static_cast<uint8_t>(x Cmp y);   \
   }                                         \
   JMP_BINARY_LOOP_TO(Name, T, uint8_t, Name##Op<T>)
-JMP_COMPARE_LOOP(EqF64, double, ==)
-JMP_COMPARE_LOOP(NeF64, double, !=)
-JMP_COMPARE_LOOP(LtF64, double, <)
-JMP_COMPARE_LOOP(LeF64, double, <=)
-JMP_COMPARE_LOOP(GtF64, double, >)
-JMP_COMPARE_LOOP(GeF64, double, >=)
+#define JMP_COMPARE_LOOPS(Suffix, T)  \
+  JMP_COMPARE_LOOP(Eq##Suffix, T, ==) \
+  JMP_COMPARE_LOOP(Ne##Suffix, T, !=) \
+  JMP_COMPARE_LOOP(Lt##Suffix, T, <)  \
+  JMP_COMPARE_LOOP(Le##Suffix, T, <=) \
+  JMP_COMPARE_LOOP(Gt##Suffix, T, >)  \
+  JMP_COMPARE_LOOP(Ge##Suffix, T, >=)
+JMP_COMPARE_LOOPS(F32, float)
+JMP_COMPARE_LOOPS(F64, double)
+#undef JMP_COMPARE_LOOPS
 #undef JMP_COMPARE_LOOP
 #undef JMP_BINARY_LOOP_TO
 
-bool RunCompareF64(const OpArgs& a, BinOp op) {
-  void (*loop)(const double*, const double*, uint8_t*, int64_t, int64_t, int) =
-      op == BinOp::kEqual                  ? EqF64
-      : op == BinOp::kNotEqual             ? NeF64
-      : op == BinOp::kLessThan             ? LtF64
-      : op == BinOp::kLessThanOrEqualTo    ? LeF64
-      : op == BinOp::kGreaterThan          ? GtF64
-      : op == BinOp::kGreaterThanOrEqualTo ? GeF64
-                                           : nullptr;
-  if (!loop) return false;
-  const double* x = reinterpret_cast<const double*>(a.in[0]);
-  const double* y = reinterpret_cast<const double*>(a.in[1]);
-  uint8_t* z = a.out[0];
-  const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
-  if (uniform) {  // only in a fused tile: never worth splitting
-    loop(x, y, z, 0, a.Count(), uniform);
-    return true;
-  }
-  ParallelFor(a.Count(), GrainFor(1), [&](int64_t begin, int64_t end) { loop(x, y, z, begin, end, 0); });
-  return true;
-}
+#define JMP_COMPARE_PICK(Suffix)                    \
+  op == BinOp::kEqual                  ? Eq##Suffix \
+  : op == BinOp::kNotEqual             ? Ne##Suffix \
+  : op == BinOp::kLessThan             ? Lt##Suffix \
+  : op == BinOp::kLessThanOrEqualTo    ? Le##Suffix \
+  : op == BinOp::kGreaterThan          ? Gt##Suffix \
+  : op == BinOp::kGreaterThanOrEqualTo ? Ge##Suffix \
+                                       : nullptr
 
 // float64 unary loops: log is erf_inv's (fastmath::Log, vectorised), sqrt, negative and absolute value
 // the other unary ops of its polynomial selection; the generic loops call libm one element at a time.
@@ -193,15 +185,16 @@ void RunOrOfShifts(const OpArgs& a, void (*loop)(const T*, T, T, T*, int64_t)) {
        reinterpret_cast<T*>(a.out[0]), a.Count());
 }
 
-template <typename T>
-using Loop = void (*)(const T*, const T*, T*, int64_t, int64_t, int);
+// R: the result's element type (a comparison's is a byte).
+template <typename T, typename R = T>
+using Loop = void (*)(const T*, const T*, R*, int64_t, int64_t, int);
 
-template <typename T>
-bool RunLoop(const OpArgs& a, Loop<T> loop) {
+template <typename T, typename R = T>
+bool RunLoop(const OpArgs& a, Loop<T, R> loop) {
   if (!loop) return false;
   const T* x = reinterpret_cast<const T*>(a.in[0]);
   const T* y = reinterpret_cast<const T*>(a.in[1]);
-  T* z = reinterpret_cast<T*>(a.out[0]);
+  R* z = reinterpret_cast<R*>(a.out[0]);
   const int uniform = a.uniform[1] ? 2 : a.uniform[0] ? 1 : 0;
   if (uniform) {  // only in a fused tile: never worth splitting
     loop(x, y, z, 0, a.Count(), uniform);
@@ -239,6 +232,9 @@ JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
 // coefficient from two of them, and reading whole tiles of them would stream them through the cache).
 // With a splat the plain conditional compiles to a byte compare and blends, about twice as fast as the
 // mask arithmetic (which widens each byte through a chain of shuffles); with two arrays the mask is faster.
+// The array's element is loaded whatever the predicate: a load only on one side of the conditional
+// needs a masked load to vectorise (AVX2 has one; SSE4.2 and NEON do not, and their loop branched on
+// every element of a relu's mask).
 #define JMP_SELECT_LOOP(Name, W)                                                                                   \
   JMP_VECTOR_LOOP(Name, (const uint8_t* p, const W* x, const W* y, W* z, int64_t begin, int64_t end, int uniform), \
                   (p, x, y, z, begin, end, uniform), {                                                             \
@@ -247,10 +243,16 @@ JMP_FASTMATH W Pick(uint8_t p, W x, W y) {
                       for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : b;                                   \
                     } else if (uniform == 1) {                                                                     \
                       const W a = x[0];                                                                            \
-                      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? a : y[i];                                \
+                      for (int64_t i = begin; i < end; ++i) {                                                      \
+                        const W b = y[i];                                                                          \
+                        z[i] = p[i] ? a : b;                                                                       \
+                      }                                                                                            \
                     } else if (uniform == 2) {                                                                     \
                       const W b = y[0];                                                                            \
-                      for (int64_t i = begin; i < end; ++i) z[i] = p[i] ? x[i] : b;                                \
+                      for (int64_t i = begin; i < end; ++i) {                                                      \
+                        const W a = x[i];                                                                          \
+                        z[i] = p[i] ? a : b;                                                                       \
+                      }                                                                                            \
                     } else {                                                                                       \
                       for (int64_t i = begin; i < end; ++i) z[i] = Pick<W>(p[i], x[i], y[i]);                      \
                     }                                                                                              \
@@ -276,9 +278,11 @@ void RunSelectLoop(const OpArgs& a, void (*loop)(const uint8_t*, const W*, const
 
 bool VectorBinary(const OpArgs& a, mps::BinaryOp op) {
   switch (a.InType(0).dtype) {
-    case DType::kF32: return RunLoop<float>(a, JMP_FLOAT_PICK(F32));
+    case DType::kF32:
+      if (RunLoop<float, uint8_t>(a, JMP_COMPARE_PICK(F32))) return true;
+      return RunLoop<float>(a, JMP_FLOAT_PICK(F32));
     case DType::kF64:
-      if (RunCompareF64(a, op)) return true;
+      if (RunLoop<double, uint8_t>(a, JMP_COMPARE_PICK(F64))) return true;
       return RunLoop<double>(a, JMP_FLOAT_PICK(F64));
     case DType::kU32: return RunLoop<uint32_t>(a, JMP_INT_PICK(U32));
     case DType::kI32: return RunLoop<int32_t>(a, JMP_INT_PICK(I32));
@@ -321,6 +325,7 @@ bool VectorSelect(const OpArgs& a) {
 }
 
 #undef JMP_FLOAT_PICK
+#undef JMP_COMPARE_PICK
 #undef JMP_INT_PICK
 
 }  // namespace jmp::exec::host
