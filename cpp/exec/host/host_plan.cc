@@ -23,8 +23,6 @@ std::vector<uint8_t> OutputRoots(const Plan& plan) {
   return is_output;
 }
 
-// The block of `data` that one row of integer indices addresses (its leading dims, the rest whole), or
-// nothing when `indices` is not such a row.
 // Per root value: how many ops read it at run time (a view's readers count at its root; a MatMul reading
 // a skipped Transpose's source counts at the source).
 std::vector<int> RunTimeReaders(const Plan& plan) {
@@ -36,6 +34,8 @@ std::vector<int> RunTimeReaders(const Plan& plan) {
   return uses;
 }
 
+// The block of `data` that one row of integer indices addresses (its leading dims, the rest whole), or
+// nothing when `indices` is not such a row.
 std::optional<SliceView> BlockOf(const mps::Graph& g, int data, int indices) {
   const mps::TensorType& d = g.type(data);
   const mps::TensorType& idx = g.type(indices);
