@@ -142,3 +142,38 @@ def test_bernoulli_in_high_mode_matches_cpu():
     # Its threefry bits are made as one [2, n] array whose halves are then combined: read in place.
     key = jax.random.key(3)
     check(lambda k: jax.random.bernoulli(k, p=0.3, shape=(50_000,), mode="high"), key, exact=True)
+
+
+def _block_of_a_folded_transpose(x, w, b, i):
+    # A transpose read by a MatMul through BLAS's flag must still be made when a block of it is read.
+    t = x.T
+    return t @ w, jnp.sin(t[3:5])
+
+
+def _block_of_a_product_written_transposed(x, w, b, i):
+    # A product read as a block may be written neither transposed nor as the sum it is added to.
+    p = x.T @ w
+    return jnp.sin(p[1:3]), p.T * 2.0
+
+
+def _block_of_a_product_added_to(x, w, b, i):
+    p = x.T @ w
+    return jnp.sin(p[1:3]), p + b
+
+
+def _dynamic_block_of_a_product(x, w, b, i):
+    p = x.T @ w
+    return jnp.cos(lax.dynamic_slice(p, (i, i * 0), (1, 4))), p + b
+
+
+BLOCK_READERS = {f.__name__[1:]: f for f in (_block_of_a_folded_transpose, _block_of_a_product_written_transposed,
+                                             _block_of_a_product_added_to, _dynamic_block_of_a_product)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("form", sorted(BLOCK_READERS))
+def test_block_view_counts_as_a_reader_of_its_data(form, dtype):
+    x, w = random_array(RNG, (6, 5), dtype), random_array(RNG, (6, 4), dtype)
+    b = random_array(RNG, (5, 4), dtype)
+    with jax.enable_x64(dtype == np.float64):
+        check_reduction(BLOCK_READERS[form], x, w, b, np.int32(2), k=7, magnitude="normwise")

@@ -24,13 +24,19 @@ std::vector<uint8_t> OutputRoots(const Plan& plan) {
 }
 
 // Per root value: how many ops read it at run time (a view's readers count at its root; a MatMul reading
-// a skipped Transpose's source counts at the source).
+// a skipped Transpose's source counts at the source). A slice view runs no op but its readers read its
+// data's storage, so it counts as one reader of its data and indices: the MatMul passes must not reuse
+// or relayout storage a block of it is still read from.
 std::vector<int> RunTimeReaders(const Plan& plan) {
   const mps::Graph& g = *plan.graph;
   std::vector<int> uses(g.values.size(), 0);
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (Runs(plan, i))
-      for (size_t j = 0; j < g.ops[i].inputs.size(); ++j) ++uses[static_cast<size_t>(ReadRoot(plan, i, j))];
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const mps::Op& op = g.ops[i];
+    const bool slice_view =
+        plan.view_op[i] && op.outputs.size() == 1 && plan.slice_view[static_cast<size_t>(op.outputs[0])] >= 0;
+    if (Runs(plan, i) || slice_view)
+      for (size_t j = 0; j < op.inputs.size(); ++j) ++uses[static_cast<size_t>(ReadRoot(plan, i, j))];
+  }
   return uses;
 }
 
