@@ -177,3 +177,17 @@ def test_block_view_counts_as_a_reader_of_its_data(form, dtype):
     b = random_array(RNG, (5, 4), dtype)
     with jax.enable_x64(dtype == np.float64):
         check_reduction(BLOCK_READERS[form], x, w, b, np.int32(2), k=7, magnitude="normwise")
+
+
+@pytest.mark.parametrize("n", [2049, 4096])
+def test_bitcast_to_another_width_read_by_a_fused_group(n):
+    # The bitcast is a view of its source's memory with another element count; the elementwise group
+    # reading it must step through it by the view's own element size, tile after tile.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(n).astype(np.float32)
+    check(lambda x: lax.bitcast_convert_type(x, jnp.uint16) >> 1, x, exact=True)
+    pairs = rng.standard_normal(2 * n).astype(np.float32).view(np.uint16).reshape(2 * n, 2)
+    check(lambda a: jnp.where(a[:, 0] > 0, lax.bitcast_convert_type(a, jnp.float32) + 1.0, 0.5), pairs, exact=True)
+    with jax.enable_x64(True):
+        words = rng.standard_normal(n).view(np.uint32).reshape(n, 2)
+        check(lambda w: lax.bitcast_convert_type(w, jnp.float64) + 1.0, words, exact=True)

@@ -311,6 +311,9 @@ void AssignTileSlots(Plan& plan, const std::vector<int>& group_of_op) {
       const mps::Op& op = g.ops[static_cast<size_t>(i)];
       for (int v : op.inputs) {
         int r = Root(plan, v);
+        // A view that reinterprets its root as elements of another size (a bitcast to a wider or narrower
+        // type) is read as itself: its tiles step by its own element size, over its own count.
+        if (g.type(v).NumElements() != g.type(r).NumElements()) r = v;
         f.operands.push_back(r);
         size_t maker = k_of_maker(r);
         const mps::Op* made = maker < f.ops.size() ? &g.ops[static_cast<size_t>(f.ops[maker])] : nullptr;
