@@ -145,6 +145,36 @@ def test_blocks_at_run_time_indices_in_a_loop():
     check(f, xs, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64])
+def test_update_made_in_its_block_when_the_index_depends_on_it(dtype):
+    """A carry's block written by an update the body makes is only made in the block when the block's
+    index is known first: here the index is computed from the update itself (A[v] = v)."""
+    def f(a):
+        def body(i, a):
+            u = ((i * 3 + 1) % 8).astype(a.dtype)
+            return lax.dynamic_update_slice(a, u[None], (u.astype(jnp.int32),))
+        return lax.fori_loop(0, 6, body, a)
+
+    with jax.enable_x64(dtype == np.float64):
+        check(f, np.zeros(8, dtype), exact=True)
+
+
+def test_update_made_in_one_carry_indexes_another():
+    """Two carries updated in place: the update of one is the index of the other's block. Making the
+    second block's index early must not move the first update ahead of its own block's index."""
+    def f(a, c, h):
+        def body(i, carry):
+            a, c, h = carry
+            big = jnp.sin(h)  # made before the update it will be indexed by
+            v = (i * 3 + 1) % 4
+            a = lax.dynamic_update_slice(a, v[None], ((i + 2) % 4,))
+            c = lax.dynamic_update_index_in_dim(c, big, v, 0)
+            return a, c, h + 1.0
+        return lax.fori_loop(0, 6, body, (a, c, h))
+
+    check(f, np.zeros(4, np.int32), np.zeros((4, 8), np.float32), np.zeros(8, np.float32), rtol=2e-6)
+
+
 def test_large_carries_in_a_loop():
     """A body over arrays large enough for the generic kernels (and fused groups) next to scalar
     bookkeeping with small kernels."""

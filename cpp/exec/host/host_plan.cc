@@ -390,7 +390,9 @@ std::vector<int> StepOf(const Plan& plan) {
 
 // Makes `v` known before step `before`: the small ops (scalar index arithmetic) that make it after
 // that step move to just before it, in their order. False, and nothing moves, when v depends on
-// anything else made at or after that step. Such ops are pure and read only what is made earlier.
+// anything else made at or after that step, the step itself included (the update whose block v
+// addresses). Such ops are pure and read only what is made earlier. An op that writes its result into
+// a carry's block (made_in_carry) needs that block's indices first, so they move with it.
 // `step_of` is StepOf(plan), stale once this returns true.
 bool MakeEarlier(Plan& plan, const std::vector<int>& producer, const std::vector<int>& step_of, int v, int before) {
   const mps::Graph& g = *plan.graph;
@@ -406,11 +408,14 @@ bool MakeEarlier(Plan& plan, const std::vector<int>& producer, const std::vector
     const mps::Op& o = g.ops[op];
     size_t bytes = 0;
     for (int out : o.outputs) bytes += g.type(out).ByteSize();
-    if (step_of[op] < 0 || plan.steps[static_cast<size_t>(step_of[op])] != p || bytes > 64 || !o.subgraphs.empty() ||
-        mps::HasEffects(o) || plan.slice_view[r] >= 0)
+    if (step_of[op] <= before || plan.steps[static_cast<size_t>(step_of[op])] != p || bytes > 64 ||
+        !o.subgraphs.empty() || mps::HasEffects(o) || plan.slice_view[r] >= 0)
       return false;
     moving[op] = 1;
     for (int in : o.inputs) todo.push_back(in);
+    for (int out : o.outputs)
+      if (int s = plan.made_in_carry[static_cast<size_t>(out)]; s >= 0)
+        todo.push_back(plan.slice_views[static_cast<size_t>(s)].indices);
     if (plan.matmul_addend[op] >= 0) todo.push_back(plan.matmul_addend[op]);
   }
   std::vector<int> steps(plan.steps.begin(), plan.steps.begin() + before), later;
