@@ -90,6 +90,25 @@ def test_sgd_loop_over_a_dense_layer_as_on_cpu():
     check_reduction(train, w0, x, y, k=25 * 65, magnitude="normwise")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("make", ["sort", "cumsum"])
+def test_addend_written_in_place_as_a_scan_output(make, dtype):
+    # The addend is also a stacked output, made straight in its row of the scan's result, whose place
+    # moves every iteration: the product must read it there each time, not where it was first bound.
+    made = {"sort": lambda x: jnp.sort(x, axis=-1), "cumsum": lambda x: jnp.cumsum(x, axis=0)}[make]
+
+    def f(xs, a, b):
+        def body(c, x):
+            u = made(x)
+            return c + (a @ b + u), u
+        return lax.scan(body, jnp.zeros(xs.shape[1:], xs.dtype), xs)
+
+    with jax_config("jax_enable_x64", dtype == np.float64):
+        xs, a, b = random_array(RNG, (6, 8, 16), dtype), random_array(RNG, (8, 12), dtype), random_array(RNG, (12, 16), dtype)
+        # Six sums of a 12-term product, a cumsum of up to 8 terms and the carry.
+        check_reduction(f, xs, a, b, k=6 * (12 + 8 + 1), magnitude="normwise")
+
+
 PROFILED = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     rng = np.random.default_rng(0)

@@ -99,6 +99,7 @@ Status BoundPlan::Bind(int b, const std::vector<const uint8_t*>& inputs, const s
     bool fixed = true;
     for (size_t j = 0; j < op.inputs.size(); ++j) fixed = fixed && FixedPlace(plan_, ReadRoot(plan_, i, j), writable);
     for (int v : op.outputs) fixed = fixed && FixedPlace(plan_, v, writable);
+    if (int v = plan_.matmul_addend[i]; v >= 0) fixed = fixed && FixedPlace(plan_, v, writable);  // read as C
     s.args = std::make_unique<OpArgs>(OpArgs{op, g, {}, {}});
     if (!fixed) {  // its indices are not computed yet
       s.kind = Binding::Kind::kDynamicOp;
