@@ -92,3 +92,12 @@ def test_errors_leave_other_programs_and_buffers_intact():
             run_metal(missing_kernel, X)
     np.testing.assert_array_equal(np.asarray(kept), X)
     check(lambda x: jnp.cumsum(jnp.sin(x)), X)
+
+
+def test_out_of_memory_is_resource_exhausted_and_the_process_lives():
+    # An intermediate of 2^48 elements, larger than any address space: the run fails with the code a
+    # caller handling out-of-memory looks for (as on XLA:CPU), not an internal error.
+    huge = lambda x: jnp.cumsum(jnp.broadcast_to(x, (1 << 24, 1 << 24)), axis=0)[-1, :4]
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        np.asarray(run_metal(huge, np.float32(1.0)))
+    still_alive()

@@ -27,6 +27,12 @@ namespace jmp::exec {
 
 namespace {
 
+// A failed command buffer's error, its code kept: running out of memory in a host segment stays
+// RESOURCE_EXHAUSTED for the caller, as on XLA:CPU, instead of becoming an internal error.
+Status CommandBufferStatus(const Status& s) {
+  return s.ok() ? s : Status(s.code(), "Metal command buffer failed: " + s.message());
+}
+
 using metal::Tensor;
 using metal::Tensors;
 
@@ -286,9 +292,8 @@ class MetalExecutable : public Executable {
       auto completion = std::make_shared<RunCompletion>(std::move(done), work_, std::move(staging));
       {
         std::lock_guard<std::mutex> lock(mu_);  // one encoder of this executable at a time
-        executable_->encodeToCommandBuffer(*cb, in, out, [completion](Status s) {
-          completion->Executed(s.ok() ? s : Internal("Metal command buffer failed: " + s.message()));
-        });
+        executable_->encodeToCommandBuffer(*cb, in, out,
+                                           [completion](Status s) { completion->Executed(CommandBufferStatus(s)); });
       }
       if (!copies.empty()) {
         std::unique_ptr<metal::BlitCommandEncoder> blit = cb->blitCommandEncoder();
@@ -298,9 +303,8 @@ class MetalExecutable : public Executable {
       }
       // The command buffer of the moment (the encode may have committed earlier ones) completes after
       // them, in queue order.
-      cb->addCompletedHandler([completion, held = std::move(held)](Status s) {
-        completion->Completed(s.ok() ? s : Internal("Metal command buffer failed: " + s.message()));
-      });
+      cb->addCompletedHandler(
+          [completion, held = std::move(held)](Status s) { completion->Completed(CommandBufferStatus(s)); });
       cb->commit();
     });
   }
