@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +32,62 @@ Status InjectedError(const RootBuffer& b) {
   return Status::Ok();
 }
 
+// JAX_METAL_STANDIN_LATE_HANDLERS=<microseconds>: completed handlers run on a thread of their own that
+// many microseconds after their buffer's work, while the queue goes on to the next buffers, as Metal
+// allows (it calls them after the GPU is done, on a thread of its choosing, and does not wait for them
+// before running later buffers). By default they run before the next buffer's work.
+int LateHandlersMicroseconds() {
+  static const int us = [] {
+    const char* env = std::getenv("JAX_METAL_STANDIN_LATE_HANDLERS");
+    return env ? std::max(0, std::atoi(env)) : -1;
+  }();
+  return us;
+}
+
+// The late handlers' thread: detached, it drains what it was given and ends once closed.
+class LateHandlers {
+ public:
+  static std::shared_ptr<LateHandlers> Start(int delay_us) {
+    auto self = std::make_shared<LateHandlers>();
+    std::thread([self, delay_us] { self->Loop(delay_us); }).detach();
+    return self;
+  }
+  void Post(std::shared_ptr<RootBuffer> b, Status status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      posted_.emplace_back(std::move(b), std::move(status));
+    }
+    cv_.notify_all();
+  }
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop(int delay_us) {
+    for (;;) {
+      std::pair<std::shared_ptr<RootBuffer>, Status> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closing_ || !posted_.empty(); });
+        if (posted_.empty()) return;
+        next = std::move(posted_.front());
+        posted_.pop_front();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      for (auto& h : next.first->handlers) h(next.second);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<RootBuffer>, Status>> posted_;
+  bool closing_ = false;
+};
+
 // The queue's committed buffers, shared by its command buffers and its thread (which outlives the
 // queue object until it has run what was committed before the queue went).
 class QueueState {
@@ -52,12 +110,17 @@ class QueueState {
   }
 
   void Loop() {
+    const int late_us = LateHandlersMicroseconds();
+    std::shared_ptr<LateHandlers> late = late_us >= 0 ? LateHandlers::Start(late_us) : nullptr;
     for (;;) {
       std::shared_ptr<RootBuffer> b;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return closing_ || !committed_.empty(); });
-        if (committed_.empty()) return;
+        if (committed_.empty()) {
+          if (late) late->Close();
+          return;
+        }
         b = std::move(committed_.front());
         committed_.pop_front();
       }
@@ -67,7 +130,10 @@ class QueueState {
           Status s = w();
           if (!s.ok() && status.ok()) status = s;
         }
-      for (auto& h : b->handlers) h(status);
+      if (late)
+        late->Post(std::move(b), status);
+      else
+        for (auto& h : b->handlers) h(status);
     }
   }
 
