@@ -185,10 +185,17 @@ struct RunState {
     }
     cv.notify_all();
     Release();
+    { std::lock_guard<std::mutex> lock(mu); }  // a waiter in AwaitReleased is waiting, or sees the count
+    cv.notify_all();
   }
   void AwaitDevice(int count) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return device_done >= count; });
+  }
+  // Until every device segment started has finished and let go (the starting thread's hold remains).
+  void AwaitReleased() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return pending.load(std::memory_order_acquire) == 1; });
   }
   // The last one out copies staged outputs over their donated inputs (every segment has read them by
   // now) and reports the run.
@@ -282,6 +289,14 @@ class SegmentedExecutable : public Executable {
       if (!run->Current().ok()) continue;
       if (seg.waits_for_device) Counters().syncs.fetch_add(1, std::memory_order_relaxed);
       run->Record(seg.label.Traced([&] { return seg.executable->Run(in_list, out_list); }));
+    }
+    if (!run->staged.empty()) {
+      // The staged outputs are copied by the CPU once the device is done. A device runs the next
+      // run's command buffers as soon as they are committed, without waiting for this run's completion
+      // handlers, so a later run reading such an output could read the input's old bytes: the copies
+      // are made before this returns, and before any later run is started.
+      trace::Scope sync(trace::Line::kWait, "staged outputs");
+      run->AwaitReleased();
     }
     run->Release();
   }
