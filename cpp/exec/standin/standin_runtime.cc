@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -32,14 +31,15 @@ Status InjectedError(const RootBuffer& b) {
   return Status::Ok();
 }
 
-// JAX_METAL_STANDIN_LATE_HANDLERS=<microseconds>: completed handlers run on a thread of their own that
-// many microseconds after their buffer's work, while the queue goes on to the next buffers, as Metal
-// allows (it calls them after the GPU is done, on a thread of its choosing, and does not wait for them
-// before running later buffers). By default they run before the next buffer's work.
+// Completed handlers run on a thread of their own, after their buffer's work, while the queue goes on to
+// the next buffers, as Metal allows (it calls them after the GPU is done, on a thread of its choosing,
+// and does not wait for them before running later buffers): nothing may rely on an earlier buffer's
+// handler having run. JAX_METAL_STANDIN_LATE_HANDLERS=<microseconds> delays them further; a negative
+// value runs them before the next buffer's work instead.
 int LateHandlersMicroseconds() {
   static const int us = [] {
     const char* env = std::getenv("JAX_METAL_STANDIN_LATE_HANDLERS");
-    return env ? std::max(0, std::atoi(env)) : -1;
+    return env && *env ? std::atoi(env) : 0;
   }();
   return us;
 }
