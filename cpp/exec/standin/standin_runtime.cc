@@ -49,8 +49,16 @@ class LateHandlers {
  public:
   static std::shared_ptr<LateHandlers> Start(int delay_us) {
     auto self = std::make_shared<LateHandlers>();
-    std::thread([self, delay_us] { self->Loop(delay_us); }).detach();
+    std::thread t([self, delay_us] { self->Loop(delay_us); });
+    self->id_ = t.get_id();
+    t.detach();
     return self;
+  }
+  bool OnThisThread() const { return std::this_thread::get_id() == id_; }
+  // Until every handler posted has run and the thread has ended (after Close).
+  void AwaitEnded() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ended_; });
   }
   void Post(std::shared_ptr<RootBuffer> b, Status status) {
     {
@@ -74,7 +82,11 @@ class LateHandlers {
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return closing_ || !posted_.empty(); });
-        if (posted_.empty()) return;
+        if (posted_.empty()) {
+          ended_ = true;
+          cv_.notify_all();
+          return;
+        }
         next = std::move(posted_.front());
         posted_.pop_front();
       }
@@ -86,6 +98,8 @@ class LateHandlers {
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<RootBuffer>, Status>> posted_;
   bool closing_ = false;
+  bool ended_ = false;
+  std::thread::id id_;
 };
 
 // The queue's committed buffers, shared by its command buffers and its thread (which outlives the
@@ -109,16 +123,23 @@ class QueueState {
     cv_.notify_all();
   }
 
+  // Whether the caller is the late handlers' thread (a handler letting go of the queue).
+  bool OnHandlerThread() const { return late_ && late_->OnThisThread(); }
+
+  // The queue's thread: runs the committed buffers; once closed, it ends after their late handlers.
   void Loop() {
-    const int late_us = LateHandlersMicroseconds();
-    std::shared_ptr<LateHandlers> late = late_us >= 0 ? LateHandlers::Start(late_us) : nullptr;
+    const std::shared_ptr<LateHandlers>& late = late_;
     for (;;) {
       std::shared_ptr<RootBuffer> b;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return closing_ || !committed_.empty(); });
         if (committed_.empty()) {
-          if (late) late->Close();
+          lock.unlock();
+          if (late) {
+            late->Close();
+            late->AwaitEnded();
+          }
           return;
         }
         b = std::move(committed_.front());
@@ -142,6 +163,8 @@ class QueueState {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<RootBuffer>> committed_;
   bool closing_ = false;
+  const std::shared_ptr<LateHandlers> late_ =
+      LateHandlersMicroseconds() >= 0 ? LateHandlers::Start(LateHandlersMicroseconds()) : nullptr;
 };
 
 class Blit : public metal::BlitCommandEncoder {
@@ -230,7 +253,7 @@ class Queue : public metal::CommandQueue {
   Queue() : thread_([state = state_] { state->Loop(); }) {}
   ~Queue() override {
     state_->Close();
-    if (thread_.get_id() == std::this_thread::get_id())
+    if (thread_.get_id() == std::this_thread::get_id() || state_->OnHandlerThread())
       thread_.detach();  // a completed handler let go of the queue: the thread ends after it
     else
       thread_.join();
