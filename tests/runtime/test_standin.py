@@ -137,7 +137,7 @@ print(json.dumps({"diff": max(float(np.max(np.abs(a - b))) for a, b in zip(m, c)
 @pytest.mark.skipif(sys.platform == "darwin", reason="delays the stand-in's completion handlers")
 def test_a_result_copied_over_its_donated_input_is_there_before_the_next_run_reads_it():
     # Metal runs the next command buffers without waiting for an earlier buffer's completion handlers;
-    # the stand-in does too when its handlers are late. A run whose donated input is written through a
+    # so does the stand-in, whose handlers run on a thread of their own (here 0 and 2000 us late). A run whose donated input is written through a
     # staged copy must have made that copy before a later run's device work can read the memory.
     for late_us in ("0", "2000"):
         out = run_child(STAGED_OUTPUT, JAX_METAL_EXECUTOR="standin", JAX_METAL_STANDIN_LATE_HANDLERS=late_us)

@@ -44,22 +44,12 @@ int LateHandlersMicroseconds() {
   return us;
 }
 
-// The late handlers' thread: detached, it drains what it was given and ends once closed.
+// The late handlers' thread: runs what is posted, in order, each after the delay; Finish runs the rest
+// and joins it.
 class LateHandlers {
  public:
-  static std::shared_ptr<LateHandlers> Start(int delay_us) {
-    auto self = std::make_shared<LateHandlers>();
-    std::thread t([self, delay_us] { self->Loop(delay_us); });
-    self->id_ = t.get_id();
-    t.detach();
-    return self;
-  }
-  bool OnThisThread() const { return std::this_thread::get_id() == id_; }
-  // Until every handler posted has run and the thread has ended (after Close).
-  void AwaitEnded() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return ended_; });
-  }
+  explicit LateHandlers(int delay_us) : thread_([this, delay_us] { Loop(delay_us); }) {}
+  bool OnThisThread() const { return std::this_thread::get_id() == thread_.get_id(); }
   void Post(std::shared_ptr<RootBuffer> b, Status status) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -67,12 +57,13 @@ class LateHandlers {
     }
     cv_.notify_all();
   }
-  void Close() {
+  void Finish() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       closing_ = true;
     }
     cv_.notify_all();
+    thread_.join();
   }
 
  private:
@@ -82,11 +73,7 @@ class LateHandlers {
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return closing_ || !posted_.empty(); });
-        if (posted_.empty()) {
-          ended_ = true;
-          cv_.notify_all();
-          return;
-        }
+        if (posted_.empty()) return;
         next = std::move(posted_.front());
         posted_.pop_front();
       }
@@ -98,8 +85,7 @@ class LateHandlers {
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<RootBuffer>, Status>> posted_;
   bool closing_ = false;
-  bool ended_ = false;
-  std::thread::id id_;
+  std::thread thread_;  // last: starts once the members it uses are made
 };
 
 // The queue's committed buffers, shared by its command buffers and its thread (which outlives the
@@ -128,7 +114,6 @@ class QueueState {
 
   // The queue's thread: runs the committed buffers; once closed, it ends after their late handlers.
   void Loop() {
-    const std::shared_ptr<LateHandlers>& late = late_;
     for (;;) {
       std::shared_ptr<RootBuffer> b;
       {
@@ -136,10 +121,7 @@ class QueueState {
         cv_.wait(lock, [&] { return closing_ || !committed_.empty(); });
         if (committed_.empty()) {
           lock.unlock();
-          if (late) {
-            late->Close();
-            late->AwaitEnded();
-          }
+          if (late_) late_->Finish();
           return;
         }
         b = std::move(committed_.front());
@@ -151,8 +133,8 @@ class QueueState {
           Status s = w();
           if (!s.ok() && status.ok()) status = s;
         }
-      if (late)
-        late->Post(std::move(b), status);
+      if (late_)
+        late_->Post(std::move(b), status);
       else
         for (auto& h : b->handlers) h(status);
     }
@@ -163,8 +145,8 @@ class QueueState {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<RootBuffer>> committed_;
   bool closing_ = false;
-  const std::shared_ptr<LateHandlers> late_ =
-      LateHandlersMicroseconds() >= 0 ? LateHandlers::Start(LateHandlersMicroseconds()) : nullptr;
+  const std::unique_ptr<LateHandlers> late_ =
+      LateHandlersMicroseconds() >= 0 ? std::make_unique<LateHandlers>(LateHandlersMicroseconds()) : nullptr;
 };
 
 class Blit : public metal::BlitCommandEncoder {
