@@ -183,9 +183,10 @@ struct RunState {
       if (status.ok() && !s.ok()) status = s;
       ++device_done;
     }
-    cv.notify_all();
     Release();
-    { std::lock_guard<std::mutex> lock(mu); }  // a waiter in AwaitReleased is waiting, or sees the count
+    // Waiters in AwaitDevice and AwaitReleased (the starting thread, whose hold keeps this Release from
+    // being the last): taking the lock first, a waiter is either waiting or sees the new counts.
+    { std::lock_guard<std::mutex> lock(mu); }
     cv.notify_all();
   }
   void AwaitDevice(int count) {
