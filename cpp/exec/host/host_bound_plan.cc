@@ -174,7 +174,14 @@ Status BoundPlan::RunLoop(BoundPlan& cond, BoundPlan& body, const std::vector<co
 Status BoundPlan::RunSlow(Binding& binding) {
   const mps::Graph& g = *plan_.graph;
   const bool profile = profile_;
-  for (Binding::Step& s : binding.steps) {
+  auto bind = [&](Binding::Step& s) {
+    if (s.kind != Binding::Kind::kDynamicOp) return;
+    s.args->in.clear();
+    s.args->out.clear();
+    BindOperands(plan_, binding.memory, static_cast<size_t>(s.index), *s.args);
+  };
+  for (size_t k = 0; k < binding.steps.size(); ++k) {
+    Binding::Step& s = binding.steps[k];
     if (s.kind == Binding::Kind::kFused) {
       JMP_RETURN_IF_ERROR(RunFused(plan_, plan_.fused[static_cast<size_t>(s.index)], binding.memory));
       continue;
@@ -184,12 +191,20 @@ Status BoundPlan::RunSlow(Binding& binding) {
     if (s.kind == Binding::Kind::kSmall) {
       const Binding::SmallStep& small = binding.small[s.small];
       small.kernel(small.in, small.out, small.count);
-    } else {
-      if (s.kind == Binding::Kind::kDynamicOp) {
-        s.args->in.clear();
-        s.args->out.clear();
-        BindOperands(plan_, binding.memory, i, *s.args);
+    } else if (plan_.paired_matmul[i] && s.args && k + 1 < binding.steps.size() && binding.steps[k + 1].args) {
+      Binding::Step& second = binding.steps[++k];
+      bind(s);
+      bind(second);
+      JMP_RETURN_IF_ERROR(RunMatMulPair(*s.args, *second.args));
+      if (profile) {  // each product is charged half the pair's time
+        const auto half =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start) / 2;
+        RecordOpTime(g.ops[i], g, half);
+        RecordOpTime(g.ops[static_cast<size_t>(second.index)], g, half);
       }
+      continue;
+    } else {
+      bind(s);
       JMP_RETURN_IF_ERROR(RunOp(*s.args, plan_, i));
     }
     if (profile && g.ops[i].subgraphs.empty()) RecordOpTime(g.ops[i], g, std::chrono::steady_clock::now() - start);

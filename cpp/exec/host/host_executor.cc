@@ -144,8 +144,8 @@ void BindOperands(const Plan& plan, const RunMemory& memory, size_t i, OpArgs& a
 namespace {
 
 struct OperandLists {
-  std::vector<const uint8_t*> in;
-  std::vector<uint8_t*> out;
+  std::vector<const uint8_t*> in, in2;  // in2, out2: a MatMul pair's second
+  std::vector<uint8_t*> out, out2;
 };
 
 thread_local std::vector<std::unique_ptr<OperandLists>> t_operand_lists;
@@ -177,7 +177,8 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
   // Results go straight into their outputs unless an output is an input's memory (a donated buffer),
   // which an op could overwrite while a later op still reads the input.
   const RunMemory memory{arena.get(), inputs, outputs_alias_inputs ? nullptr : &outputs, writable_carries};
-  for (int step : plan.steps) {
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const int step = plan.steps[s];
     if (step < 0) {
       JMP_RETURN_IF_ERROR(RunFused(plan, plan.fused[static_cast<size_t>(-1 - step)], memory));
       continue;
@@ -190,12 +191,25 @@ Status ExecutePlan(const Plan& plan, const std::vector<const uint8_t*>& inputs, 
     OpArgs a{op, g, std::move(in_list), std::move(out_list)};
     BindOperands(plan, memory, i, a);
     Status status;
-    if (profile) {
-      auto start = std::chrono::steady_clock::now();
-      status = RunOp(a, plan, i);
-      if (op.subgraphs.empty()) RecordOpTime(op, g, std::chrono::steady_clock::now() - start);
+    const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (plan.paired_matmul[i]) {
+      const size_t j = static_cast<size_t>(plan.steps[++s]);
+      scratch.lists->in2.clear();
+      scratch.lists->out2.clear();
+      OpArgs b{g.ops[j], g, std::move(scratch.lists->in2), std::move(scratch.lists->out2)};
+      BindOperands(plan, memory, j, b);
+      status = RunMatMulPair(a, b);
+      if (profile) {  // each product is charged half the pair's time
+        const auto half =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start) / 2;
+        RecordOpTime(op, g, half);
+        RecordOpTime(g.ops[j], g, half);
+      }
+      scratch.lists->in2 = std::move(b.in);
+      scratch.lists->out2 = std::move(b.out);
     } else {
       status = RunOp(a, plan, i);
+      if (profile && op.subgraphs.empty()) RecordOpTime(op, g, std::chrono::steady_clock::now() - start);
     }
     in_list = std::move(a.in);
     out_list = std::move(a.out);

@@ -122,6 +122,8 @@ Status RunGatherND(const OpArgs& a);
 Status RunScatterND(const OpArgs& a);
 
 Status RunMatMul(const OpArgs& a);
+// Two MatMuls no one of which reads the other's result, run at the same time (Plan::paired_matmul).
+Status RunMatMulPair(const OpArgs& a, const OpArgs& b);
 // How ReductionX and CumulativeX combine elements (And/Or: reductions of bool only).
 enum class Reduction { kSum, kProduct, kMaximum, kMinimum, kAnd, kOr };
 Status RunReduction(const OpArgs& a, Reduction how);

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "exec/host/host_kernels.h"
@@ -68,11 +70,20 @@ void Gemm(bool ta, bool tb, int m, int n, int k, const c128* A, int lda, const c
             &be, C, ldc);
 }
 
-// The BLAS types: float32, float64, complex64 and complex128 straight through GEMM, split across the
-// host threads (by matrices when there are several, else by rows of C). An operand may arrive
-// untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
+// A task's share of a product: about this many multiply-adds of real numbers (a complex one is four).
+constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
+
+// A product's GEMM calls as `tasks` independent blocks of its result, each run by run(t).
+struct ProductTasks {
+  int64_t tasks = 1;
+  std::function<void(int64_t)> run;
+};
+
+// The BLAS types: float32, float64, complex64 and complex128 straight through GEMM, in blocks for up to
+// `threads` threads (by matrices when there are several, else by rows or columns of C). An operand may
+// arrive untransposed (OpArgs::transposed): BLAS reads it through its trans flag.
 template <typename T>
-void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k) {
+ProductTasks BlasTasks(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k, int threads) {
   const StridedMatrix* sa = a.strided[0];
   const StridedMatrix* sb = a.strided[1];
   bool ta = sa ? sa->trans : a.transposed[0], tb = sb ? sb->trans : a.transposed[1];
@@ -91,26 +102,26 @@ void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k)
     tb = !tb;
   }
   // Rows [r0, r1) and columns [c0, c1) of matrix b of C.
-  auto block = [&](int64_t b, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  auto block = [=, out = a.out[0], addend = a.addend, alpha = a.alpha](int64_t b, int64_t r0, int64_t r1, int64_t c0,
+                                                                       int64_t c1) {
     const T* A = reinterpret_cast<const T*>(in0) + (sa ? sa->BatchOffset(b) : b * stride_a) + (ta ? r0 : r0 * lda);
     const T* B = reinterpret_cast<const T*>(in1) + (sb ? sb->BatchOffset(b) : b * stride_b) + (tb ? c0 * ldb : c0);
-    T* C = reinterpret_cast<T*>(a.out[0]) + b * m * n + r0 * n + c0;
-    if (a.addend) {  // the block's part of the addend, copied while the block's GEMM will find it in cache
-      const T* add = reinterpret_cast<const T*>(a.addend) + b * m * n + r0 * n + c0;
+    T* C = reinterpret_cast<T*>(out) + b * m * n + r0 * n + c0;
+    if (addend) {  // the block's part of the addend, copied while the block's GEMM will find it in cache
+      const T* add = reinterpret_cast<const T*>(addend) + b * m * n + r0 * n + c0;
       for (int64_t r = 0; r < r1 - r0; ++r)
         std::memcpy(C + r * n, add + r * n, static_cast<size_t>(c1 - c0) * sizeof(T));
     }
     Gemm(ta, tb, static_cast<int>(r1 - r0), static_cast<int>(c1 - c0), static_cast<int>(k), A, static_cast<int>(lda), B,
-         static_cast<int>(ldb), C, static_cast<int>(n), a.alpha, a.addend ? 1.0 : 0.0);
+         static_cast<int>(ldb), C, static_cast<int>(n), alpha, addend ? 1.0 : 0.0);
   };
-  // A task's share: about this many multiply-adds of real numbers (a complex one is four).
-  constexpr int64_t kFlopsPerTask = int64_t{1} << 18;
   constexpr int64_t kScale = kIsComplex<T> ? 4 : 1;
   if (batch > 1) {
-    ParallelFor(batch, std::max<int64_t>(1, kFlopsPerTask / (kScale * m * n * k)), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) block(b, 0, m, 0, n);
-    });
-    return;
+    const int64_t tasks =
+        std::clamp<int64_t>(kScale * batch * m * n * k / kFlopsPerTask, 1, std::min<int64_t>(batch, 4 * threads));
+    return {tasks, [=](int64_t t) {
+              for (int64_t b = t * batch / tasks; b < (t + 1) * batch / tasks; ++b) block(b, 0, m, 0, n);
+            }};
   }
   // One matrix: one block of C per thread, cut across C's longer side. Each GEMM call packs the whole
   // of the operand it shares with the other blocks (all of B for a block of rows, all of A for a block
@@ -121,17 +132,73 @@ void BlasMatMul(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int64_t k)
   // it saves: a 128x10 by 10x512 product took 29 us on one thread, 50-60 us over two (XLA:CPU's: 22).
   constexpr int64_t kMinSplitContraction = 32;
   const int64_t tasks =
-      k < kMinSplitContraction
-          ? 1
-          : std::min<int64_t>(HostThreads(), std::max<int64_t>(1, kScale * m * n * k / kFlopsPerTask));
-  if (tasks <= 1) return block(0, 0, m, 0, n);
-  if (m >= n)
-    ParallelFor(m, std::max<int64_t>(1, m / tasks), [&](int64_t r0, int64_t r1) { block(0, r0, r1, 0, n); });
-  else
-    ParallelFor(n, std::max<int64_t>(1, n / tasks), [&](int64_t c0, int64_t c1) { block(0, 0, m, c0, c1); });
+      k < kMinSplitContraction ? 1 : std::clamp<int64_t>(kScale * m * n * k / kFlopsPerTask, 1, threads);
+  if (m >= n) return {tasks, [=](int64_t t) { block(0, t * m / tasks, (t + 1) * m / tasks, 0, n); }};
+  return {tasks, [=](int64_t t) { block(0, 0, m, t * n / tasks, (t + 1) * n / tasks); }};
+}
+
+// m, n, k and the number of matrices of a MatMul's operands (ranks checked by RunMatMul).
+struct ProductDims {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+ProductDims DimsOf(const OpArgs& a) {
+  const Shape& ls = a.InType(0).shape;
+  const Shape& rs = a.InType(1).shape;
+  const Shape& os = a.OutType().shape;
+  const size_t r = ls.size();
+  ProductDims d{1, ls[r - 2], rs[r - 1], ls[r - 1]};
+  for (size_t i = 0; i + 2 < r; ++i) d.batch *= os[i];
+  return d;
+}
+
+// A float32, float64, complex64 or complex128 product with no empty dimension, as BLAS blocks.
+std::optional<ProductTasks> BlasProduct(const OpArgs& a, int threads) {
+  const ProductDims d = DimsOf(a);
+  if (d.m == 0 || d.n == 0 || d.k == 0) return std::nullopt;
+  switch (a.OutType().dtype) {
+    case DType::kF32: return BlasTasks<float>(a, d.batch, d.m, d.n, d.k, threads);
+    case DType::kF64: return BlasTasks<double>(a, d.batch, d.m, d.n, d.k, threads);
+    case DType::kC64: return BlasTasks<c64>(a, d.batch, d.m, d.n, d.k, threads);
+    case DType::kC128: return BlasTasks<c128>(a, d.batch, d.m, d.n, d.k, threads);
+    default: return std::nullopt;
+  }
+}
+
+void RunTasks(const ProductTasks& p) {
+  if (p.tasks <= 1) return p.run(0);
+  ParallelFor(p.tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) p.run(t);
+  });
 }
 
 }  // namespace
+
+// Two independent products at once, each over half the threads: two equal products on two threads
+// finish sooner side by side than one after the other, each split in two, since a split repeats the
+// packing of the operand its blocks share. Anything but two BLAS products runs in turn.
+Status RunMatMulPair(const OpArgs& a, const OpArgs& b) {
+  auto well_formed = [](const OpArgs& x) {
+    const Shape& ls = x.InType(0).shape;
+    const Shape& rs = x.InType(1).shape;
+    const size_t r = ls.size();
+    return r >= 2 && rs.size() == r && x.OutType().shape.size() == r && rs[r - 2] == ls[r - 1];
+  };
+  const int half = std::max(1, HostThreads() / 2);
+  std::optional<ProductTasks> pa, pb;
+  if (well_formed(a) && well_formed(b)) {
+    pa = BlasProduct(a, half);
+    pb = BlasProduct(b, half);
+  }
+  if (!pa || !pb) {
+    JMP_RETURN_IF_ERROR(RunMatMul(a));
+    return RunMatMul(b);
+  }
+  const int64_t first = pa->tasks;
+  ParallelFor(pa->tasks + pb->tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) t < first ? pa->run(t) : pb->run(t - first);
+  });
+  return Status::Ok();
+}
 
 Status RunMatMul(const OpArgs& a) {
   const Shape& ls = a.InType(0).shape;
@@ -153,12 +220,9 @@ Status RunMatMul(const OpArgs& a) {
       std::memset(a.out[0], 0, a.OutType().ByteSize());
     return Status::Ok();
   }
-  switch (t) {
-    case DType::kF32: BlasMatMul<float>(a, batch, m, n, k); return Status::Ok();
-    case DType::kF64: BlasMatMul<double>(a, batch, m, n, k); return Status::Ok();
-    case DType::kC64: BlasMatMul<c64>(a, batch, m, n, k); return Status::Ok();
-    case DType::kC128: BlasMatMul<c128>(a, batch, m, n, k); return Status::Ok();
-    default: break;
+  if (std::optional<ProductTasks> p = BlasProduct(a, HostThreads())) {
+    RunTasks(*p);
+    return Status::Ok();
   }
   return Dispatch(t, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;

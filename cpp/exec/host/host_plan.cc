@@ -3,13 +3,16 @@
 // carries and gives every other value an arena slot by liveness.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "exec/host/host_memory.h"
+#include "exec/host/host_parallel.h"
 #include "exec/host/host_plan.h"
 
 namespace jmp::exec::host {
@@ -485,6 +488,71 @@ void FindInPlaceCarries(Plan& plan, const std::vector<int>& uses) {
   }
 }
 
+// Pairs of MatMuls that run at the same time (Plan::paired_matmul): a product whose step is within a few
+// of an earlier one's, and reads nothing made at or after it, moves to just after it. The backward pass
+// of a dense layer makes two such products from one gradient (the weights' and the input's).
+// Only single matrices of BLAS types, each worth a thread, and of about the same work (within 1.5x), so
+// that neither waits long for the other; a batch of matrices already splits without repeated packing.
+// A product that writes its result into a loop carry's block stays where it is.
+// JMP_HOST_PAIRS=0: no pairs, read at every compile so that one process can time a program both ways.
+void PairMatMuls(Plan& plan, const std::vector<int>& producer) {
+  const mps::Graph& g = *plan.graph;
+  plan.paired_matmul.assign(g.ops.size(), 0);
+  const char* env = std::getenv("JMP_HOST_PAIRS");
+  if (HostThreads() < 2 || (env && std::string(env) == "0")) return;
+  constexpr int64_t kMinWork = int64_t{1} << 18;  // multiply-adds of real numbers
+  constexpr size_t kWindow = 8;  // steps a product may move earlier: its result then lives that much longer
+  // A product's work, or 0 when it does not qualify.
+  auto work = [&](int step) -> int64_t {
+    if (step < 0) return 0;
+    const size_t i = static_cast<size_t>(step);
+    const mps::Op& op = g.ops[i];
+    if (op.kind != mps::OpKind::kMatMul || op.inputs.size() != 2 || op.outputs.size() != 1 || !Runs(plan, i)) return 0;
+    const mps::TensorType& out = g.type(op.outputs[0]);
+    const std::vector<int64_t>& ls = g.type(op.inputs[0]).shape;
+    const size_t o = static_cast<size_t>(op.outputs[0]);
+    if (ls.size() < 2 || out.shape.size() != ls.size() || plan.made_in_carry[o] >= 0 || plan.slice_view[o] >= 0)
+      return 0;
+    const int64_t scale = out.dtype == DType::kC64 || out.dtype == DType::kC128 ? 4 : 1;
+    if (out.dtype != DType::kF32 && out.dtype != DType::kF64 && scale == 1) return 0;
+    const int64_t mn = out.shape[out.shape.size() - 2] * out.shape.back();
+    if (out.NumElements() != mn) return 0;  // a batch
+    const int64_t w = scale * mn * ls.back();
+    return w >= kMinWork ? w : 0;
+  };
+  std::vector<int> step_of = StepOf(plan);
+  // Whether op i reads only storage made before step `before`.
+  auto made_before = [&](size_t i, int before) {
+    bool ok = true;
+    auto check = [&](int r) {
+      const size_t v = static_cast<size_t>(r);
+      if (plan.slice_view[v] >= 0 || plan.input_index[v] >= 0 || plan.folded_offset[v] >= 0) return;
+      const int p = producer[v];
+      ok = ok && p >= 0 && step_of[static_cast<size_t>(p)] >= 0 && step_of[static_cast<size_t>(p)] < before;
+    };
+    for (size_t j = 0; j < 2; ++j) ForEachStorage(plan, ReadRoot(plan, i, j), check);
+    if (plan.matmul_addend[i] >= 0) ForEachStorage(plan, plan.matmul_addend[i], check);
+    return ok;
+  };
+  for (size_t s = 0; s + 1 < plan.steps.size(); ++s) {
+    const int64_t wa = work(plan.steps[s]);
+    if (!wa) continue;
+    for (size_t t = s + 1; t < plan.steps.size() && t <= s + kWindow; ++t) {
+      const int64_t wb = work(plan.steps[t]);
+      if (!wb || 2 * std::max(wa, wb) > 3 * std::min(wa, wb) ||
+          !made_before(static_cast<size_t>(plan.steps[t]), static_cast<int>(s)))
+        continue;
+      const int b = plan.steps[t];
+      plan.steps.erase(plan.steps.begin() + static_cast<std::ptrdiff_t>(t));
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(s + 1), b);
+      plan.paired_matmul[static_cast<size_t>(plan.steps[s])] = 1;
+      step_of = StepOf(plan);
+      ++s;  // the pair's second product pairs with no other
+      break;
+    }
+  }
+}
+
 // Arena slots by liveness, in run order (Plan::steps): a value's slot is reused once its last reader has
 // run, so the working set stays small enough to live in cache. Best fit among free slots, no splitting.
 // Values a fused group keeps in tile scratch need none.
@@ -497,6 +565,11 @@ void AssignArenaSlots(Plan& plan) {
   };
   std::vector<size_t> last_use(g.values.size(), 0);
   std::vector<uint8_t> needs_slot(g.values.size(), 0);
+  // The step at which what step s reads or writes is done with: a pair's second for its first.
+  auto done_at = [&](size_t s) {
+    const int step = plan.steps[s];
+    return step >= 0 && plan.paired_matmul[static_cast<size_t>(step)] ? s + 1 : s;
+  };
   auto reads = [&](int v, size_t at) {
     ForEachStorage(plan, v,
                    [&](int r) { last_use[static_cast<size_t>(r)] = std::max(last_use[static_cast<size_t>(r)], at); });
@@ -505,11 +578,12 @@ void AssignArenaSlots(Plan& plan) {
     for (int oi : ops_of(s)) {
       size_t i = static_cast<size_t>(oi);
       const mps::Op& op = g.ops[i];
-      for (size_t j = 0; j < op.inputs.size(); ++j) reads(ReadRoot(plan, i, j), s);
-      if (plan.matmul_addend[i] >= 0) reads(plan.matmul_addend[i], s);
+      const size_t done = done_at(s);
+      for (size_t j = 0; j < op.inputs.size(); ++j) reads(ReadRoot(plan, i, j), done);
+      if (plan.matmul_addend[i] >= 0) reads(plan.matmul_addend[i], done);
       for (int v : op.outputs) {
         needs_slot[static_cast<size_t>(v)] = plan.tile_slot[static_cast<size_t>(v)] < 0;
-        last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], s);
+        last_use[static_cast<size_t>(v)] = std::max(last_use[static_cast<size_t>(v)], done);
       }
     }
   for (int v : g.outputs) reads(v, end);
@@ -603,6 +677,7 @@ std::unique_ptr<Plan> MakePlan(const mps::Graph& g) {
   FoldMatMulAccumulates(*plan, producer);
   FuseElementwise(*plan);
   FindCarryUpdates(*plan, producer);
+  PairMatMuls(*plan, producer);
   AssignArenaSlots(*plan);
   for (int v : g.outputs) plan->output_bytes.push_back(g.type(v).ByteSize());
   // A result made in the arena is made straight in its output instead (the first output it is, when

@@ -86,6 +86,9 @@ struct Plan {
   // The Add or MultiplyAdd by a splat that was its product's one reader becomes a view of its result.
   std::vector<int> matmul_addend;
   std::vector<double> matmul_alpha;
+  // Per op: 1 for a MatMul that runs at the same time as the MatMul at the next step (RunMatMulPair),
+  // which reads nothing made at or after this step. Values either reads or writes live until both end.
+  std::vector<uint8_t> paired_matmul;
   std::vector<int> slice_view;  // per value: its index in slice_views, or -1
   std::vector<SliceView> slice_views;
   // Per value: a block of a while body's in-place carry (an index in slice_views: the carry and the
