@@ -131,8 +131,9 @@ ProductTasks BlasTasks(const OpArgs& a, int64_t batch, int64_t m, int64_t n, int
   // A short contraction is bound by writing C, and handing half of it to another thread costs more than
   // it saves: a 128x10 by 10x512 product took 29 us on one thread, 50-60 us over two (XLA:CPU's: 22).
   constexpr int64_t kMinSplitContraction = 32;
-  const int64_t tasks =
-      k < kMinSplitContraction ? 1 : std::clamp<int64_t>(kScale * m * n * k / kFlopsPerTask, 1, threads);
+  const int64_t tasks = k < kMinSplitContraction ? 1
+                                                 : std::clamp<int64_t>(kScale * m * n * k / kFlopsPerTask, 1,
+                                                                       std::min<int64_t>(threads, std::max(m, n)));
   if (m >= n) return {tasks, [=](int64_t t) { block(0, t * m / tasks, (t + 1) * m / tasks, 0, n); }};
   return {tasks, [=](int64_t t) { block(0, 0, m, t * n / tasks, (t + 1) * n / tasks); }};
 }
