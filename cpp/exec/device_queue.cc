@@ -1,13 +1,12 @@
 // The emulated command queue (executor.h, CreateEmulatedQueueExecutor): the contract of a Metal command
 // queue with the host executor doing the work. Start "encodes" (keeps the run) and "commits" (queues it)
-// and returns; a completion thread plays the GPU, running committed work in order, each run after a
-// seeded random delay, and then calls the run's done as a command buffer's completion handler would.
-#include <condition_variable>
+// and returns; a worker thread plays the GPU, running committed work in order, each run after a seeded
+// random delay, and then calls the run's done as a command buffer's completion handler would.
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 
 #include "exec/device_queue.h"
 #include "exec/executor.h"
+#include "support/serial_worker.h"
 
 namespace jmp::exec {
 
@@ -30,99 +30,51 @@ struct Committed {
 class EmulatedQueue {
  public:
   EmulatedQueue() {
-    if (const char* seed = std::getenv("JAX_METAL_EMULATED_SEED")) rng_.seed(std::strtoull(seed, nullptr, 10));
+    if (const char* seed = std::getenv("JAX_METAL_EMULATED_SEED")) shared_->rng.seed(std::strtoull(seed, nullptr, 10));
     if (const char* range = std::getenv("JAX_METAL_EMULATED_DELAY_US")) {
       threaded_ = true;
       char* end = nullptr;
-      min_us_ = std::strtoll(range, &end, 10);
-      max_us_ = end && *end == ',' ? std::strtoll(end + 1, nullptr, 10) : min_us_;
-      if (min_us_ < 0) min_us_ = 0;
-      if (max_us_ < min_us_) max_us_ = min_us_;
+      int64_t min_us = std::strtoll(range, &end, 10);
+      int64_t max_us = end && *end == ',' ? std::strtoll(end + 1, nullptr, 10) : min_us;
+      shared_->min_us = std::max<int64_t>(min_us, 0);
+      shared_->max_us = std::max(max_us, shared_->min_us);
     }
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~EmulatedQueue() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    // The last run may hold the last reference, released by its handler on the completion thread.
-    if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach();
-    else
-      thread_.join();
   }
 
   void Commit(Committed c) {
-    work_.Begin();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (threaded_ || running_ || !queue_.empty()) {
-        queue_.push_back(std::move(c));
-        lock.unlock();
-        cv_.notify_all();
-        return;
-      }
-      running_ = true;
-    }
+    shared_->work.Begin();
     // An idle queue without delays completes the commit at once, here: an infinitely fast GPU, one legal
     // schedule of the same contract, which spares each run two thread handoffs.
-    Finish(c);
-    bool wake;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      running_ = false;
-      wake = !queue_.empty() || stop_;
-    }
-    // The completion thread waits only for queued work (or the stop): waking it for nothing would cost a
-    // futex wake and a context switch per run, which is most of a small program's overhead.
-    if (wake) cv_.notify_all();
+    if (!threaded_ && gpu_.RunIfIdle([&] { Finish(*shared_, c); })) return;
+    gpu_.Push([shared = shared_, c = std::move(c)]() mutable {
+      Shared& s = *shared;
+      // Only the worker's thread draws delays.
+      const int64_t delay_us = s.max_us > 0 ? std::uniform_int_distribution<int64_t>(s.min_us, s.max_us)(s.rng) : 0;
+      if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      Finish(s, c);
+    });
   }
-  void AwaitStarted() { work_.AwaitStarted(); }
+  void AwaitStarted() { shared_->work.AwaitStarted(); }
 
  private:
-  void Loop() {
-    for (;;) {
-      Committed c;
-      int64_t delay_us;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return (stop_ && !running_) || (!queue_.empty() && !running_); });
-        if (queue_.empty()) return;
-        c = std::move(queue_.front());
-        queue_.pop_front();
-        running_ = true;
-        delay_us = max_us_ > 0 ? std::uniform_int_distribution<int64_t>(min_us_, max_us_)(rng_) : 0;
-      }
-      if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-      Finish(c);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        running_ = false;
-      }
-      cv_.notify_all();
-    }
-  }
+  // What the runs use, held by each queued run: a run's handler may let go of the queue's last owner.
+  struct Shared {
+    StartedWork work;
+    std::mt19937_64 rng{0};
+    int64_t min_us = 0, max_us = 0;
+  };
 
-  void Finish(Committed& c) {
+  static void Finish(Shared& s, Committed& c) {
     Status status = c.executable->Run(c.inputs, c.outputs);
-    work_.End();  // before the handler: what it releases may be waited for by the host
+    s.work.End();  // before the handler: what it releases may be waited for by the host
     auto done = std::move(c.done);
     c = Committed{};
     done(std::move(status));
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Committed> queue_;
-  bool stop_ = false;
-  bool running_ = false;   // a committed run is being finished (on the thread, or inline)
-  bool threaded_ = false;  // delays set: every run goes through the completion thread
-  std::mt19937_64 rng_{0};
-  int64_t min_us_ = 0, max_us_ = 0;
-  StartedWork work_;
-  std::thread thread_;
+  const std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  bool threaded_ = false;  // delays set: every run goes through the worker's thread
+  SerialWorker gpu_;       // last: destroyed first, after running what was committed
 };
 
 class EmulatedExecutable : public Executable {

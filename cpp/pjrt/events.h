@@ -67,24 +67,4 @@ class InflightLimit {
   int free_;
 };
 
-// Runs work in submission order on one thread: an execution that consumes a buffer always runs
-// after the one that produced it.
-class WorkQueue {
- public:
-  WorkQueue();
-  ~WorkQueue();
-  void Push(std::function<void()> task);
-  // Runs `task` on the calling thread if nothing is queued or running, holding back work pushed
-  // meanwhile until it returns (so order is kept); false, having run nothing, otherwise.
-  bool RunIfIdle(const std::function<void()>& task);
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool busy_ = false;  // a task runs, on the worker or inline
-  bool stop_ = false;
-  std::thread worker_;
-};
-
 }  // namespace jmp::pjrt

@@ -29,6 +29,7 @@
 #include "pjrt/buffers.h"
 #include "pjrt/compile.h"
 #include "pjrt/events.h"
+#include "support/serial_worker.h"
 
 namespace jmp::pjrt {
 
@@ -43,7 +44,7 @@ struct ExecutionContext {
   // Held from checking an execution's arguments to queueing it, so that the queue's order is the order
   // in which buffers were found live and donated.
   std::mutex& submit_mu;
-  WorkQueue& queue;
+  SerialWorker& queue;
   InflightLimit& inflight;
 };
 

@@ -33,7 +33,7 @@ struct DeviceState {
   std::unique_ptr<exec::Executor> executor;
   MemoryCounters counters;
   std::mutex submit_mu;  // see ExecutionContext::submit_mu
-  WorkQueue queue;
+  SerialWorker queue;
 
   ExecutionContext execution_context() { return ExecutionContext{*executor, counters, submit_mu, queue, inflight}; }
 };

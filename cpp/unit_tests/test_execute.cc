@@ -10,6 +10,7 @@
 #include "pjrt/compile.h"
 #include "pjrt/events.h"
 #include "pjrt/execute.h"
+#include "support/serial_worker.h"
 #include "unit_tests/host_graph.h"
 #include "unit_tests/unit_test.h"
 
@@ -72,7 +73,7 @@ struct TestClient {
   std::unique_ptr<exec::Executor> executor = exec::CreateHostExecutor();
   pjrt::MemoryCounters counters;
   std::mutex submit_mu;
-  pjrt::WorkQueue queue;
+  SerialWorker queue;
   pjrt::ExecutionContext context() { return {*executor, counters, submit_mu, queue, inflight}; }
 };
 

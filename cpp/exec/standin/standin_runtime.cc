@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "exec/standin/standin.h"
+#include "support/serial_worker.h"
 
 namespace jmp::exec::standin {
 
@@ -45,47 +46,23 @@ int LateHandlersMicroseconds() {
 }
 
 // The late handlers' thread: runs what is posted, in order, each after the delay; Finish runs the rest
-// and joins it.
+// and joins it. Only the queue's thread posts and finishes.
 class LateHandlers {
  public:
-  explicit LateHandlers(int delay_us) : thread_([this, delay_us] { Loop(delay_us); }) {}
-  bool OnThisThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  explicit LateHandlers(int delay_us) : delay_us_(delay_us) {}
+  bool OnThisThread() const { return std::this_thread::get_id() == id_; }
   void Post(std::shared_ptr<RootBuffer> b, Status status) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      posted_.emplace_back(std::move(b), std::move(status));
-    }
-    cv_.notify_all();
+    worker_->Push([b = std::move(b), status = std::move(status), us = delay_us_] {
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+      for (auto& h : b->handlers) h(status);
+    });
   }
-  void Finish() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closing_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+  void Finish() { worker_.reset(); }
 
  private:
-  void Loop(int delay_us) {
-    for (;;) {
-      std::pair<std::shared_ptr<RootBuffer>, Status> next;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return closing_ || !posted_.empty(); });
-        if (posted_.empty()) return;
-        next = std::move(posted_.front());
-        posted_.pop_front();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-      for (auto& h : next.first->handlers) h(next.second);
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<std::shared_ptr<RootBuffer>, Status>> posted_;
-  bool closing_ = false;
-  std::thread thread_;  // last: starts once the members it uses are made
+  const int delay_us_;
+  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
+  const std::thread::id id_ = worker_->thread_id();
 };
 
 // The queue's committed buffers, shared by its command buffers and its thread (which outlives the
