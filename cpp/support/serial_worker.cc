@@ -5,6 +5,8 @@
 #include <mutex>
 #include <utility>
 
+#include "support/fp_env.h"
+
 namespace jmp {
 
 struct SerialWorker::State {
@@ -36,7 +38,10 @@ struct SerialWorker::State {
 };
 
 SerialWorker::SerialWorker() : state_(std::make_shared<State>()) {
-  thread_ = std::thread([state = state_] { state->Loop(); });
+  thread_ = std::thread([state = state_] {
+    UseDefaultFloatingPoint();  // its tasks run host kernels
+    state->Loop();
+  });
   id_ = thread_.get_id();
 }
 

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/fp_env.h"
+
 namespace jmp::exec::host {
 
 namespace {
@@ -20,7 +22,11 @@ thread_local bool in_parallel_for = false;
 class Pool {
  public:
   explicit Pool(int workers) {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { WorkerLoop(); });
+    for (int i = 0; i < workers; ++i)
+      threads_.emplace_back([this] {
+        UseDefaultFloatingPoint();
+        WorkerLoop();
+      });
   }
   ~Pool() {
     {

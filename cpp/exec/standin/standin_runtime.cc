@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "exec/standin/standin.h"
+#include "support/fp_env.h"
 #include "support/serial_worker.h"
 
 namespace jmp::exec::standin {
@@ -209,7 +210,11 @@ class CommandBufferImpl : public StandinCommandBuffer {
 
 class Queue : public metal::CommandQueue {
  public:
-  Queue() : thread_([state = state_] { state->Loop(); }) {}
+  Queue()
+      : thread_([state = state_] {
+          UseDefaultFloatingPoint();  // the "GPU" runs host kernels here
+          state->Loop();
+        }) {}
   ~Queue() override {
     state_->Close();
     if (thread_.get_id() == std::this_thread::get_id() || state_->OnHandlerThread())
