@@ -17,15 +17,19 @@ int EmitFft(LowerContext& cx, OpKind kind, int x, DType dtype, Shape shape, std:
   return cx.Emit(kind, {x}, dtype, std::move(shape), FFTAttrs{std::move(axes), inverse});
 }
 
-// The last axis' bins 0 and n/2 (n even) with their imaginary part 0.
+// The last axis' bins 0 and n/2 (n even) with their imaginary part 0. Which bins those are depends on
+// the last axis alone: the mask is made over one row and broadcast, not compared again per row.
 int RealEdgeBins(LowerContext& cx, int z, int64_t n) {
   const Shape shape = cx.ShapeOf(z);
+  Shape row(shape.size(), 1);
+  row.back() = shape.back();
   int64_t axis = static_cast<int64_t>(shape.size()) - 1;
-  int bin = cx.Iota(shape, axis);
-  int edge = cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, 0));
+  int bin = cx.Iota(row, axis);
+  int edge = cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, row, 0));
   if (n % 2 == 0 && n / 2 < shape.back())
     edge = cx.Binary(OpKind::kLogicalOr, edge,
-                     cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, shape, static_cast<double>(n / 2))));
+                     cx.Compare(OpKind::kEqual, bin, cx.Splat(DType::kI32, row, static_cast<double>(n / 2))));
+  edge = cx.BroadcastTo(edge, shape);
   const DType c = cx.DTypeOf(z), f = RealOf(c);
   int re = cx.Emit(OpKind::kRealPart, {z}, f, shape);
   int im = cx.Emit(OpKind::kImaginaryPart, {z}, f, shape);
