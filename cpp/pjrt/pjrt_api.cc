@@ -10,6 +10,7 @@
 #include "pjrt/conversions.h"
 #include "pjrt/profiler_extension.h"
 #include "stablehlo/ir.h"
+#include "support/fp_env.h"
 
 namespace jmp::pjrt {
 
@@ -26,6 +27,7 @@ PJRT_Error* Call(const char* name, size_t min_size, Args* args, Status (*entry)(
   if (args->struct_size < min_size)
     return ToError(InvalidArgument(std::string(name) + ": struct_size " + std::to_string(args->struct_size) +
                                    " is smaller than " + std::to_string(min_size)));
+  DefaultFloatingPointScope fp;  // whatever the calling thread's environment
   try {
     return ToError(entry(args));
   } catch (const std::exception& e) {
