@@ -44,7 +44,8 @@ class _FlushSubnormals:
 
 
 def _run(f, args, dev):
-    """f jitted anew (compiled on this thread, not taken from a cache of an earlier trace) on dev."""
+    """f jitted anew on dev: traced and sent to the plugin again, which compiles it unless its own
+    cache of compiled programs already holds the same program."""
     with jax.default_device(dev):
         return jax.tree.map(np.asarray, jax.jit(lambda *a: f(*a))(*jax.device_put(args, dev)))
 
@@ -71,7 +72,6 @@ def test_a_metal_program_called_from_a_cpu_callback_keeps_subnormals(dtype, tiny
         # The reference is numpy's on this thread, in the default environment. Not XLA:CPU's: whether
         # it flushes subnormals in its own computations changes between jaxlib releases.
         expected = {k: f(*args) for k, (f, args) in _programs(np, dtype, tiny).items()}
-        outside = {k: _run(f, args, metal) for k, (f, args) in progs.items()}
         inside = {}
 
         def callback(x):
@@ -80,9 +80,12 @@ def test_a_metal_program_called_from_a_cpu_callback_keeps_subnormals(dtype, tiny
                     inside[k] = _run(f, args, metal)
             return x
 
+        # Inside first, so that each program is compiled on the flushing thread (outside, the plugin's
+        # cache of compiled programs gives the same executable back) and also runs there.
         outer = lambda x: jax.pure_callback(callback, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
         np.asarray(_run(outer, (np.zeros((2,), dtype),), device("cpu")))
         assert set(inside) == set(progs)
+        outside = {k: _run(f, args, metal) for k, (f, args) in progs.items()}
         for k in progs:
             # The same program on the same executor: the same bits, whichever thread ran it.
             assert_close(inside[k], outside[k], exact=True, what=f"{k}: inside the callback vs outside")
