@@ -52,6 +52,36 @@ JMP_FASTMATH void ChainBlocks(const T* a, const T* w, const uint8_t* p, const ui
   constexpr int64_t kBlock = 512 / sizeof(T);
   int64_t i0 = 0;
   for (; i0 + kBlock <= n; i0 += kBlock) {
+    // A block whose predicates are each all set or all clear (erf_inv: all but a few in a thousand
+    // elements take the first set) picks one coefficient per link for all of it: a plain FMA chain.
+    uint8_t p_all = 1, p_any = 0, q_all = 1, q_any = 0;
+    for (int64_t i = 0; i < kBlock; ++i) {
+      const uint8_t pi = kPreds >= 1 && p[i0 + i] != 0, qi = kPreds >= 2 && q[i0 + i] != 0;
+      p_all &= pi;
+      p_any |= pi;
+      q_all &= qi;
+      q_any |= qi;
+    }
+    if (p_all == p_any && q_all == q_any) {
+      const int bits = p_all + 2 * q_all;
+      T acc[kBlock];
+      for (int64_t i = 0; i < kBlock; ++i) acc[i] = a[i0 + i];
+      int j = 0;
+      for (; j + 4 <= links; j += 4) {
+        const T c0 = coefficients[4 * j + bits], c1 = coefficients[4 * j + 4 + bits],
+                c2 = coefficients[4 * j + 8 + bits], c3 = coefficients[4 * j + 12 + bits];
+        for (int64_t i = 0; i < kBlock; ++i) {
+          const T x = w[i0 + i];
+          acc[i] = std::fma(std::fma(std::fma(std::fma(acc[i], x, c0), x, c1), x, c2), x, c3);
+        }
+      }
+      for (; j < links; ++j) {
+        const T c = coefficients[4 * j + bits];
+        for (int64_t i = 0; i < kBlock; ++i) acc[i] = std::fma(acc[i], w[i0 + i], c);
+      }
+      for (int64_t i = 0; i < kBlock; ++i) y[i0 + i] = acc[i];
+      continue;
+    }
     T acc[kBlock], x[kBlock];
     Bits mp[kBlock], mq[kBlock], mpq[kBlock];
     for (int64_t i = 0; i < kBlock; ++i) {
