@@ -243,6 +243,13 @@ class View : public DeviceMemory {
 
 size_t ByteSizeOf(const ShapedType& t) { return static_cast<size_t>(ElementCount(t.shape)) * ElementBytes(t.dataType); }
 
+// Whether two tensor data's bytes (as many as their types hold, from their buffers' starts) share any.
+bool Overlap(const StandinTensorData& a, const ShapedType& at, const StandinTensorData& b, const ShapedType& bt) {
+  const auto* pa = static_cast<const uint8_t*>(a.buffer->contents());
+  const auto* pb = static_cast<const uint8_t*>(b.buffer->contents());
+  return pa < pb + ByteSizeOf(bt) && pb < pa + ByteSizeOf(at);
+}
+
 bool HasControlFlow(const mps::Graph& g) {
   for (const mps::Op& op : g.ops)
     if (op.kind == mps::OpKind::kWhile || op.kind == mps::OpKind::kIf) return true;
@@ -273,17 +280,24 @@ class StandinExecutable : public metal::GraphExecutable {
       cb->root().handlers.push_back([completion, problem](Status) { completion(problem); });
       return;
     }
+    for (size_t j = 0; j < out.size(); ++j)
+      for (size_t i = 0; i < in.size(); ++i)
+        if (Overlap(*out[j], program_.targets[j], *in[i], program_.feeds[i])) {
+          // MPSGraph documents nothing of results over inputs; the executor stages a donated output.
+          const Status overlap = Violation("encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: resultsArray[" +
+                                           std::to_string(j) + "] overlaps inputsArray[" + std::to_string(i) + "]");
+          cb->root().handlers.push_back([completion, overlap](Status) { completion(overlap); });
+          return;
+        }
     struct Execution {
       std::atomic<int> pending{0};
       std::mutex mu;
       Status error;
       std::function<void(Status)> completion;
-      std::vector<std::vector<uint8_t>> staging;
     };
     auto e = std::make_shared<Execution>();
     e->completion = std::move(completion);
     e->pending = split_ ? 2 : 1;
-    for (const ShapedType& t : program_.targets) e->staging.emplace_back(ByteSizeOf(t), 0);
     auto finished = [e](Status s) {
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(e->mu);
@@ -291,32 +305,28 @@ class StandinExecutable : public metal::GraphExecutable {
       }
       if (--e->pending == 0) e->completion(e->error);
     };
-    // Buffer contents are read and written only when the work runs on the queue's thread.
-    std::vector<std::pair<void*, size_t>> sources;
-    for (size_t i = 0; i < in.size(); ++i)
-      sources.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
-    std::vector<void*> sinks;
-    for (StandinTensorData* d : out) sinks.push_back(d->buffer->contents());
+    // Buffer contents are read and written only when the work runs on the queue's thread, and only by
+    // the last of the execution's buffers: until it completes, the inputs are still read and the results
+    // not yet written, so a caller that lets go of either after an earlier buffer is found out.
+    std::vector<std::pair<void*, size_t>> memory;
+    for (size_t i = 0; i < in.size(); ++i) memory.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
+    for (size_t j = 0; j < out.size(); ++j)
+      memory.emplace_back(out[j]->buffer->contents(), ByteSizeOf(program_.targets[j]));
     std::shared_ptr<Executable> host = host_;
-    auto compute = [host, sources, e]() -> Status {
+    const size_t feeds = in.size();
+    auto compute = [host, memory, feeds]() -> Status {
       std::vector<View> views;
-      views.reserve(sources.size() + e->staging.size());
+      views.reserve(memory.size());
       std::vector<DeviceMemory*> ins, outs;
-      for (const auto& [p, n] : sources) views.emplace_back(p, n);
-      for (auto& s : e->staging) views.emplace_back(s.data(), s.size());
-      for (size_t i = 0; i < views.size(); ++i) (i < sources.size() ? ins : outs).push_back(&views[i]);
+      for (const auto& [p, n] : memory) views.emplace_back(p, n);
+      for (size_t i = 0; i < views.size(); ++i) (i < feeds ? ins : outs).push_back(&views[i]);
       return host->Run(ins, outs);
     };
-    auto deliver = [sinks, e]() -> Status {
-      for (size_t j = 0; j < sinks.size(); ++j) std::memcpy(sinks[j], e->staging[j].data(), e->staging[j].size());
-      return Status::Ok();
-    };
-    cb->root().work.push_back(std::move(compute));
     if (split_) {
       cb->root().handlers.push_back(finished);
       cb->commitAndContinue();
     }
-    cb->root().work.push_back(std::move(deliver));
+    cb->root().work.push_back(std::move(compute));
     cb->root().handlers.push_back(finished);
   }
 
