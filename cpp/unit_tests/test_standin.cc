@@ -128,6 +128,29 @@ JMP_TEST(Standin, AddBroadcastsNumPyStyle) {
   EXPECT_SAME(Values<float>(out[0]), (std::vector<float>{11, 12, 13, 21, 22, 23}));
 }
 
+// A result over an input's buffer is refused: nothing in MPSGraph's headers says it is computed as if
+// every input were read first, and the executor stages a donated output instead.
+JMP_TEST(Standin, AResultOverAnInputIsRefused) {
+  Standin s;
+  Tensor* a = s.Placeholder({4}, kF32);
+  auto exe = s.Compile({s.graph->additionWithPrimaryTensor(a, a)});
+  ASSERT_OK(exe);
+  auto buffer = s.device->newBufferWithLength(16);
+  auto other = s.device->newBufferWithLength(16);
+  auto in = s.device->newTensorData(*buffer, {4}, kF32);
+  auto same = s.device->newTensorData(*buffer, {4}, kF32);
+  auto apart = s.device->newTensorData(*other, {4}, kF32);
+  auto run = [&](exec::metal::TensorData* result) {
+    auto cb = s.queue->commandBuffer();
+    std::promise<Status> done;
+    (*exe)->encodeToCommandBuffer(*cb, {in.get()}, {result}, [&](Status st) { done.set_value(std::move(st)); });
+    cb->commit();
+    return done.get_future().get();
+  };
+  EXPECT_ERROR(run(same.get()), "resultsArray[0] overlaps inputsArray[0]");
+  ASSERT_OK(run(apart.get()));
+}
+
 JMP_TEST(Standin, FeedTensorsArePermutedAndBindInputsByPosition) {
   Standin s;
   Tensor* p = s.Placeholder({2}, DataType::kBool);
