@@ -94,7 +94,7 @@ def test_a_large_chain_needs_no_more_memory_than_xla_cpu():
 
 # Polynomials whose coefficients selects pick (erf_inv's three sets on float64, two on float32), a plain
 # Horner chain of constants, one of a coefficient known only at run time, chains an intermediate of which
-# is also returned or whose multiplier changes, and rotations (an or of two shifts of one value): the
+# is also returned or whose multiplier changes, chains of links guarded by a predicate, and rotations (an or of two shifts of one value): the
 # host runs the first kinds as one loop per chain, and each rotation as one, and must give the bits of
 # the ops run one by one (JMP_HOST_FUSE=0).
 CHAINS = textwrap.dedent("""
@@ -124,6 +124,16 @@ CHAINS = textwrap.dedent("""
         c = b * (x + 1) + jnp.where(x < 0.1, 0.5, 2.5)  # another multiplier
         return b, c * x + jnp.where(x > 0, 4.0, 8.0)
 
+    def guarded(x):  # links that apply only where a predicate holds (or fails), as erf_inv's longest set
+        w = x * x
+        p, q = x < -0.25, x > 0.5
+        acc = jnp.where(p, 0.75, 2.0)
+        for i in range(7):
+            acc = jnp.where(q if i % 2 else p, acc * w + jnp.where(p, 0.1 * (i + 1), -0.3 / (i + 2)), acc)
+        for i in range(5):
+            acc = jnp.where(q, acc, acc * w + (0.5 + i))
+        return acc
+
     def rotations(x):  # ors of shifts by splats; by the whole width or more the lowering guards the shift
         u = lax.bitcast_convert_type(x, jnp.uint32 if x.dtype == jnp.float32 else jnp.uint64)
         bits = u.dtype.itemsize * 8
@@ -132,7 +142,8 @@ CHAINS = textwrap.dedent("""
                 (u >> one(bits + 2)) | (u << one(1)), ((u + one(1)) << one(5)) | (u >> one(5)))
 
     def all_chains(x, c):
-        return lax.erf_inv(x), picked(x, c), plain(x), broken(x), rotations(x)
+        # sorted, most blocks have each predicate all set or all clear
+        return lax.erf_inv(x), picked(x, c), plain(x), broken(x), rotations(x), guarded(x), guarded(jnp.sort(x))
 
     out = []
     for n in (1023, 2048, 2049, 100_003):
@@ -155,7 +166,7 @@ def _chains(tmp_path, name, **env):
 
 def test_polynomial_chains_with_picked_coefficients_keep_their_bits(tmp_path):
     fused, unfused = _chains(tmp_path, "fused"), _chains(tmp_path, "unfused", JMP_HOST_FUSE="0")
-    assert len(fused) == len(unfused) == 4 * 2 * 9
+    assert len(fused) == len(unfused) == 4 * 2 * 11
     for i, (a, b) in enumerate(zip(fused, unfused)):
         assert a.dtype == b.dtype and a.shape == b.shape, i
         np.testing.assert_array_equal(a, b, err_msg=f"result {i}")

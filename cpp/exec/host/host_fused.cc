@@ -147,7 +147,16 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
       in = {s, on ? 1 : 2};
     }
   };
-  constexpr int kMaxLinks = 64;
+  constexpr int kMaxLinks = PickedChain::kMaxLinks;
+  std::map<int, size_t> reader;  // value -> position of a reader (its only one, where reads is 1)
+  for (size_t k = 0; k < n; ++k)
+    for (int v : op_at(k).inputs) reader[Root(plan, v)] = k;
+  // Whether the chain's value v can be kept in the chain's loop: read by the next link alone, or by its
+  // multiply-add and the select guarding it.
+  auto carried = [&](int v, bool guarded) {
+    return owner[static_cast<size_t>(v)] == gi && !escapes[static_cast<size_t>(v)] && made_at.count(v) &&
+           reads[v] == (guarded ? 2 : 1);
+  };
   std::vector<int> links(n, 0);
   for (size_t k = 0; k < n; ++k) {
     const mps::Op& op = op_at(k);
@@ -155,23 +164,49 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     if (op.kind != mps::OpKind::kMultiplyAdd || (d != DType::kF32 && d != DType::kF64)) continue;
     std::vector<int> selects;
     std::vector<Input> preds;
-    if (!tree({static_cast<int>(k), 2}, selects, preds) || preds.size() > 2) continue;
+    if (!tree({static_cast<int>(k), 2}, selects, preds)) continue;
+    // The select guarding this multiply-add, if any: its output's only reader, choosing between it and
+    // the multiply-add's operand c (the chain's value) by a predicate of the tile's size.
+    int guard = -1, guard_c = -1;
+    bool guard_on_true = false;
+    const int out = op.outputs[0];
+    if (internal(out) && reader.count(out)) {
+      const size_t s = reader.at(out);
+      const mps::Op& so = op_at(s);
+      if (so.kind == mps::OpKind::kSelect && g.type(so.inputs[0]).NumElements() == f.count) {
+        const int t = Root(plan, so.inputs[1]), e = Root(plan, so.inputs[2]);
+        for (int c = 0; c < 2 && guard < 0; ++c) {
+          const int v = Root(plan, op.inputs[static_cast<size_t>(c)]);
+          if (v != out && ((t == out && e == v) || (e == out && t == v))) {
+            guard = static_cast<int>(s);
+            guard_c = c;
+            guard_on_true = t == out;
+          }
+        }
+      }
+    }
+    if (guard >= 0) add_pred(preds, {guard, 0});
+    if (preds.size() > 2) continue;
     FusedGroup::Pick& pick = f.picks[k];
+    pick.ma = static_cast<int>(k);
+    if (guard >= 0) pick.w = 1 - guard_c;
     for (int c = 0; c < 2; ++c) {  // input c continues a chain, the other is its multiplier
+      if (guard >= 0 && c != guard_c) continue;
       const int v = Root(plan, op.inputs[static_cast<size_t>(c)]),
                 w = Root(plan, op.inputs[static_cast<size_t>(1 - c)]);
-      if (!internal(v)) continue;
+      if (!carried(v, guard >= 0)) continue;
       const size_t prev = made_at.at(v);
       FusedGroup::Pick& last = f.picks[prev];
       if (!last.picked() || f.absorbed[prev] || links[prev] >= kMaxLinks) continue;
-      const mps::Op& p = op_at(prev);
-      const int last_w = last.prev >= 0 ? Root(plan, p.inputs[static_cast<size_t>(last.w)])
+      const mps::Op& p = op_at(static_cast<size_t>(last.ma));
+      const bool w_known = last.prev >= 0 || last.applies != 15;  // else the head link's w is open
+      const int last_w = w_known ? Root(plan, p.inputs[static_cast<size_t>(last.w)])
                          : Root(plan, p.inputs[1]) == w || Root(plan, p.inputs[0]) == w ? w
                                                                                         : -1;
       std::vector<Input> all(last.pred.begin(), last.pred.begin() + last.preds);
       for (Input q : preds) add_pred(all, q);
       if (last_w != w || all.size() > 2) continue;
-      if (last.prev < 0) last.w = Root(plan, p.inputs[1]) == w ? 1 : 0;
+      if (!w_known) last.w = Root(plan, p.inputs[1]) == w ? 1 : 0;
       pick.prev = static_cast<int>(prev);
       pick.w = 1 - c;
       preds = all;
@@ -186,9 +221,21 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
       pick.leaf[static_cast<size_t>(bits)] = leaf({static_cast<int>(k), 2}, pick.pred, bits);
     pick.selects = std::move(selects);
     for (int s : pick.selects) f.absorbed[static_cast<size_t>(s)] = 1;
+    if (guard >= 0) {  // the link moves to its select, which now ends the chain
+      const int i = input(pick.pred[0]) == input({guard, 0}) ? 0 : 1;
+      pick.applies = 0;
+      for (int bits = 0; bits < 4; ++bits)
+        if (((bits >> i & 1) != 0) == guard_on_true) pick.applies |= static_cast<uint8_t>(1 << bits);
+      f.picks[static_cast<size_t>(guard)] = std::move(pick);
+      f.picks[k] = {};
+      f.absorbed[k] = 1;
+      links[static_cast<size_t>(guard)] = links[k];
+    }
   }
   for (size_t k = 0; k < n; ++k)  // a lone multiply-add of a splat: nothing to gain
-    if (f.picks[k].picked() && !f.absorbed[k] && links[k] == 1 && f.picks[k].selects.empty()) f.picks[k] = {};
+    if (f.picks[k].picked() && !f.absorbed[k] && links[k] == 1 && f.picks[k].selects.empty() &&
+        f.picks[k].applies == 15)
+      f.picks[k] = {};
   f.or_of_shifts.assign(n, {-1, -1});
   for (size_t k = 0; k < n; ++k) {
     const mps::Op& op = op_at(k);
@@ -220,6 +267,7 @@ std::vector<size_t> FindPicks(const Plan& plan, FusedGroup& f, int gi, const std
     if (!f.picks[k].picked() || f.absorbed[k]) continue;
     for (int l = static_cast<int>(k); l >= 0; l = f.picks[static_cast<size_t>(l)].prev) {
       runs_at[static_cast<size_t>(l)] = k;
+      runs_at[static_cast<size_t>(f.picks[static_cast<size_t>(l)].ma)] = k;
       for (int s : f.picks[static_cast<size_t>(l)].selects) runs_at[static_cast<size_t>(s)] = k;
     }
   }
@@ -422,6 +470,7 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
     thread_local std::vector<const uint8_t*> in;
     thread_local std::vector<uint8_t*> out;
     thread_local std::vector<uint8_t> coefficients;
+    thread_local std::vector<uint8_t> applies;
     size_t need = static_cast<size_t>(f.slots) * f.slot_bytes + kAlign;
     if (storage.size() < need) storage.resize(need);
     uint8_t* scratch = storage.data() + (kAlign - reinterpret_cast<uintptr_t>(storage.data()) % kAlign) % kAlign;
@@ -464,19 +513,24 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
           chain.links = 0;
           for (int l = head; l >= 0; l = f.picks[static_cast<size_t>(l)].prev, ++chain.links) head = l;
           coefficients.resize(4 * static_cast<size_t>(chain.links) * width);
+          applies.resize(static_cast<size_t>(chain.links));
+          bool guarded = false;
           size_t j = static_cast<size_t>(chain.links);
           for (int l = static_cast<int>(k); l >= 0; l = f.picks[static_cast<size_t>(l)].prev) {
             --j;
+            const FusedGroup::Pick& link = f.picks[static_cast<size_t>(l)];
             for (size_t bits = 0; bits < 4; ++bits)
-              std::memcpy(coefficients.data() + (4 * j + bits) * width,
-                          input_at(f.picks[static_cast<size_t>(l)].leaf[bits]), width);
+              std::memcpy(coefficients.data() + (4 * j + bits) * width, input_at(link.leaf[bits]), width);
+            applies[j] = link.applies;
+            guarded |= link.applies != 15;
           }
           chain.coefficients = coefficients.data();
+          chain.applies = guarded ? applies.data() : nullptr;
           chain.preds = tail.preds;
           for (int i = 0; i < tail.preds; ++i) chain.pred[i] = input_at(tail.pred[static_cast<size_t>(i)]);
           const FusedGroup::Pick& first_link = f.picks[static_cast<size_t>(head)];
-          a.in[0] = input_at({head, 1 - first_link.w});
-          a.in[1] = input_at({static_cast<int>(k), tail.w});
+          a.in[0] = input_at({first_link.ma, 1 - first_link.w});
+          a.in[1] = input_at({tail.ma, tail.w});
           a.chain = &chain;
         }
         if (f.or_of_shifts[k][0] >= 0) {  // the value, then each shift's amount
@@ -485,7 +539,8 @@ Status RunFused(const Plan& plan, const FusedGroup& f, const RunMemory& memory) 
           a.in = {at(l), at(l + 1), at(r + 1)};
           a.or_of_shifts = true;
         }
-        Status s = RunOp(a, plan, static_cast<size_t>(f.ops[k]));
+        // A chain ending at a guarding select is still a chain of multiply-adds.
+        Status s = a.chain ? RunMultiplyAdd(a) : RunOp(a, plan, static_cast<size_t>(f.ops[k]));
         in = std::move(a.in);
         out = std::move(a.out);
         if (!s.ok()) {

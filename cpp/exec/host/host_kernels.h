@@ -88,10 +88,14 @@ Status RunMultiplyAdd(const OpArgs& a);  // host_multiply_add.cc
 // A chain of multiply-adds y = y * w + c over one w, each addend c a splat picked per element by at most
 // two predicates (host_fused.cc: a polynomial, as erf_inv's, whose coefficients come in sets), computed
 // in one loop that keeps y in registers: in[0] is the first y, in[1] is w. Link j's addend is
-// coefficients[4 * j + p + 2 * q], p and q the predicates' values (0 where there is none).
+// coefficients[4 * j + p + 2 * q], p and q the predicates' values (0 where there is none). A link
+// may be guarded, y = pred ? y * w + c : y (erf_inv's longer polynomial for one set): bit p + 2q of
+// applies[j] says whether it applies.
 struct PickedChain {
+  static constexpr int kMaxLinks = 64;
   int links = 0;
   const void* coefficients = nullptr;  // of the output's type
+  const uint8_t* applies = nullptr;    // per link; null: every link applies everywhere
   int preds = 0;
   const uint8_t* pred[2] = {nullptr, nullptr};
 };

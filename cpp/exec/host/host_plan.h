@@ -33,12 +33,17 @@ struct FusedGroup {
   // -1), which input is the multiplier, the selects it absorbs, and where its addend comes from for
   // each value of the predicates (index p + 2q): an input of an op, both as positions in `ops`. The
   // last of a chain also holds the chain's predicates (how many, and an input of an op reading each).
+  // A guarded link, y = select(pred, y * w + c, y) (or with the select's operands swapped), is held by
+  // the select, which absorbs its multiply-add (`ma`; else the link's own position), and applies only
+  // where the predicate has the select's polarity (`applies`: bit p + 2q, PickedChain::applies).
   std::vector<uint8_t> absorbed;
   struct Input {
     int op = -1, input = 0;
   };
   struct Pick {
     int prev = -1, w = 1;
+    int ma = -1;
+    uint8_t applies = 15;
     std::vector<int> selects;
     std::array<Input, 4> leaf;
     int preds = 0;
