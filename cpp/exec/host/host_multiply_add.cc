@@ -59,7 +59,8 @@ JMP_FASTMATH T Step(T acc, T x, Bits mp, Bits mq, Bits mpq, const Link<Bits>& l)
 }
 template <int kPreds, typename T, typename Bits>
 JMP_FASTMATH T GuardedStep(T acc, T x, Bits mp, Bits mq, Bits mpq, const Link<Bits>& l, const Link<Bits>& g) {
-  const Bits stepped = fastmath::BitCast<Bits>(Step<kPreds>(acc, x, mp, mq, mpq, l)), kept = fastmath::BitCast<Bits>(acc);
+  const Bits stepped = fastmath::BitCast<Bits>(Step<kPreds>(acc, x, mp, mq, mpq, l)),
+             kept = fastmath::BitCast<Bits>(acc);
   return fastmath::BitCast<T>(Bits(kept ^ (Pick<kPreds>(mp, mq, mpq, g) & (kept ^ stepped))));
 }
 

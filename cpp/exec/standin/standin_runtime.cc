@@ -284,8 +284,9 @@ class StandinExecutable : public metal::GraphExecutable {
       for (size_t i = 0; i < in.size(); ++i)
         if (Overlap(*out[j], program_.targets[j], *in[i], program_.feeds[i])) {
           // MPSGraph documents nothing of results over inputs; the executor stages a donated output.
-          const Status overlap = Violation("encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: resultsArray[" +
-                                           std::to_string(j) + "] overlaps inputsArray[" + std::to_string(i) + "]");
+          const Status overlap =
+              Violation("encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: resultsArray[" +
+                        std::to_string(j) + "] overlaps inputsArray[" + std::to_string(i) + "]");
           cb->root().handlers.push_back([completion, overlap](Status) { completion(overlap); });
           return;
         }
@@ -309,7 +310,8 @@ class StandinExecutable : public metal::GraphExecutable {
     // the last of the execution's buffers: until it completes, the inputs are still read and the results
     // not yet written, so a caller that lets go of either after an earlier buffer is found out.
     std::vector<std::pair<void*, size_t>> memory;
-    for (size_t i = 0; i < in.size(); ++i) memory.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
+    for (size_t i = 0; i < in.size(); ++i)
+      memory.emplace_back(in[i]->buffer->contents(), ByteSizeOf(program_.feeds[i]));
     for (size_t j = 0; j < out.size(); ++j)
       memory.emplace_back(out[j]->buffer->contents(), ByteSizeOf(program_.targets[j]));
     std::shared_ptr<Executable> host = host_;
