@@ -243,18 +243,13 @@ class View : public DeviceMemory {
 
 size_t ByteSizeOf(const ShapedType& t) { return static_cast<size_t>(ElementCount(t.shape)) * ElementBytes(t.dataType); }
 
-// Whether two tensor data's bytes (as many as their types hold, from their buffers' starts) share any.
-bool Overlap(const StandinTensorData& a, const ShapedType& at, const StandinTensorData& b, const ShapedType& bt) {
-  const auto* pa = static_cast<const uint8_t*>(a.buffer->contents());
-  const auto* pb = static_cast<const uint8_t*>(b.buffer->contents());
-  return pa < pb + ByteSizeOf(bt) && pb < pa + ByteSizeOf(at);
-}
-
 bool HasControlFlow(const mps::Graph& g) {
   for (const mps::Op& op : g.ops)
     if (op.kind == mps::OpKind::kWhile || op.kind == mps::OpKind::kIf) return true;
   return false;
 }
+
+constexpr const char* kEncodeCall = "encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: ";
 
 class StandinExecutable : public metal::GraphExecutable {
  public:
@@ -276,20 +271,11 @@ class StandinExecutable : public metal::GraphExecutable {
     std::vector<StandinTensorData*> in, out;
     Status problem = Check("inputsArray", inputs, program_.feeds, "feedTensors", &in);
     if (problem.ok()) problem = Check("resultsArray", results, program_.targets, "targetTensors", &out);
+    if (problem.ok()) problem = NoResultOverAnInput(in, out);
     if (!problem.ok()) {
       cb->root().handlers.push_back([completion, problem](Status) { completion(problem); });
       return;
     }
-    for (size_t j = 0; j < out.size(); ++j)
-      for (size_t i = 0; i < in.size(); ++i)
-        if (Overlap(*out[j], program_.targets[j], *in[i], program_.feeds[i])) {
-          // MPSGraph documents nothing of results over inputs; the executor stages a donated output.
-          const Status overlap =
-              Violation("encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: resultsArray[" +
-                        std::to_string(j) + "] overlaps inputsArray[" + std::to_string(i) + "]");
-          cb->root().handlers.push_back([completion, overlap](Status) { completion(overlap); });
-          return;
-        }
     struct Execution {
       std::atomic<int> pending{0};
       std::mutex mu;
@@ -339,7 +325,7 @@ class StandinExecutable : public metal::GraphExecutable {
   static Status Check(const std::string& what, const std::vector<metal::TensorData*>& data,
                       const std::vector<ShapedType>& want, const std::string& order,
                       std::vector<StandinTensorData*>* out) {
-    const std::string call = "encodeToCommandBuffer:inputsArray:resultsArray:executionDescriptor: ";
+    const std::string call = kEncodeCall;
     if (data.size() != want.size())
       return Violation(call + what + " holds " + std::to_string(data.size()) + " tensor data for " +
                        std::to_string(want.size()) + " " + order);
@@ -351,6 +337,21 @@ class StandinExecutable : public metal::GraphExecutable {
         return Violation(call + what + "[" + std::to_string(i) + "] is " + TypeString(d->type) + " but " + order + "[" +
                          std::to_string(i) + "] is " + TypeString(want[i]));
       out->push_back(d);
+    }
+    return Status::Ok();
+  }
+
+  // MPSGraph documents nothing of results over inputs; the executor stages a donated output.
+  Status NoResultOverAnInput(const std::vector<StandinTensorData*>& in,
+                             const std::vector<StandinTensorData*>& out) const {
+    for (size_t j = 0; j < out.size(); ++j) {
+      const auto* r = static_cast<const uint8_t*>(out[j]->buffer->contents());
+      for (size_t i = 0; i < in.size(); ++i) {
+        const auto* f = static_cast<const uint8_t*>(in[i]->buffer->contents());
+        if (r < f + ByteSizeOf(program_.feeds[i]) && f < r + ByteSizeOf(program_.targets[j]))
+          return Violation(std::string(kEncodeCall) + "resultsArray[" + std::to_string(j) + "] overlaps inputsArray[" +
+                           std::to_string(i) + "]");
+      }
     }
     return Status::Ok();
   }
