@@ -3,6 +3,7 @@
 // these too and each C++ test is reported by name. No third-party test framework: nothing to fetch.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <sstream>
