@@ -18,7 +18,7 @@ namespace {
 // While and If nest their bodies; a file could nest without end and exhaust the stack.
 constexpr int kMaxDepth = 64;
 constexpr uint64_t kNumOpKinds = std::size(kAllOpKinds);
-constexpr uint64_t kNumDTypes = static_cast<uint64_t>(DType::kF4E2M1FN) + 1;
+constexpr uint64_t kNumDTypes = std::size(kAllDTypes);
 
 void WriteType(const TensorType& t, ByteWriter& out) {
   out.U64(static_cast<uint64_t>(t.dtype));

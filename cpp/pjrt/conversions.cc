@@ -20,6 +20,12 @@ PJRT_Error_Code ToErrorCode(StatusCode code) {
   return PJRT_Error_Code_UNKNOWN;
 }
 
+// Element types numbered after the pinned pjrt_c_api.h was cut (S1 = 30 and U1 = 31 come between): the
+// values later headers give them. Declared here, an inner scope, so a header that has them as
+// enumerators does not clash.
+constexpr PJRT_Buffer_Type PJRT_Buffer_Type_F6E2M3FN = static_cast<PJRT_Buffer_Type>(32);
+constexpr PJRT_Buffer_Type PJRT_Buffer_Type_F6E3M2FN = static_cast<PJRT_Buffer_Type>(33);
+
 // The dtype table's PJRT column (support/dtype.def).
 PJRT_Buffer_Type ToBufferType(DType dtype) {
   switch (dtype) {

@@ -1,6 +1,7 @@
 #include "pjrt/program_serial.h"
 
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "exec/work_counters.h"
@@ -26,7 +27,7 @@ StatusOr<std::vector<DType>> ReadDTypes(ByteReader& in, size_t expected) {
   std::vector<DType> v;
   for (size_t i = 0; i < n; ++i) {
     JMP_ASSIGN_OR_RETURN(uint64_t d, in.U64());
-    if (d > static_cast<uint64_t>(DType::kF4E2M1FN)) return in.Malformed("unknown element type");
+    if (d >= std::size(kAllDTypes)) return in.Malformed("unknown element type");
     v.push_back(static_cast<DType>(d));
   }
   return v;

@@ -9,8 +9,8 @@
 namespace jmp {
 
 // MPSGraph has neither kF64 nor kC128: programs with them run on the host executor.
-// Narrow types (kI4 ... kF4E2M1FN): StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one
-// byte per element as ml_dtypes lays them out (int2/uint2/int4/uint4/float4: the bit pattern in the low
+// Narrow types (kI4 ... kF6E3M2FN): StableHLO and PJRT carry them, MPSGraph does not. A buffer holds one
+// byte per element as ml_dtypes lays them out (int2/uint2/int4/uint4/float4/float6: the bit pattern in the low
 // bits, the others zero; float8: the bit pattern); the lowering rewrites every op on them to ops on their
 // storage type (stablehlo/passes/narrow_types.cc), so no MPS op graph ever holds one.
 enum class DType : uint8_t {
@@ -70,7 +70,9 @@ constexpr const Row& Of(DType t) { return kRows[static_cast<size_t>(t)]; }
   case DType::kF8E4M3:         \
   case DType::kF8E3M4:         \
   case DType::kF8E8M0FNU:      \
-  case DType::kF4E2M1FN
+  case DType::kF4E2M1FN:       \
+  case DType::kF6E2M3FN:       \
+  case DType::kF6E3M2FN
 
 constexpr DTypeClass ClassOf(DType t) { return dtype_table::Of(t).cls; }
 constexpr size_t ByteSize(DType t) { return dtype_table::Of(t).bytes; }

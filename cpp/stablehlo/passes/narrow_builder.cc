@@ -18,6 +18,8 @@ constexpr NarrowFloat kNarrowFloats[] = {
     {DType::kF8E3M4, 8, 3, 4, 3, true, Specials::kIeee},
     {DType::kF8E8M0FNU, 8, 8, 0, 127, false, Specials::kAllOnesNan},
     {DType::kF4E2M1FN, 4, 2, 1, 1, true, Specials::kNone},
+    {DType::kF6E2M3FN, 6, 2, 3, 1, true, Specials::kNone},
+    {DType::kF6E3M2FN, 6, 3, 2, 3, true, Specials::kNone},
 };
 
 }  // namespace
