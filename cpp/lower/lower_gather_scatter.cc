@@ -324,7 +324,15 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   std::vector<int64_t> partial;
   for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d)
     if (!Contains(ix.dims, d) && window_size(d) != os[static_cast<size_t>(d)]) partial.push_back(d);
-  if (rank == 0) return cx.Unsupported("scatter into a scalar");
+  if (rank == 0) {
+    // Every update lands on the one element (an index vector of a scalar is empty): the operand as one
+    // slot of a rank-1 ScatterND, each update a row with index 0.
+    int64_t n = 1;
+    for (int64_t b : ix.batch) n *= b;
+    if (n == 0) return operand;
+    int y = ScatterND(cx, cx.Reshape(operand, {1}), cx.Reshape(updates, {n}), cx.Splat(DType::kI32, {n, 1}, 0), mode);
+    return cx.Reshape(y, {});
+  }
   if (ix.dims.empty() && partial.empty()) partial.push_back(0);  // no index at all: the whole operand
   AppendZeroComponents(cx, &ix, partial);
   std::vector<int64_t> rest;

@@ -166,3 +166,28 @@ def test_scatter_subtract_update():
     check(lambda x, i, u: lax.scatter_sub(x, i, u, dn), x, i, u)
     check(lambda x, i, u: lax.scatter_sub(x, i, u, dn), x.astype(np.int32), i, (u * 5).astype(np.int32))
     check(lambda x, i, u: x.at[i[:, 0]].subtract(u), x, i, u)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.int32], ids=lambda d: np.dtype(d).name)
+def test_scatter_into_a_scalar(dtype):
+    # A rank-0 operand: the index vector is empty and every update lands on the one element.
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(), scatter_dims_to_operand_dims=())
+    idx = np.zeros((0,), np.int32)
+    x, u = random_array(RNG, (), dtype), random_array(RNG, (), dtype)
+    check(lambda x, u: (lax.scatter_add(x, idx, u, dn), lax.scatter_max(x, idx, u, dn), lax.scatter(x, idx, u, dn),
+                        lax.scatter_mul(x, idx, u, dn), lax.scatter_min(x, idx, u, dn)), x, u)
+    if dtype == jnp.float32:
+        check(lambda x: lax.scatter_apply(x, idx, jnp.sin, dn), x)
+
+
+def test_sparse_products_with_padding_indices():
+    # BCOO padding: out-of-range indices whose values must be ignored; its sparse-sparse product
+    # reduces into a scalar through a scatter.
+    from jax.experimental import sparse
+
+    def products(xd, xi, yd, yi):
+        x_sp, y_sp = sparse.BCOO((xd, xi), shape=(5,)), sparse.BCOO((yd, yi), shape=(5,))
+        return (x_sp @ y_sp).todense(), (y_sp @ x_sp).todense(), x_sp.sum(), x_sp.sum_duplicates(nse=5).todense()
+
+    check(products, np.array([1, 2, 3, 100, 100], np.int32), np.array([[1], [2], [3], [5], [5]], np.int32),
+          np.array([3, 2, 100, 100], np.int32), np.array([[2], [3], [5], [5]], np.int32))
