@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import jax
 import jax.numpy as jnp
@@ -212,8 +213,12 @@ def scatter_rows_with_body(x, idx, updates, fn):
 
     jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
-    return slicing.scatter_p.bind(x, idx, updates, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
-                                  indices_are_sorted=False, unique_indices=True, mode=slicing.GatherScatterMode.FILL_OR_DROP)
+    params = dict(update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn, indices_are_sorted=False,
+                  unique_indices=True, mode=slicing.GatherScatterMode.FILL_OR_DROP)
+    # jax 0.12.1 added the result's sharding to scatter's parameters.
+    if "out_sharding" in inspect.signature(slicing._scatter_shape_rule).parameters:
+        params["out_sharding"] = None
+    return slicing.scatter_p.bind(x, idx, updates, **params)
 
 
 def init_mlp(key, sizes):
