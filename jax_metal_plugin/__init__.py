@@ -43,8 +43,8 @@ def initialize() -> None:
     path = library_path()
     if not os.path.exists(path):
         raise RuntimeError(f"jax-metal-plugin: the plugin library is missing at {path}; reinstall the package")
-    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings, _mpi,
-                   _platform_clash, _status)
+    from . import (_approx_top_k, _callbacks, _capabilities, _donation, _jax_internals, _linalg_lowerings,
+                   _mpi, _newer_ops, _platform_clash, _status)
 
     register_plugin = _jax_internals.get("xla_bridge.register_plugin")  # without it there is no platform
     try:
@@ -68,6 +68,7 @@ def initialize() -> None:
     _callbacks.install(path)
     _linalg_lowerings.enable()
     _approx_top_k.enable()
+    _newer_ops.enable()
     from . import profiler
 
     profiler.start_from_environment()

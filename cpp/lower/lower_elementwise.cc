@@ -351,6 +351,19 @@ Status Clamp(LowerContext& cx) {
   return Result(cx, cx.Binary(OpKind::kMinimum, cx.Binary(OpKind::kMaximum, x, lo), hi));
 }
 
+// fma(a, b, c), one rounding: MultiplyAdd, which the host computes with std::fma. float16 and bfloat16
+// compute in float32, where their product is exact, so only the float32 sum and the rounding back round.
+Status Fma(LowerContext& cx) {
+  JMP_ASSIGN_OR_RETURN(int a, cx.In(0));
+  JMP_ASSIGN_OR_RETURN(int b, cx.In(1));
+  JMP_ASSIGN_OR_RETURN(int c, cx.In(2));
+  const DType t = cx.DTypeOf(a);
+  if (!IsFloat(t)) return cx.Unsupported("fma of this type");
+  const DType w = t == DType::kF64 ? t : DType::kF32;
+  int y = cx.Emit(OpKind::kMultiplyAdd, {cx.Cast(a, w), cx.Cast(b, w), cx.Cast(c, w)}, w, cx.ShapeOf(a));
+  return Result(cx, cx.Cast(y, t));
+}
+
 }  // namespace
 
 // Maps floats to integers whose signed order is IEEE totalOrder (-NaN < -inf < ... < -0 < +0 < ... < NaN).
@@ -435,8 +448,10 @@ void RegisterElementwiseRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.abs", &Abs);
   RegisterRule(r, "stablehlo.sign", &Sign);
   RegisterRule(r, "stablehlo.exponential", &FloatUnary<OpKind::kExponent>);
+  RegisterRule(r, "stablehlo.exp2", &FloatUnary<OpKind::kExponentBase2>);
   RegisterRule(r, "stablehlo.exponential_minus_one", &Expm1);
   RegisterRule(r, "stablehlo.log", &FloatOrComplexUnary<OpKind::kLogarithm>);
+  RegisterRule(r, "stablehlo.log2", &FloatUnary<OpKind::kLogarithm2>);
   RegisterRule(r, "stablehlo.log_plus_one", &Log1p);
   RegisterRule(r, "stablehlo.sqrt", &FloatOrComplexUnary<OpKind::kSquareRoot>);
   RegisterRule(r, "stablehlo.rsqrt", &FloatUnary<OpKind::kReverseSquareRoot>);
@@ -472,6 +487,10 @@ void RegisterElementwiseRules(std::map<std::string, LowerRule>& r) {
   RegisterRule(r, "stablehlo.compare", &CompareOp);
   RegisterRule(r, "stablehlo.select", &SelectOp);
   RegisterRule(r, "stablehlo.clamp", &Clamp);
+  RegisterRule(r, "stablehlo.fma", &Fma);
+  RegisterRule(r, "custom_call:jax_metal.fma", &Fma);
+  RegisterRule(r, "custom_call:jax_metal.exp2", &FloatUnary<OpKind::kExponentBase2>);
+  RegisterRule(r, "custom_call:jax_metal.log2", &FloatUnary<OpKind::kLogarithm2>);
   RegisterRule(r, "stablehlo.reduce_precision", &ReducePrecision);
 }
 
