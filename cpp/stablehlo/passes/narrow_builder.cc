@@ -111,8 +111,9 @@ int Builder::Encode(int y, DType fmt_type, int result, bool plain_nan) {
   int normal = Binary("stablehlo.subtract", Binary("stablehlo.shift_right_logical", rounded, Like(rounded, 23 - M)),
                       Like(rounded, static_cast<uint64_t>(127 - f.bias) << M));
   int code;
-  if (M == 0) {  // no subnormals: below float32's normals (2^-126), 2^-127 up to itself, 2^-126 above it
-    int tiny = Convert(Compare("GT", a, Like(a, 0x00400000u), "UNSIGNED"), DType::kU32);
+  if (M == 0) {  // no subnormals: below float32's normals (2^-126), to the nearer of 2^-127 and 2^-126,
+                 // ties (1.5 * 2^-127) up, as the normal range rounds
+    int tiny = Convert(Compare("GE", a, Like(a, 0x00600000u), "UNSIGNED"), DType::kU32);
     code = Select(Compare("LT", a, Like(a, 0x00800000u), "UNSIGNED"), tiny, normal);
   } else {
     // Subnormal results: adding 2^(23 + 1 - bias - M) makes float32's own rounding (nearest-even)

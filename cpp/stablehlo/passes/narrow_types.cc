@@ -369,8 +369,12 @@ class Rewriter : narrow::Builder {
     if (op.results.size() == 1 && TypeOf(op.results[0]).kind == Type::Kind::kTensor) {
       const int r = op.results[0];
       const DType t = TypeOf(r).dtype;
-      // popcnt needs nothing: XLA:CPU counts int4's bits as the sign-extended byte's (popcnt(-8) = 5),
-      // which is what computing on int8 storage gives.
+      // popcnt counts the bits of the type's own width (popcnt of int4's -8 is 1, not the sign-extended
+      // byte's 5): the count of the low bits, which fits any signed type of that width.
+      if (op.name == "stablehlo.popcnt" && IsSignedSubByte(t)) {
+        Convert(Unary(op.name, Nibble(op.operands[0], BitWidth(t)), DType::kU8), StorageOf(t), r);
+        return Status::Ok();
+      }
       if (op.name == "stablehlo.count_leading_zeros" && IsSubByteInt(t)) {
         int n = Unary(op.name, Nibble(op.operands[0], BitWidth(t)), DType::kU8);  // counts within its bits
         n = Binary("stablehlo.subtract", n, Like(n, static_cast<uint64_t>(8 - BitWidth(t))));
