@@ -99,6 +99,52 @@ std::vector<uint8_t> Recomputed(const Graph& g, const std::vector<int>& producer
   return recomputed;
 }
 
+// Elementwise glue between host work (a mask of two host comparisons, integer bookkeeping between two
+// float64 chains) goes to the host: on Metal it would cut the host work into two segments with a round
+// trip through the GPU between them, for ops the host does in one pass over data it just made. The glue
+// is the largest set of Metal elementwise ops whose inputs are each made on the host, recomputed
+// (constants, splats) or made by the set, and whose readers are each on the host or in the set.
+void KeepGlueOnHost(const Graph& g, const std::vector<int>& producer, const std::vector<uint8_t>& recomputed,
+                    std::vector<Where>& where) {
+  const size_t n = g.ops.size();
+  std::vector<std::vector<size_t>> readers(g.values.size());
+  for (size_t i = 0; i < n; ++i)
+    for (int v : g.ops[i].inputs) readers[static_cast<size_t>(v)].push_back(i);
+  std::vector<uint8_t> returned(g.values.size(), 0);
+  for (int v : g.outputs) returned[static_cast<size_t>(v)] = 1;
+  std::vector<uint8_t> glue(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = g.ops[i];
+    const bool kind = op.kind == OpKind::kReshape || op.kind == OpKind::kBroadcast || op.kind == OpKind::kCast ||
+                      op.kind == OpKind::kSelect || IsElementwiseRow(op.kind);
+    glue[i] = where[i] == Where::kMetal && !recomputed[i] && kind && op.subgraphs.empty() && !op.inputs.empty();
+  }
+  auto stays = [&](size_t i) {  // whether op i touches Metal work outside the set
+    for (int v : g.ops[i].inputs) {
+      const int p = producer[static_cast<size_t>(v)];
+      if (p < 0) return true;  // a parameter
+      const size_t q = static_cast<size_t>(p);
+      if (!recomputed[q] && where[q] == Where::kMetal && !glue[q]) return true;
+    }
+    for (int v : g.ops[i].outputs) {
+      if (returned[static_cast<size_t>(v)] || readers[static_cast<size_t>(v)].empty()) return true;
+      for (size_t r : readers[static_cast<size_t>(v)])
+        if (where[r] == Where::kMetal && !glue[r]) return true;
+    }
+    return false;
+  };
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    for (size_t i = 0; i < n; ++i)
+      if (glue[i] && stays(i)) {
+        glue[i] = 0;
+        dropped = true;
+      }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (glue[i]) where[i] = Where::kHost;
+}
+
 // A Metal kernel is a compute pipeline, not part of an MPSGraph: on Metal it runs as a segment of its
 // own, and what it reads is made by other segments (a recomputed value it reads is scheduled as an
 // ordinary op instead).
@@ -216,6 +262,7 @@ Placement PlaceGraph(const Graph& g) {
 
   // Cut the schedule where the executor changes.
   std::vector<uint8_t> recomputed = Recomputed(g, producer);
+  KeepGlueOnHost(g, producer, recomputed, p.op_where);
   ScheduleKernelOperands(g, producer, p.op_where, recomputed);
   std::vector<size_t> order = Schedule(g, p.op_where, producer, recomputed);
   bool after_kernel = false;
