@@ -213,12 +213,22 @@ def scatter_rows_with_body(x, idx, updates, fn):
 
     jaxpr, consts = lax_internal._reduction_jaxpr(fn, core.typeof(lax_internal._zero(x)))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
-    params = dict(update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn, indices_are_sorted=False,
-                  unique_indices=True, mode=slicing.GatherScatterMode.FILL_OR_DROP)
-    # jax 0.12.1 added the result's sharding to scatter's parameters.
-    if "out_sharding" in inspect.signature(slicing._scatter_shape_rule).parameters:
-        params["out_sharding"] = None
-    return slicing.scatter_p.bind(x, idx, updates, **params)
+    return bind_scatter(x, idx, updates, update_jaxpr=jaxpr, update_consts=consts, dimension_numbers=dn,
+                        indices_are_sorted=False, unique_indices=True, mode=slicing.GatherScatterMode.FILL_OR_DROP)
+
+
+def bind_scatter(x, idx, updates, **params):
+    """scatter_p bound with `params` and those the JAX release adds (scatter_extra_params)."""
+    from jax_metal_plugin._jax_internals import slicing
+
+    return slicing.scatter_p.bind(x, idx, updates, **params, **scatter_extra_params())
+
+
+def scatter_extra_params():
+    """scatter_p's parameters beyond those of jax 0.10.2: the result's sharding, from jax 0.12.1."""
+    from jax_metal_plugin._jax_internals import slicing
+
+    return {"out_sharding": None} if "out_sharding" in inspect.signature(slicing._scatter_shape_rule).parameters else {}
 
 
 def init_mlp(key, sizes):

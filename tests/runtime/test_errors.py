@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jaxcompare import check, device
+from jaxcompare import check, device, scatter_extra_params
 
 X = np.arange(6, dtype=np.float32)
 
@@ -39,6 +39,18 @@ def test_unsupported_custom_call_names_target_types_and_location():
     still_alive()
 
 
+@pytest.mark.parametrize("attribute", ["dict", "array", "none"])
+def test_refused_custom_call_with_attributes_of_every_kind(attribute):
+    # A target nobody registered, called with attributes JAX encodes as a dictionary, a dense array or
+    # nothing: each is read and refused cleanly, naming the target.
+    value = {"dict": {"a": 1, "b": np.float32(2.5)}, "array": np.arange(3), "none": None}[attribute]
+    attrs = {} if value is None else {"non_hashable_arg": value}
+    fn = lambda x: jax.ffi.ffi_call("test_ffi", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, **attrs)  # noqa: E731
+    with pytest.raises(RuntimeError, match="custom_call target 'test_ffi'"):
+        run_metal(fn, X)
+    still_alive()
+
+
 def test_custom_call_inside_control_flow():
     def f(x):
         return lax.fori_loop(0, 3, lambda i, c: missing_kernel(c) + i, x)
@@ -65,7 +77,7 @@ def test_unsupported_op_forms_name_the_op(case):
         dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
         fn = lambda x: slicing.scatter_p.bind(x, jnp.array([[1], [1]]), jnp.ones(2), update_jaxpr=jaxpr, update_consts=consts,
                                               dimension_numbers=dn, indices_are_sorted=False, unique_indices=False,
-                                              mode=slicing.GatherScatterMode.FILL_OR_DROP)
+                                              mode=slicing.GatherScatterMode.FILL_OR_DROP, **scatter_extra_params())
         op = "stablehlo.scatter"
     with pytest.raises(RuntimeError) as info:
         run_metal(fn, X)

@@ -111,7 +111,8 @@ def test_results_made_straight_in_their_outputs():
         return z, z.reshape(-1), w, x + z
 
     x, y = random_array(RNG, (37, 50), np.float32), random_array(RNG, (37, 50), np.float32)
-    check(f, x, y, exact=True)
+    # Within rounding, not bit for bit: XLA:CPU's sin is its own polynomial, which JAX releases change.
+    check(f, x, y)
     for platform in ("metal", "cpu"):
         dev = jax.devices(platform)[0]
         g = jax.jit(lambda x, y: (x * 2.0, jnp.cos(x) + y, x[::-1]), donate_argnums=(0,))

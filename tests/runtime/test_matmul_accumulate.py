@@ -43,7 +43,8 @@ FORMS = {
                      lambda x, g, w, v: np.abs(x) @ np.abs(w) + (np.abs(g) @ np.abs(v)) @ np.abs(w), 24 + 40 + 1),
     # Refused: the product is read twice, or is a result itself; the addend is made after the product.
     "product_read_twice": (lambda x, g, w, v: (x @ w + g, jnp.sin(x @ w)),
-                           lambda x, g, w, v: (np.abs(x) @ np.abs(w) + np.abs(g), np.ones_like(g)), 41),
+                           # sin carries the product's error (it is 1-Lipschitz) and adds its own rounding
+                           lambda x, g, w, v: (np.abs(x) @ np.abs(w) + np.abs(g), np.abs(x) @ np.abs(w) + 1), 41),
     "product_is_a_result": (lambda x, g, w, v: (x @ w + g, x @ w),
                             lambda x, g, w, v: (np.abs(x) @ np.abs(w) + np.abs(g), np.abs(x) @ np.abs(w)), 41),
     "addend_made_later": (lambda x, g, w, v: x @ w + jnp.cos(g) * 2,
