@@ -507,8 +507,7 @@ class Unroller {
     if (name == "stablehlo.collective_permute") {
       JMP_RETURN_IF_ERROR(Permute(op, in, out));
     } else {
-      JMP_ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> groups,
-                           Groups(op, name == "stablehlo.collective_broadcast" ? "replica_groups" : "replica_groups"));
+      JMP_ASSIGN_OR_RETURN(std::vector<std::vector<size_t>> groups, Groups(op, "replica_groups"));
       for (const std::vector<size_t>& group : groups) {
         if (group.empty()) continue;
         for (size_t i = 0; i < op.operands.size(); ++i) {
