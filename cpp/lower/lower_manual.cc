@@ -765,7 +765,7 @@ StatusOr<int> OperandPiece(LowerContext& cx, const ManualOp& m, size_t i, int gl
   // A token carries no data: every copy orders after the one token (its sharding has rank 0).
   if (cx.ShloType(op.operands.at(i)).kind == shlo::Type::Kind::kToken) return global;
   const Shape shape = cx.ShapeOf(global);
-  StatusOr<TileSharding> s = TilesOf(m.ins[i], shape.size(), cx.partitioning().num_devices());
+  StatusOr<TileSharding> s = TilesOf(OverAxes(m.ins[i], m.manual_axes), shape.size(), cx.partitioning().num_devices());
   if (!s.ok()) return cx.Unsupported("operand " + std::to_string(i) + ": " + s.status().message());
   const shlo::Type& local = m.body ? cx.InType(i) : cx.ShloType(op.regions[0].blocks[0].args.at(i));
   const size_t part_dims = s->parts > 1 ? 1 : 0;
@@ -784,7 +784,8 @@ StatusOr<int> ResultFromPieces(LowerContext& cx, const ManualOp& m, size_t j, st
                                const Copies& copies) {
   if (cx.ShloType(cx.op().results.at(j)).kind == shlo::Type::Kind::kToken) return local.at(0);
   Shape local_shape = cx.ShapeOf(local.at(0));
-  StatusOr<TileSharding> s = TilesOf(m.outs[j], local_shape.size(), cx.partitioning().num_devices());
+  StatusOr<TileSharding> s =
+      TilesOf(OverAxes(m.outs[j], m.manual_axes), local_shape.size(), cx.partitioning().num_devices());
   if (!s.ok()) return cx.Unsupported("result " + std::to_string(j) + ": " + s.status().message());
   if (s->parts == 1) return Assemble(cx, local, *s, copies);
   // A result in parts: the devices' pieces make the stack of parts, and the value is their sum.

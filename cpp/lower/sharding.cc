@@ -1,5 +1,6 @@
 #include "lower/sharding.h"
 
+#include <algorithm>
 #include <cctype>
 #include <utility>
 
@@ -436,6 +437,15 @@ StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int6
   bool split = false;
   for (int64_t x : out.tiles) split = split || x > 1;
   if (!split) return TileSharding{};
+  return out;
+}
+
+SdySharding OverAxes(const SdySharding& sharding, const std::vector<int>& axes) {
+  SdySharding out = sharding;
+  for (std::vector<int>& dim : out.dim_axes)
+    dim.erase(std::remove_if(dim.begin(), dim.end(),
+                             [&](int a) { return std::find(axes.begin(), axes.end(), a) == axes.end(); }),
+              dim.end());
   return out;
 }
 

@@ -55,6 +55,9 @@ StatusOr<std::vector<SdySharding>> ParseSdyShardings(std::string_view text, cons
 StatusOr<TileSharding> TilesOf(const SdySharding& sharding, size_t rank, int64_t num_devices);
 // The same for an HloSharding string.
 StatusOr<TileSharding> ParseHloSharding(std::string_view text, size_t rank, int64_t num_devices);
+// The sharding's splits over `axes` alone, its partial sums kept: a manual computation's body sees its
+// operands and results split over the manual axes only, whole along auto axes its shardings also split.
+SdySharding OverAxes(const SdySharding& sharding, const std::vector<int>& axes);
 // For @main's results without a sharding: one found where the program states it (result_shardings.cc),
 // else whole on every device. One per program, as it parses the module's meshes and maps every value of
 // @main to the op producing it.

@@ -591,6 +591,19 @@ def test_nested_shard_maps():
         assert_close(m, c, what="shard")
 
 
+def test_a_shard_map_over_one_axis_takes_its_operand_whole_along_the_other():
+    """A shard_map over `x` of a value the explicit mesh splits over `y` too: its body sees the value split
+    over `x` only, whole along `y` (jax 0.12.1 writes values in parts this way), and its result is split
+    over both again."""
+    def build(p):
+        body = lambda b: jax.lax.psum(b.sum(0, keepdims=True), "x") * (1 + jax.lax.axis_index("x")) + b
+        mesh = explicit_mesh(p)
+        fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names={"x"}))
+        return fn, [NamedSharding(mesh, P("x", "y"))]
+
+    compare(build, X)
+
+
 def parts_and_sum(platform, out, summed):
     """A value in parts: (each device's part by its position in the platform's list), and their sum."""
     devices = list(jax.devices(platform))
