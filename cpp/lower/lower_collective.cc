@@ -3,7 +3,7 @@
 // copy. Each replica group is {0} and a collective over it is the identity: a group of one combines
 // nothing (XLA applies no reduction body to a single member), gathers and scatters along a dimension of
 // size x1. collective_permute is the one exception: a device that no pair sends to receives zeros, so
-// without a (0, 0) pair the result is zeros. Over several devices, lower_manual.cc lowers collectives
+// without a (0, 0) pair the result is zeros. Over several devices, lower_manual_collectives.cc lowers collectives
 // across the body's copies, in loops and branches too; one that reaches these rules there (a region the
 // unroller does not take apart) is refused.
 #include "lower/lower_context.h"

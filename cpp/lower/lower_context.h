@@ -44,7 +44,7 @@ class LowerContext {
   const shlo::Module& module() const { return module_; }
   // The devices the program is compiled for.
   const Partitioning& partitioning() const { return partitioning_; }
-  // While a manual computation's body is lowered once per device (lower_manual.cc): the device (its
+  // While a manual computation's body is lowered once per device (lower_manual_unroll.cc): the device (its
   // partition id) of the copy being lowered and how many copies there are; -1 and 0 elsewhere.
   int64_t manual_device() const { return manual_device_; }
   int64_t manual_copies() const { return manual_copies_; }
