@@ -1,4 +1,4 @@
-// Operands the host plan reads in place (exec/host/host_plan.cc): a GatherND of one index row is a view
+// Operands the host plan reads in place (exec/host/host_plan_*.cc): a GatherND of one index row is a view
 // of its data at an offset read at run time, a Slice of one contiguous block a view at a fixed offset, results are made
 // straight in their outputs or in their loop carry's block, and a MatMul reads a transposed operand's source through
 // BLAS's transpose flag, for a swap of the last two dims behind a batch-regrouping reshape and for a

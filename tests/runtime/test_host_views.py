@@ -1,4 +1,4 @@
-"""Operands the host plan reads where they lie instead of copying them (exec/host/host_plan.cc): a
+"""Operands the host plan reads where they lie instead of copying them (exec/host/host_plan_*.cc): a
 dynamic slice of one block is a view of its data, a MatMul reads a transposed operand through BLAS's
 transpose flag (also when the transpose rotates a batch-and-sequence matrix, as dot_general's weight
 gradients do), and a transpose of a transpose is one transpose. Each must give what XLA:CPU gives, also

@@ -1,6 +1,6 @@
 """A product whose one reader adds it to another value (a weight update w - lr * x^T g, a sum of two
 products, a residual) is computed as one GEMM that accumulates into a copy of that value
-(exec/host/host_plan.cc, FoldMatMulAccumulates). The same values as CPU in every form the pass takes or
+(exec/host/host_plan_matmul.cc, FoldMatMulAccumulates). The same values as CPU in every form the pass takes or
 refuses, float32 and float64, inside a loop, and the host profile shows no separate pass over the sum."""
 
 import os

@@ -1,5 +1,5 @@
 """Two products neither of which reads the other's result run side by side on the host's threads
-(exec/host/host_plan.cc, PairMatMuls; host_matmul.cc, RunMatMulPair): the backward pass of a dense layer
+(exec/host/host_plan_matmul.cc, PairMatMuls; host_matmul.cc, RunMatMulPair): the backward pass of a dense layer
 makes two such products from one gradient. A later product moves up to run beside an earlier one, and
 what either reads or writes stays allocated until both are done. The same values as CPU in each form,
 in float32, float64 and complex64, straight and inside a loop. Float64 runs on the host on every
