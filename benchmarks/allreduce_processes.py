@@ -7,7 +7,7 @@ size, in the same processes.
 
 The figure is the psum's bandwidth (bytes of one process's buffer per second) over MPI's (target: at
 least 0.8 from 1 MB up). Each size runs in its own pair of processes; a time is the 10th percentile of
-its rounds (what disturbs a round on a shared machine only adds time; run.py's tenth_percentile).
+its rounds (what disturbs a round on a shared machine only adds time; rounds.py's tenth_percentile).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def child(size_mb, rounds, reps):
     from jax.sharding import PartitionSpec as P
     from mpi4py import MPI
 
-    from run import tenth_percentile
+    from rounds import tenth_percentile
 
     shard_map = getattr(jax, "shard_map", None)
     if shard_map is None:  # JAX releases before jax.shard_map
@@ -95,7 +95,7 @@ def main():
         child(args.child, args.rounds, args.reps)
         return
     sys.path.insert(0, HERE)
-    from run import machine_facts, versions
+    from machine import machine_facts, versions
 
     results = {"machine": machine_facts(), "versions": versions(), "sizes": []}
     print(f"{'size':>6} {'psum':>10} {'MPI':>10} {'psum/MPI bandwidth':>19}")

@@ -8,7 +8,7 @@ The figure is the time of a step on 2 devices over the time on 1 (target: at mos
 share the machine's cores, on a Mac its one GPU). JAX fixes its device count when it starts, so every
 measurement runs in a fresh process with JAX_METAL_NUM_DEVICES set; the 1- and 2-device processes
 alternate, and each pair of processes gives one ratio. A process's step time is the 10th percentile of
-its rounds (what disturbs a round on a shared machine only adds time; run.py's tenth_percentile).
+its rounds (what disturbs a round on a shared machine only adds time; rounds.py's tenth_percentile).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def child(devices, style, rounds, steps):
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from run import tenth_percentile
+    from rounds import tenth_percentile
 
     spec = importlib.util.spec_from_file_location("train_data_parallel", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
@@ -90,7 +90,7 @@ def main():
     sys.path.insert(0, HERE)
     import bench_env
     bench_env.settle(sys.argv)
-    from run import machine_facts, versions
+    from machine import machine_facts, versions
 
     results = {"machine": machine_facts(), "versions": versions(), "model": {"sizes": SIZES, "global_batch": GLOBAL_BATCH},
                "styles": {}}
