@@ -34,10 +34,14 @@ int Slice(LowerContext& cx, int global, const TileSharding& s, int64_t device) {
 StatusOr<int> Assemble(LowerContext& cx, const std::vector<int>& local, const TileSharding& s, const Copies& copies) {
   if (s.tiles.empty()) return local[0];
   int64_t count = 1;
-  for (int64_t t : s.tiles) count *= t;
+  for (int64_t t : s.tiles) {
+    if (t <= 0) return cx.Unsupported("a manual computation's result sharding splits a dimension into no pieces");
+    count *= t;
+  }
   std::vector<int> tile_value(static_cast<size_t>(count), -1);
   for (size_t c = 0; c < copies.device.size(); ++c) {
     const int64_t tile = s.device_tile.at(static_cast<size_t>(copies.device[c]));
+    if (tile < 0 || tile >= count) return cx.Unsupported("a manual computation's result sharding names no such piece");
     if (tile_value[static_cast<size_t>(tile)] < 0) tile_value[static_cast<size_t>(tile)] = local[c];
   }
   for (int v : tile_value)
