@@ -56,7 +56,7 @@ class ByteReader {
 
   // MLIR's prefix varint: the trailing zero bits of the first byte count the extra bytes.
   Status VarInt(uint64_t* out) {
-    uint8_t first;
+    uint8_t first = 0;
     JMP_RETURN_IF_ERROR(Byte(&first));
     if (first & 1) {
       *out = first >> 1;
@@ -113,7 +113,7 @@ class ByteReader {
 
   // A section: id byte (high bit: aligned), varint length, optional alignment padding, payload.
   Status Section(uint8_t* id, Span* payload) {
-    uint8_t raw;
+    uint8_t raw = 0;
     uint64_t length;
     JMP_RETURN_IF_ERROR(Byte(&raw));
     JMP_RETURN_IF_ERROR(VarInt(&length));

@@ -57,7 +57,7 @@ const char* const kTransposes[] = {"TRANSPOSE_INVALID", "NO_TRANSPOSE", "TRANSPO
 
 Status ReadAPInt(ByteReader& r, int bits, uint64_t* out) {
   if (bits <= 8) {
-    uint8_t b;
+    uint8_t b = 0;
     JMP_RETURN_IF_ERROR(r.Byte(&b));
     *out = b;
     return Status::Ok();
