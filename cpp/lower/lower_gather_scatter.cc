@@ -327,8 +327,7 @@ StatusOr<int> EmitScatter(LowerContext& cx, int operand, int indices, int update
   if (rank == 0) {
     // Every update lands on the one element (an index vector of a scalar is empty): the operand as one
     // slot of a rank-1 ScatterND, each update a row with index 0.
-    int64_t n = 1;
-    for (int64_t b : ix.batch) n *= b;
+    const int64_t n = cx.Type(updates).NumElements();  // the updates' shape is the scatter batch
     if (n == 0) return operand;
     int y = ScatterND(cx, cx.Reshape(operand, {1}), cx.Reshape(updates, {n}), cx.Splat(DType::kI32, {n, 1}, 0), mode);
     return cx.Reshape(y, {});
