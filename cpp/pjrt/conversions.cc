@@ -22,9 +22,16 @@ PJRT_Error_Code ToErrorCode(StatusCode code) {
 
 // Element types numbered after the pinned pjrt_c_api.h was cut (S1 = 30 and U1 = 31 come between): the
 // values later headers give them. Declared here, an inner scope, so a header that has them as
-// enumerators does not clash.
-constexpr PJRT_Buffer_Type PJRT_Buffer_Type_F6E2M3FN = static_cast<PJRT_Buffer_Type>(32);
-constexpr PJRT_Buffer_Type PJRT_Buffer_Type_F6E3M2FN = static_cast<PJRT_Buffer_Type>(33);
+// enumerators does not clash. The pinned enum's range ends at 31, so its bytes are written rather than
+// cast (clang refuses a constant cast past an enum's range): PJRT_Buffer_Type is an int in the C ABI.
+PJRT_Buffer_Type NewerBufferType(int value) {
+  static_assert(sizeof(PJRT_Buffer_Type) == sizeof(int), "PJRT_Buffer_Type is an int in the C ABI");
+  PJRT_Buffer_Type type;
+  std::memcpy(&type, &value, sizeof(type));
+  return type;
+}
+const PJRT_Buffer_Type PJRT_Buffer_Type_F6E2M3FN = NewerBufferType(32);
+const PJRT_Buffer_Type PJRT_Buffer_Type_F6E3M2FN = NewerBufferType(33);
 
 // The dtype table's PJRT column (support/dtype.def).
 PJRT_Buffer_Type ToBufferType(DType dtype) {
